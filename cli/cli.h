@@ -1,0 +1,64 @@
+/* cli: what the verbs of the `collprof` command share.
+ *
+ * Offers: the exit codes, the verb signature, and the one-line message helpers. A verb
+ * returns a status; only the dispatcher (main.c) turns it into the process's exit code, and
+ * only the dispatcher touches stdout's fate at exit (flush, check, EPIPE). A verb must not
+ * call exit(): the dispatcher's stdout check would be skipped.
+ */
+#ifndef COLLPROF_CLI_H
+#define COLLPROF_CLI_H
+
+#include <stdio.h>
+
+/* The contract's exit codes (INTERFACES.md). */
+enum cp_exit {
+    CP_EXIT_OK = 0,
+    CP_EXIT_BAD_NEWS = 1,   /* the answer is bad news: a hang, a mismatch, a FAIL */
+    CP_EXIT_USAGE = 2,      /* usage or input error, one line on stderr */
+    CP_EXIT_CANNOT_RUN = 3, /* no GPU, no NCCL, no driver, or not built yet */
+};
+
+/* Flag bits of a verb: shared set-up the dispatcher does (or skips) once for it. */
+enum cli_verb_flags {
+    /* The verb execs a child job: leave SIGPIPE at its default, because an ignored
+     * signal stays ignored across exec and would change how the job behaves. */
+    CLI_KEEP_SIGPIPE = 1u << 0,
+};
+
+/* argv[0] is the verb's name; argv[argc] is NULL. */
+typedef int (*cli_verb_fn)(int argc, char **argv);
+
+struct cli_verb {
+    const char *name;
+    cli_verb_fn run;
+    unsigned flags;       /* enum cli_verb_flags */
+    const char *summary;  /* one line for `collprof --help` */
+};
+
+/* `collprof: <verb>: <message>` as one line on stderr; returns status so a verb can write
+ * `return cli_error("dump", CP_EXIT_USAGE, "no trace files in '%s'", dir);`.
+ * Not named error(): that would interpose glibc's error(3) for every library. */
+int cli_error(const char *verb, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* `collprof: WARN <message>` as one line on stderr: data was lost or skipped, the verb
+ * goes on. */
+void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* For verbs whose engine is not in the tree yet: one line, CP_EXIT_CANNOT_RUN. */
+int cli_not_built(const char *verb);
+
+/* True once stdout has failed (a closed pipe, a full disk): a verb that prints a lot
+ * stops early instead of formatting output nobody can receive. */
+int cli_stdout_failed(void);
+
+int cmd_run(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+int cmd_view(int argc, char **argv);
+int cmd_top(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_selftest(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+
+#endif

@@ -1,0 +1,182 @@
+/* The verbs whose engines are still being written. Each already has its real option table,
+ * so `collprof <verb> --help` documents it and bad options are refused as they will be;
+ * once parsed, it says it is not built yet (exit 3). When a verb is built, its table and
+ * function move to cli/cmd_<verb>.c. */
+#include "cli/cli.h"
+#include "cli/options.h"
+
+static int parse_then_not_built(const struct cli_command *c, int argc, char **argv)
+{
+    int nargs;
+    int rc = cli_parse(c, argc, argv, &nargs);
+    if (rc != CLI_GO_ON)
+        return rc;
+    return cli_not_built(c->verb);
+}
+
+int cmd_run(int argc, char **argv)
+{
+    const char *dir = NULL, *gpu_timing = NULL;
+    static const char *const usage[] = { "run [--dir D] [--gpu-timing M] -- CMD...", NULL };
+    const struct cli_option options[] = {
+        CLI_STRING(0, "dir", &dir, "D", "trace directory, one file per rank (COLLPROF_DIR)"),
+        CLI_STRING(0, "gpu-timing", &gpu_timing, "M",
+                   "events, cupti, off or sample:N (COLLPROF_GPU_TIMING)"),
+        CLI_END(),
+    };
+    const struct cli_command c = {
+        .verb = "run",
+        .usage = usage,
+        .about = "Runs CMD (a launcher such as torchrun, mpirun or srun works) with\n"
+                 "libcollprof.so preloaded, so that every rank traces its NCCL calls.",
+        .options = options,
+        .args = "CMD...",
+        .min_args = 1,
+        .max_args = -1,
+        .flags = CLI_STOP_AT_ARG,
+        .notes = "The other COLLPROF_* variables pass through from the environment\n"
+                 "(see 'collprof --help').",
+    };
+    return parse_then_not_built(&c, argc, argv);
+}
+
+int cmd_report(int argc, char **argv)
+{
+    int json = 0;
+    long top = 10;
+    const char *fail_on = NULL;
+    static const char *const usage[] = { "report [--json] [--top N] [--fail-on LIST] DIR", NULL };
+    const struct cli_option options[] = {
+        CLI_BOOL(0, "json", &json, "one JSON object (keys in INTERFACES.md) instead of text"),
+        CLI_INT(0, "top", &top, "N", 1, 1000000, "at most N rows per table, worst first"),
+        CLI_STRING(0, "fail-on", &fail_on, "LIST",
+                   "exit 1 when the report finds any of LIST\n(comma-separated: hang, mismatch)"),
+        CLI_END(),
+    };
+    const struct cli_command c = {
+        .verb = "report",
+        .usage = usage,
+        .about = "What the job sent over NCCL, who was slow, what hung or mismatched.",
+        .options = options,
+        .args = "DIR",
+        .min_args = 1,
+        .max_args = 1,
+        .notes = "exit codes: 0 ok, 1 --fail-on matched, 2 bad input",
+    };
+    return parse_then_not_built(&c, argc, argv);
+}
+
+int cmd_view(int argc, char **argv)
+{
+    static const char *const usage[] = { "view DIR", NULL };
+    const struct cli_option options[] = { CLI_END() };
+    const struct cli_command c = {
+        .verb = "view",
+        .usage = usage,
+        .about = "An interactive terminal view over a trace directory.",
+        .options = options,
+        .args = "DIR",
+        .min_args = 1,
+        .max_args = 1,
+    };
+    return parse_then_not_built(&c, argc, argv);
+}
+
+int cmd_top(int argc, char **argv)
+{
+    int once = 0, json = 0;
+    double delay_s = 1.0;
+    static const char *const usage[] = { "top [--once] [--json] [-d SECS]", NULL };
+    const struct cli_option options[] = {
+        CLI_BOOL(0, "once", &once, "print one snapshot and exit (no terminal needed)"),
+        CLI_BOOL(0, "json", &json, "the snapshot as JSON (with --once)"),
+        CLI_DOUBLE('d', NULL, &delay_s, "SECS", 0.1, 86400, "refresh every SECS seconds (default 1)"),
+        CLI_END(),
+    };
+    const struct cli_command c = {
+        .verb = "top",
+        .usage = usage,
+        .about = "Live view of every profiled rank on this node (COLLPROF_LIVE).",
+        .options = options,
+        .max_args = 0,
+    };
+    return parse_then_not_built(&c, argc, argv);
+}
+
+int cmd_export(int argc, char **argv)
+{
+    enum { NONE, PERFETTO, CSV, PROMETHEUS };
+    int format = NONE;
+    const char *output = NULL;
+    static const char *const usage[] = { "export --perfetto|--csv|--prometheus [-o FILE] DIR",
+                                         NULL };
+    const struct cli_option options[] = {
+        CLI_SET_INT(0, "perfetto", &format, PERFETTO, "Perfetto / Chrome trace JSON"),
+        CLI_SET_INT(0, "csv", &format, CSV, "CSV, one row per operation"),
+        CLI_SET_INT(0, "prometheus", &format, PROMETHEUS, "Prometheus text exposition"),
+        CLI_STRING('o', NULL, &output, "FILE", "write to FILE instead of stdout"),
+        CLI_END(),
+    };
+    const struct cli_command c = {
+        .verb = "export",
+        .usage = usage,
+        .about = "A trace directory in another tool's format; exactly one format is chosen.",
+        .options = options,
+        .args = "DIR",
+        .min_args = 1,
+        .max_args = 1,
+    };
+    int nargs;
+    int rc = cli_parse(&c, argc, argv, &nargs);
+    if (rc != CLI_GO_ON)
+        return rc;
+    if (format == NONE)
+        return cli_usage_error(&c, "wants one of --perfetto, --csv, --prometheus");
+    return cli_not_built(c.verb);
+}
+
+int cmd_selftest(int argc, char **argv)
+{
+    int json = 0, quick = 0;
+    const char *sizes = NULL, *ops = NULL;
+    static const char *const usage[] = { "selftest [--json] [--quick] [--sizes A:B] [--ops LIST]",
+                                         NULL };
+    const struct cli_option options[] = {
+        CLI_BOOL(0, "json", &json, "one JSON object (keys in INTERFACES.md) instead of text"),
+        CLI_BOOL(0, "quick", &quick, "fewer sizes and iterations: a verdict in seconds"),
+        CLI_STRING(0, "sizes", &sizes, "A:B", "sweep message sizes from A to B bytes"),
+        CLI_STRING(0, "ops", &ops, "LIST", "only these collectives (comma-separated)"),
+        CLI_END(),
+    };
+    const struct cli_command c = {
+        .verb = "selftest",
+        .usage = usage,
+        .about = "Checks this node: GPUs, links and NICs, then every collective's bandwidth\n"
+                 "against what the links should give, and the transport NCCL picked.",
+        .options = options,
+        .max_args = 0,
+        .notes = "exit codes: 0 PASS or WARN, 1 FAIL, 3 could not run (no GPU, NCCL, driver)",
+    };
+    return parse_then_not_built(&c, argc, argv);
+}
+
+int cmd_demo(int argc, char **argv)
+{
+    long ranks = 8;
+    const char *keep = NULL;
+    static const char *const usage[] = { "demo [--ranks N] [--keep DIR]", NULL };
+    const struct cli_option options[] = {
+        CLI_INT(0, "ranks", &ranks, "N", 2, 64, "ranks of the emulated job (default 8)"),
+        CLI_STRING(0, "keep", &keep, "DIR", "keep the trace in DIR (default: removed at the end)"),
+        CLI_END(),
+    };
+    const struct cli_command c = {
+        .verb = "demo",
+        .usage = usage,
+        .about = "Runs an emulated job (no GPU needed) with a straggler under the profiler,\n"
+                 "then shows its report.",
+        .options = options,
+        .max_args = 0,
+    };
+    return parse_then_not_built(&c, argc, argv);
+}

@@ -1,0 +1,242 @@
+#include "common/settings.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/log.h"
+
+/* One row per variable. `parse` returns 0 and stores the value, or returns -1 and leaves
+ * `why` saying what a good value looks like; the caller then warns and keeps the default. */
+typedef struct setting {
+    const char *name;
+    const char *values;   /* the shape of a good value, for --help and the docs */
+    const char *fallback; /* the default, as text */
+    const char *help;
+    int (*parse)(cp_settings *s, const char *text, const char **why);
+} setting;
+
+static int parse_long(const char *text, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_bool(const char *text, int *out)
+{
+    static const char *const yes[] = {"1", "true", "yes", "on"};
+    static const char *const no[] = {"0", "false", "no", "off"};
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        if (strcasecmp(text, yes[i]) == 0)
+            return *out = 1, 0;
+        if (strcasecmp(text, no[i]) == 0)
+            return *out = 0, 0;
+    }
+    return -1;
+}
+
+static int parse_dir(cp_settings *s, const char *text, const char **why)
+{
+    if (strlen(text) >= sizeof s->dir) {
+        *why = "a path shorter than 4096 bytes";
+        return -1;
+    }
+    strcpy(s->dir, text);
+    return 0;
+}
+
+static int parse_enable(cp_settings *s, const char *text, const char **why)
+{
+    *why = "0 or 1";
+    return parse_bool(text, &s->enable);
+}
+
+static int parse_live(cp_settings *s, const char *text, const char **why)
+{
+    *why = "0 or 1";
+    return parse_bool(text, &s->live);
+}
+
+static int parse_gpu_timing(cp_settings *s, const char *text, const char **why)
+{
+    *why = "events, cupti, off or sample:N with N >= 1";
+    if (strcasecmp(text, "events") == 0)
+        return s->gpu_timing = CP_GPU_TIMING_EVENTS, 0;
+    if (strcasecmp(text, "cupti") == 0)
+        return s->gpu_timing = CP_GPU_TIMING_CUPTI, 0;
+    if (strcasecmp(text, "off") == 0)
+        return s->gpu_timing = CP_GPU_TIMING_OFF, 0;
+    long n;
+    if (strncasecmp(text, "sample:", 7) == 0 && parse_long(text + 7, 1, INT_MAX, &n) == 0) {
+        s->gpu_timing = CP_GPU_TIMING_SAMPLE;
+        s->gpu_timing_sample_n = (unsigned)n;
+        return 0;
+    }
+    return -1;
+}
+
+static int parse_stack(cp_settings *s, const char *text, const char **why)
+{
+    long v;
+    *why = "an integer from 0 to 64";
+    if (parse_long(text, 0, 64, &v))
+        return -1;
+    s->stack_depth = (int)v;
+    return 0;
+}
+
+static int parse_hang(cp_settings *s, const char *text, const char **why)
+{
+    *why = "a number of seconds above 0 and at most 1000000";
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end != '\0' || !isfinite(v) || v <= 0 || v > 1e6)
+        return -1;
+    s->hang_s = v;
+    return 0;
+}
+
+static int parse_flush(cp_settings *s, const char *text, const char **why)
+{
+    long v;
+    *why = "an integer from 1 to 600000 (milliseconds)";
+    if (parse_long(text, 1, 600000, &v))
+        return -1;
+    s->flush_ms = (int)v;
+    return 0;
+}
+
+static int parse_buffer(cp_settings *s, const char *text, const char **why)
+{
+    long v;
+    *why = "an integer from 1 to 4096 (MiB)";
+    if (parse_long(text, 1, 4096, &v))
+        return -1;
+    s->buffer_mb = (int)v;
+    return 0;
+}
+
+static int parse_debug(cp_settings *s, const char *text, const char **why)
+{
+    *why = "WARN, INFO or TRACE";
+    int level = cp_log_level_parse(text);
+    if (level < 0)
+        return -1;
+    s->debug = level;
+    return 0;
+}
+
+/* COLLPROF_DEBUG comes first so that the level is set before the others are read. */
+static const setting table[] = {
+    {"COLLPROF_DEBUG", "WARN|INFO|TRACE", "WARN",
+     "lines on stderr, prefixed `collprof:`, up to this level", parse_debug},
+    {"COLLPROF_DIR", "PATH", "./collprof-<jobid>",
+     "trace directory of the job, one file per rank; jobid from TORCHELASTIC_RUN_ID, "
+     "SLURM_JOB_ID, PBS_JOBID, OMPI's jobid, else the start time",
+     parse_dir},
+    {"COLLPROF_ENABLE", "0|1", "1", "0 turns the shim into a pure pass-through", parse_enable},
+    {"COLLPROF_GPU_TIMING", "events|cupti|off|sample:N", "events",
+     "how GPU start/end times are taken; sample:N times every Nth call", parse_gpu_timing},
+    {"COLLPROF_STACK", "0..64", "8", "call-site stack depth (0 = off)", parse_stack},
+    {"COLLPROF_LIVE", "0|1", "1", "0 disables the /dev/shm stats block that `collprof top` reads",
+     parse_live},
+    {"COLLPROF_HANG_S", "SECONDS", "60",
+     "a collective in flight this long is reported as a suspected hang", parse_hang},
+    {"COLLPROF_FLUSH_MS", "1..600000", "200",
+     "the trace on disk is never further behind than this", parse_flush},
+    {"COLLPROF_BUFFER_MB", "1..4096", "16",
+     "per-process ring size; when full, records are counted as lost, never block", parse_buffer},
+};
+
+#define TABLE_LEN (sizeof table / sizeof table[0])
+
+void cp_settings_defaults(cp_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    const char *why;
+    for (size_t i = 0; i < TABLE_LEN; i++)
+        if (table[i].parse != parse_dir && table[i].parse(s, table[i].fallback, &why) != 0)
+            abort(); /* a default that its own parser refuses is a bug in this table */
+}
+
+static const char *getenv_lookup(const char *name, void *ctx)
+{
+    (void)ctx;
+    return getenv(name);
+}
+
+int cp_settings_load_from(cp_settings *s, const char *(*lookup)(const char *name, void *ctx),
+                          void *ctx)
+{
+    cp_settings_defaults(s);
+    int bad = 0;
+    for (size_t i = 0; i < TABLE_LEN; i++) {
+        const char *text = lookup(table[i].name, ctx);
+        if (!text || !*text) /* unset and empty mean the same, as in NCCL */
+            continue;
+        const char *why = "a valid value";
+        cp_settings trial = *s;
+        if (table[i].parse(&trial, text, &why) == 0) {
+            *s = trial;
+        } else {
+            bad++;
+            cp_warn("%s='%.200s' is not %s; using %s", table[i].name, text, why,
+                    table[i].fallback);
+        }
+        if (table[i].parse == parse_debug)
+            cp_log_set_level(s->debug);
+    }
+    return bad;
+}
+
+int cp_settings_load(cp_settings *s) { return cp_settings_load_from(s, getenv_lookup, NULL); }
+
+/* A '|' inside a markdown table cell ends the cell, even inside backticks. */
+static void put_md_cell(FILE *out, const char *text)
+{
+    for (; *text; text++) {
+        if (*text == '|')
+            fputc('\\', out);
+        fputc(*text, out);
+    }
+}
+
+void cp_settings_print_help(FILE *out, int markdown)
+{
+    if (markdown) {
+        fputs("| variable | values | default | meaning |\n|---|---|---|---|\n", out);
+        for (size_t i = 0; i < TABLE_LEN; i++) {
+            fprintf(out, "| %s | `", table[i].name);
+            put_md_cell(out, table[i].values);
+            fprintf(out, "` | `%s` | ", table[i].fallback);
+            put_md_cell(out, table[i].help);
+            fputs(" |\n", out);
+        }
+        return;
+    }
+    fputs("Environment (a bad value gives one warning and the default):\n", out);
+    for (size_t i = 0; i < TABLE_LEN; i++)
+        fprintf(out, "  %-20s %s (default %s)\n  %-20s   %s\n", table[i].name, table[i].values,
+                table[i].fallback, "", table[i].help);
+}
+
+const char *cp_gpu_timing_name(int mode)
+{
+    switch (mode) {
+    case CP_GPU_TIMING_EVENTS: return "events";
+    case CP_GPU_TIMING_CUPTI: return "cupti";
+    case CP_GPU_TIMING_OFF: return "off";
+    case CP_GPU_TIMING_SAMPLE: return "sample";
+    default: return "?";
+    }
+}

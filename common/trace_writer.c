@@ -1,0 +1,294 @@
+/* trace_writer: records into a chunk buffer, each full chunk hashed and written whole.
+ *
+ * A chunk goes to the file in one pwrite(2) of header and payload together, so a process
+ * killed at any instant leaves whole chunks and at most one partial one at the end, which
+ * the reader recognises as the cut. A failed write is undone (ftruncate back to the last
+ * whole chunk) so the next chunk lands where the failed one should have, and the file stays
+ * a clean sequence of chunks with a gap in chunk_index where data was lost.
+ *
+ * Losses are reported twice: the running total in every chunk header (what the reader
+ * trusts), and LOST records by cause that the writer itself puts at the head of the next
+ * chunk it writes. A LOST record that sits in the chunk buffer has its count raised in
+ * place while more drops of its cause arrive, so a burst of drops costs one record.
+ */
+#include "common/trace_writer.h"
+
+#include "common/clock.h"
+#include "common/trace_hash.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CP_LIKELY(x) __builtin_expect(!!(x), 1)
+
+/* Small enough for the tests' many-chunk traces, large enough for the LOST records of all
+ * causes plus the largest fixed-size record. */
+#define CP_CHUNK_MIN_PAYLOAD 256u
+#define CP_LOST_CAUSES 4 /* enum cp_lost_cause values are 1..3 */
+
+struct cp_trace_writer {
+    /* Hot fields first: append touches only these. */
+    unsigned char *payload; /* == buf + CP_CHUNK_HEADER_BYTES */
+    size_t used;            /* payload bytes in the current chunk */
+    size_t cap;             /* chunk payload capacity */
+    uint32_t count;         /* records in the current chunk */
+    uint32_t own;           /* of them, LOST records the writer put there itself */
+
+    int fd;
+    unsigned char *buf;    /* chunk header + payload, written in one call */
+    uint64_t file_bytes;   /* end of the last whole chunk in the file */
+    uint64_t chunk_index;
+    uint64_t written;      /* records in chunks that reached the file */
+    uint64_t lost;         /* records dropped, every cause */
+    /* Per cause: drops not yet in a LOST record on disk, and where the LOST record that
+     * will carry them sits in the current chunk (SIZE_MAX: none there yet). */
+    uint64_t pending[CP_LOST_CAUSES];
+    uint64_t pending_at_ns[CP_LOST_CAUSES];
+    size_t lost_rec_at[CP_LOST_CAUSES];
+};
+
+void cp_file_header_init(cp_file_header *h)
+{
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, CP_TRACE_MAGIC, sizeof h->magic);
+    h->byte_order = CP_TRACE_BYTE_ORDER;
+    h->version = CP_TRACE_VERSION;
+    h->compat_version = CP_TRACE_VERSION;
+    h->header_bytes = CP_TRACE_HEADER_BYTES;
+    h->rank = -1;
+    h->local_rank = -1;
+    h->world_size = -1;
+}
+
+/* Writes all of [data, data+len) at `off`, going on after a short write (a signal, a file
+ * that reached a limit mid-way) until the kernel refuses outright. */
+static int write_all_at(int fd, const void *data, size_t len, uint64_t off)
+{
+    const unsigned char *p = data;
+    while (len > 0) {
+        ssize_t n = pwrite(fd, p, len, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+cp_trace_writer *cp_trace_writer_open(const char *path, const cp_file_header *header,
+                                      size_t chunk_payload_bytes, char *err, size_t errlen)
+{
+    if (chunk_payload_bytes == 0)
+        chunk_payload_bytes = CP_CHUNK_DEFAULT_PAYLOAD;
+    if (!path || !header || chunk_payload_bytes % 8 != 0 ||
+        chunk_payload_bytes < CP_CHUNK_MIN_PAYLOAD || chunk_payload_bytes > CP_CHUNK_MAX_PAYLOAD) {
+        snprintf(err, errlen, "'%s': chunk payload of %zu bytes is not a multiple of 8 in [%u, %u]",
+                 path ? path : "(null)", chunk_payload_bytes, CP_CHUNK_MIN_PAYLOAD,
+                 CP_CHUNK_MAX_PAYLOAD);
+        return NULL;
+    }
+    cp_trace_writer *w = calloc(1, sizeof *w);
+    unsigned char *buf = malloc(CP_CHUNK_HEADER_BYTES + chunk_payload_bytes);
+    if (!w || !buf) {
+        snprintf(err, errlen, "'%s': out of memory for the trace writer", path);
+        free(w);
+        free(buf);
+        return NULL;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "'%s': cannot create trace file: %s", path, strerror(errno));
+        free(w);
+        free(buf);
+        return NULL;
+    }
+
+    /* The writer owns the format fields: whatever the caller left there, the file it
+     * writes is one this version's reader accepts. */
+    cp_file_header h = *header;
+    memcpy(h.magic, CP_TRACE_MAGIC, sizeof h.magic);
+    h.byte_order = CP_TRACE_BYTE_ORDER;
+    h.version = CP_TRACE_VERSION;
+    h.compat_version = CP_TRACE_VERSION;
+    h.header_bytes = CP_TRACE_HEADER_BYTES;
+    h.reserved0 = 0;
+    memset(h.reserved, 0, sizeof h.reserved);
+    h.header_hash = cp_trace_hash(&h, offsetof(cp_file_header, header_hash));
+    if (write_all_at(fd, &h, sizeof h, 0) != 0) {
+        int e = errno;
+        snprintf(err, errlen, "'%s': cannot write trace header: %s", path,
+                 e ? strerror(e) : "short write");
+        close(fd);
+        unlink(path);
+        free(w);
+        free(buf);
+        return NULL;
+    }
+
+    w->fd = fd;
+    w->buf = buf;
+    w->payload = buf + CP_CHUNK_HEADER_BYTES;
+    w->cap = chunk_payload_bytes;
+    w->file_bytes = sizeof h;
+    for (int c = 0; c < CP_LOST_CAUSES; c++)
+        w->lost_rec_at[c] = SIZE_MAX;
+    return w;
+}
+
+/* Puts or refreshes the LOST record of each cause with drops not yet on disk. Called when
+ * the buffer has room for them: right after a drop, or with an empty buffer. */
+static void place_lost_records(cp_trace_writer *w)
+{
+    for (unsigned c = 1; c < CP_LOST_CAUSES; c++) {
+        if (!w->pending[c])
+            continue;
+        if (w->lost_rec_at[c] == SIZE_MAX) {
+            if (w->cap - w->used < sizeof(cp_rec_lost))
+                continue; /* placed after the next chunk goes out */
+            w->lost_rec_at[c] = w->used;
+            w->used += sizeof(cp_rec_lost);
+            w->count++;
+            w->own++;
+        }
+        cp_rec_lost rec = {.h = {CP_REC_LOST, sizeof(cp_rec_lost)},
+                           .cause = c,
+                           .count = w->pending[c],
+                           .at_ns = w->pending_at_ns[c]};
+        memcpy(w->payload + w->lost_rec_at[c], &rec, sizeof rec);
+    }
+}
+
+static void count_drop(cp_trace_writer *w, unsigned cause, uint64_t records)
+{
+    w->lost += records;
+    w->pending[cause] += records;
+    w->pending_at_ns[cause] = cp_mono_ns();
+}
+
+/* Writes the current chunk; on failure its caller records join the lost total. Either way
+ * the buffer starts over, with the LOST records of what is still unreported. */
+static int write_chunk(cp_trace_writer *w)
+{
+    cp_chunk_header ch = {
+        .magic = CP_CHUNK_MAGIC,
+        .payload_bytes = (uint32_t)w->used,
+        .chunk_index = w->chunk_index++,
+        .lost_records = w->lost,
+        .payload_hash = cp_trace_hash(w->payload, w->used),
+        .record_count = w->count,
+    };
+    ch.header_hash = cp_chunk_header_hash(&ch);
+    memcpy(w->buf, &ch, sizeof ch);
+
+    size_t len = CP_CHUNK_HEADER_BYTES + w->used;
+    int rc = write_all_at(w->fd, w->buf, len, w->file_bytes);
+    uint64_t callers = w->count - w->own;
+    if (rc == 0) {
+        w->file_bytes += len;
+        w->written += callers;
+        for (unsigned c = 1; c < CP_LOST_CAUSES; c++)
+            if (w->lost_rec_at[c] != SIZE_MAX)
+                w->pending[c] = 0;
+    } else {
+        /* A partial chunk would read as corruption; cut it off so the next chunk starts at
+         * a chunk boundary. If even that fails, the reader resyncs past the debris. */
+        if (ftruncate(w->fd, (off_t)w->file_bytes) != 0)
+            w->file_bytes += len;
+        if (callers)
+            count_drop(w, CP_LOST_WRITE_ERROR, callers);
+        else
+            w->chunk_index--; /* only our LOST records failed: no data gap to show */
+    }
+    w->used = 0;
+    w->count = 0;
+    w->own = 0;
+    for (unsigned c = 1; c < CP_LOST_CAUSES; c++)
+        w->lost_rec_at[c] = SIZE_MAX;
+    place_lost_records(w);
+    return rc;
+}
+
+static int append_slow(cp_trace_writer *w, const void *record, size_t size)
+{
+    if (size < sizeof(cp_record_header) || size % 8 != 0 || size > w->cap) {
+        count_drop(w, CP_LOST_TOO_BIG, 1);
+        place_lost_records(w);
+        return -1;
+    }
+    int rc = 0;
+    /* Twice at most: the first write may fail and leave LOST records in the fresh buffer;
+     * a second one empties it. */
+    for (int tries = 0; w->cap - w->used < size && tries < 2; tries++)
+        if (write_chunk(w) != 0)
+            rc = -1;
+    if (w->cap - w->used < size) {
+        count_drop(w, CP_LOST_WRITE_ERROR, 1);
+        place_lost_records(w);
+        return -1;
+    }
+    memcpy(w->payload + w->used, record, size);
+    w->used += size;
+    w->count++;
+    return rc;
+}
+
+int cp_trace_writer_append(cp_trace_writer *w, const void *record)
+{
+    uint16_t size;
+    memcpy(&size, (const unsigned char *)record + offsetof(cp_record_header, size), sizeof size);
+    /* The hot path: one compare for "well-formed and fits", then a copy. The 64-byte
+     * CALL gets a fixed-size copy the compiler turns into a few vector moves. */
+    if (CP_LIKELY(size <= w->cap - w->used && size >= sizeof(cp_record_header) &&
+                  (size & 7) == 0)) {
+        if (size == sizeof(cp_rec_call))
+            memcpy(w->payload + w->used, record, sizeof(cp_rec_call));
+        else
+            memcpy(w->payload + w->used, record, size);
+        w->used += size;
+        w->count++;
+        return 0;
+    }
+    return append_slow(w, record, size);
+}
+
+int cp_trace_writer_flush(cp_trace_writer *w)
+{
+    /* A chunk of nothing but LOST records is written too: a job that loses everything to a
+     * full ring must still show it on disk. */
+    if (w->count == 0)
+        return 0;
+    return write_chunk(w);
+}
+
+void cp_trace_writer_count_lost(cp_trace_writer *w, uint64_t records)
+{
+    if (!records)
+        return;
+    count_drop(w, CP_LOST_RING_FULL, records);
+    place_lost_records(w);
+}
+
+uint64_t cp_trace_writer_records_written(const cp_trace_writer *w) { return w->written; }
+
+uint64_t cp_trace_writer_records_lost(const cp_trace_writer *w) { return w->lost; }
+
+int cp_trace_writer_close(cp_trace_writer *w)
+{
+    if (!w)
+        return 0;
+    int rc = 0;
+    if (w->count > 0 && write_chunk(w) != 0)
+        rc = -1;
+    if (close(w->fd) != 0)
+        rc = -1;
+    free(w->buf);
+    free(w);
+    return rc;
+}

@@ -1,0 +1,38 @@
+/* emu_stream: what the emulated CUDA driver (libcuda.so.1) offers the emulated NCCL
+ * (libnccl.so.2) beyond the driver API: a way to put work on a stream, and time.
+ *
+ * Streams are real asynchronous queues: one worker thread per stream runs its items in
+ * order. Time is modelled, not only elapsed: each stream keeps a virtual clock `vtime`
+ * (CLOCK_MONOTONIC ns) at which it becomes free. An item starts at
+ *     start = max(stream vtime, the wall time the item was enqueued)
+ * and its run function returns when it ends in model time; the worker then sleeps until that
+ * moment if the CPU finished earlier (so the host sees the model's durations), and an event
+ * recorded after the item is stamped with the stream's vtime (so GPU times are the model's
+ * even when the CPU was slower than the modelled GPU). These symbols are exported by
+ * libcuda.so.1 with the `cpemu_` prefix and are not part of any real driver.
+ */
+#ifndef COLLPROF_EMU_STREAM_H
+#define COLLPROF_EMU_STREAM_H
+
+#include <stdint.h>
+
+#include "common/cuda_abi.h"
+
+/* Runs on the stream's worker thread. start_ns is the item's model start time. Returns the
+ * model end time (>= start_ns). `abort_flag`, when set non-zero by another thread, asks a
+ * waiting item to give up as soon as it can (ncclCommAbort). */
+typedef uint64_t (*cpemu_work_fn)(void *arg, uint64_t start_ns);
+
+/* Enqueues fn(arg) on stream s (NULL: the current context's default stream). free_fn(arg),
+ * when given, is called on the worker after the item ran. CUDA_SUCCESS, or an error for an
+ * invalid stream. Under capture (cuStreamBeginCapture) the item is not run: it is dropped and
+ * free_fn called, as a captured NCCL kernel would wait for a graph launch. */
+CUresult cpemu_stream_enqueue(CUstream s, cpemu_work_fn fn, void *arg, void (*free_fn)(void *));
+
+/* The device ordinal of a stream's context (NULL: the current context's device), or -1. */
+int cpemu_stream_device(CUstream s);
+
+/* The device whose context is current on this thread, or -1 when none. */
+int cpemu_current_device(void);
+
+#endif

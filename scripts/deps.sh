@@ -1,0 +1,29 @@
+#!/bin/sh
+# Installs the Debian packages collprof builds and tests with, if any is missing.
+# Used by `make deps` (and so by `make demo`, `make test`, `make bench`).
+set -eu
+PKGS="cmake make gcc clang pkg-config libunwind-dev libncurses-dev libjson-c-dev \
+libcmocka-dev libxxhash-dev tmux python3 valgrind"
+
+missing=""
+for p in $PKGS; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing="$missing $p"
+  fi
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    SUDO=sudo
+  else
+    echo "collprof: missing Debian packages:$missing" >&2
+    echo "collprof: run 'sudo make deps' (or: sudo apt-get install$missing), then try again" >&2
+    exit 1
+  fi
+else
+  SUDO=
+fi
+echo "collprof: installing$missing"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing

@@ -1,0 +1,278 @@
+/* The writer under the failures it must survive: a path it must not touch, records that
+ * cannot be stored, a disk that fills and empties again, and a process killed mid-run.
+ * Each loss is counted, carried in chunk headers and reported in LOST records by cause. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include "test_trace_util.h"
+
+static char *g_dir;
+static char g_path[600];
+static char err[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    g_dir = tt_tmpdir();
+    snprintf(g_path, sizeof g_path, "%s/w.cptrace", g_dir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tt_rmtree(g_dir);
+    free(g_dir);
+    return 0;
+}
+
+static cp_trace_writer *open_writer(size_t chunk)
+{
+    cp_file_header h;
+    cp_file_header_init(&h);
+    cp_trace_writer *w = cp_trace_writer_open(g_path, &h, chunk, err, sizeof err);
+    assert_non_null(w);
+    return w;
+}
+
+/* Walks g_path, keeping every record. */
+static void walk_file(cp_walk_result *res, tt_seen *seen)
+{
+    size_t len;
+    unsigned char *data = tt_read_file(g_path, &len);
+    assert_non_null(data);
+    assert_int_equal(tt_walk_mem(data, len, res, seen, err, sizeof err), CP_READ_OK);
+    free(data);
+}
+
+static const cp_rec_lost *find_lost(const tt_seen *seen, unsigned cause)
+{
+    for (size_t k = 0; k < seen->n; k++) {
+        const cp_rec_lost *l = (const cp_rec_lost *)tt_seen_rec(seen, k);
+        if (l->h.type == CP_REC_LOST && l->cause == cause)
+            return l;
+    }
+    return NULL;
+}
+
+static void open_refuses_an_existing_file_a_symlink_and_a_bad_chunk_size(void **state)
+{
+    (void)state;
+    cp_file_header h;
+    cp_file_header_init(&h);
+    tt_write_file(g_path, "x", 1);
+    assert_null(cp_trace_writer_open(g_path, &h, 0, err, sizeof err));
+    assert_non_null(strstr(err, g_path));
+    assert_non_null(strstr(err, "exists"));
+    size_t len;
+    free(tt_read_file(g_path, &len));
+    assert_int_equal(len, 1); /* untouched */
+
+    char target[700], link_path[700];
+    snprintf(target, sizeof target, "%s/target", g_dir);
+    snprintf(link_path, sizeof link_path, "%s/link.cptrace", g_dir);
+    assert_int_equal(symlink(target, link_path), 0);
+    assert_null(cp_trace_writer_open(link_path, &h, 0, err, sizeof err));
+    assert_int_equal(access(target, F_OK), -1);
+
+    snprintf(link_path, sizeof link_path, "%s/new.cptrace", g_dir);
+    assert_null(cp_trace_writer_open(link_path, &h, 100, err, sizeof err));
+    assert_non_null(strstr(err, "chunk payload of 100 bytes"));
+    assert_null(cp_trace_writer_open(link_path, &h, 1004, err, sizeof err));
+    assert_null(cp_trace_writer_open(link_path, &h, CP_CHUNK_MAX_PAYLOAD + 8, err, sizeof err));
+    assert_int_equal(access(link_path, F_OK), -1);
+}
+
+static void malformed_and_oversized_records_are_dropped_and_counted(void **state)
+{
+    (void)state;
+    cp_trace_writer *w = open_writer(512);
+    cp_rec_call c = tt_call(1);
+    assert_int_equal(cp_trace_writer_append(w, &c), 0);
+    unsigned char rec[1024] = {0};
+    cp_record_header *h = (cp_record_header *)rec;
+    h->type = CP_REC_CALL;
+    for (unsigned size = 0; size < 8; size++) {
+        h->size = (uint16_t)size;
+        assert_int_equal(cp_trace_writer_append(w, rec), -1);
+    }
+    h->size = 12;
+    assert_int_equal(cp_trace_writer_append(w, rec), -1);
+    h->size = 520; /* larger than a 512-byte chunk */
+    assert_int_equal(cp_trace_writer_append(w, rec), -1);
+    h->size = 512; /* exactly a chunk: fits on its own */
+    assert_int_equal(cp_trace_writer_append(w, rec), 0);
+    assert_int_equal(cp_trace_writer_append(w, &c), 0);
+    assert_int_equal(cp_trace_writer_records_lost(w), 10);
+    assert_int_equal(cp_trace_writer_close(w), 0);
+
+    cp_walk_result res;
+    tt_seen seen;
+    walk_file(&res, &seen);
+    assert_int_equal(res.corrupt_chunks, 0);
+    assert_int_equal(res.lost_records, 10);
+    assert_int_equal(seen.by_type[CP_REC_CALL], 3);
+    const cp_rec_lost *l = find_lost(&seen, CP_LOST_TOO_BIG);
+    assert_non_null(l);
+    assert_int_equal(l->count, 10);
+    assert_true(l->at_ns > 0);
+    assert_int_equal(seen.by_type[CP_REC_LOST], 1); /* one record for the burst */
+    tt_seen_free(&seen);
+}
+
+static void ring_losses_ride_in_every_later_chunk(void **state)
+{
+    (void)state;
+    cp_trace_writer *w = open_writer(512);
+    cp_trace_writer_count_lost(w, 0);
+    cp_trace_writer_count_lost(w, 5);
+    for (uint64_t i = 0; i < 20; i++) {
+        cp_rec_call c = tt_call(i);
+        assert_int_equal(cp_trace_writer_append(w, &c), 0);
+    }
+    cp_trace_writer_count_lost(w, 2);
+    assert_int_equal(cp_trace_writer_flush(w), 0);
+    assert_int_equal(cp_trace_writer_flush(w), 0); /* nothing left: writes nothing */
+    assert_int_equal(cp_trace_writer_records_written(w), 20);
+    assert_int_equal(cp_trace_writer_records_lost(w), 7);
+    assert_int_equal(cp_trace_writer_close(w), 0);
+
+    cp_walk_result res;
+    tt_seen seen;
+    walk_file(&res, &seen);
+    assert_int_equal(res.lost_records, 7);
+    assert_int_equal(res.records, 22);
+    assert_int_equal(seen.by_type[CP_REC_LOST], 2);
+    /* The first LOST record leads the file; the second follows the CALLs it came after. */
+    const cp_rec_lost *first = (const cp_rec_lost *)tt_seen_rec(&seen, 0);
+    const cp_rec_lost *last = (const cp_rec_lost *)tt_seen_rec(&seen, 21);
+    assert_int_equal(first->h.type, CP_REC_LOST);
+    assert_int_equal(first->count, 5);
+    assert_int_equal(last->h.type, CP_REC_LOST);
+    assert_int_equal(last->cause, CP_LOST_RING_FULL);
+    assert_int_equal(last->count, 2);
+    tt_seen_free(&seen);
+}
+
+static struct rlimit g_fsize;
+
+static void restore_fsize(void) { setrlimit(RLIMIT_FSIZE, &g_fsize); }
+
+/* A file size limit stands in for a full disk: the kernel cuts a write short at the limit
+ * and refuses the next (EFBIG), as with ENOSPC, without needing a small filesystem. */
+static void a_full_disk_loses_whole_chunks_and_the_writer_recovers(void **state)
+{
+    (void)state;
+    signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &g_fsize), 0);
+    cp_trace_writer *w = open_writer(512);
+    uint64_t i = 0;
+    for (; i < 16; i++) { /* one chunk out, one in the buffer */
+        cp_rec_call c = tt_call(i);
+        assert_int_equal(cp_trace_writer_append(w, &c), 0);
+    }
+    const size_t chunk = CP_CHUNK_HEADER_BYTES + 512;
+    const size_t good = CP_TRACE_HEADER_BYTES + chunk;
+    struct rlimit small = {good + chunk / 2, g_fsize.rlim_max};
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+    int failures = 0;
+    /* Six chunks fail: 8 CALLs in the first, then 7 each beside the LOST record that now
+     * leads every chunk buffer; the first write is cut short, the others refused. */
+    for (; i < 56; i++) {
+        cp_rec_call c = tt_call(i);
+        if (cp_trace_writer_append(w, &c) != 0)
+            failures++;
+    }
+    restore_fsize();
+    assert_int_equal(failures, 6);
+    assert_int_equal(cp_trace_writer_records_lost(w), 43);
+    struct stat sb;
+    assert_int_equal(stat(g_path, &sb), 0);
+    assert_int_equal(sb.st_size, good); /* the cut chunk was taken back */
+
+    for (; i < 80; i++) {
+        cp_rec_call c = tt_call(i);
+        assert_int_equal(cp_trace_writer_append(w, &c), 0);
+    }
+    assert_int_equal(cp_trace_writer_close(w), 0);
+
+    cp_walk_result res;
+    tt_seen seen;
+    walk_file(&res, &seen);
+    assert_int_equal(res.corrupt_chunks, 0);
+    assert_int_equal(res.missing_chunks, 6);
+    assert_int_equal(res.lost_records, 43);
+    assert_int_equal(res.stop, CP_WALK_END);
+    assert_int_equal(seen.by_type[CP_REC_CALL], 80 - 43);
+    const cp_rec_lost *l = find_lost(&seen, CP_LOST_WRITE_ERROR);
+    assert_non_null(l);
+    assert_int_equal(l->count, 43);
+    assert_int_equal(seen.by_type[CP_REC_LOST], 1);
+    /* The CALLs that made it are exactly those outside the failed chunks, in order. */
+    uint64_t want = 0;
+    for (size_t k = 0; k < seen.n; k++) {
+        const cp_rec_call *c = (const cp_rec_call *)tt_seen_rec(&seen, k);
+        if (c->h.type != CP_REC_CALL)
+            continue;
+        if (want == 8)
+            want = 51; /* 8..50 were in the failed chunks */
+        cp_rec_call expect = tt_call(want++);
+        assert_memory_equal(c, &expect, sizeof expect);
+    }
+    assert_non_null(strstr(res.message, "6 chunks missing"));
+    tt_seen_free(&seen);
+}
+
+static void a_process_killed_mid_run_leaves_every_flushed_record(void **state)
+{
+    (void)state;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        cp_trace_writer *w = open_writer(4096);
+        for (uint64_t i = 0; i < 1000; i++) {
+            cp_rec_call c = tt_call(i);
+            cp_trace_writer_append(w, &c);
+            if (i % 10 == 9)
+                cp_trace_writer_flush(w);
+        }
+        for (uint64_t i = 1000; i < 1005; i++) { /* never flushed */
+            cp_rec_call c = tt_call(i);
+            cp_trace_writer_append(w, &c);
+        }
+        raise(SIGKILL);
+        _exit(1);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    cp_walk_result res;
+    tt_seen seen;
+    walk_file(&res, &seen);
+    assert_int_equal(res.records, 1000);
+    assert_int_equal(res.chunks, 100);
+    assert_int_equal(res.stop, CP_WALK_END);
+    assert_int_equal(res.corrupt_chunks, 0);
+    tt_seen_free(&seen);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(open_refuses_an_existing_file_a_symlink_and_a_bad_chunk_size, setup, teardown),
+        cmocka_unit_test_setup_teardown(malformed_and_oversized_records_are_dropped_and_counted, setup, teardown),
+        cmocka_unit_test_setup_teardown(ring_losses_ride_in_every_later_chunk, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_full_disk_loses_whole_chunks_and_the_writer_recovers, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_process_killed_mid_run_leaves_every_flushed_record, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
