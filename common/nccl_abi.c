@@ -105,20 +105,14 @@ int cp_nccl_config_read(const ncclConfig_t *user, cp_nccl_config_view *out)
         return CP_NCCL_CONFIG_NONE;
 
     /* The size word first: until it is known to be sane nothing past it is read, so even a
-     * pointer to something that is no config at all costs at most one 8-byte read. memcpy,
-     * not field access: a caller's struct may sit at any alignment a C++ allocator or a
-     * packed wrapper gave it. */
-    const unsigned char *raw = (const unsigned char *)user;
-    size_t size;
-    memcpy(&size, raw + offsetof(ncclConfig_t, size), sizeof size);
+     * pointer to something that is no config at all costs one 8-byte read. */
+    size_t size = user->size;
     out->user_size = size;
     if (size < CP_NCCL_CONFIG_MIN_SIZE || size > CP_NCCL_CONFIG_MAX_SIZE)
         return CP_NCCL_CONFIG_BAD_SIZE;
-    unsigned int magic, version;
-    memcpy(&magic, raw + offsetof(ncclConfig_t, magic), sizeof magic);
-    memcpy(&version, raw + offsetof(ncclConfig_t, version), sizeof version);
+    unsigned int version = user->version;
     out->user_version = version;
-    if (magic != CP_NCCL_CONFIG_MAGIC)
+    if (user->magic != CP_NCCL_CONFIG_MAGIC)
         return CP_NCCL_CONFIG_BAD_MAGIC;
 
     size_t n = size < sizeof(ncclConfig_t) ? size : sizeof(ncclConfig_t);

@@ -28,7 +28,8 @@
 /* NCCL's own encoding: 2.8.x and older are X*1000+Y*100+Z, newer X*10000+Y*100+Z. */
 #define NCCL_VERSION(X, Y, Z) \
     (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
-#define CP_NCCL_ABI_VERSION_CODE NCCL_VERSION(CP_NCCL_ABI_MAJOR, CP_NCCL_ABI_MINOR, CP_NCCL_ABI_PATCH)
+#define CP_NCCL_ABI_VERSION_CODE \
+    NCCL_VERSION(CP_NCCL_ABI_MAJOR, CP_NCCL_ABI_MINOR, CP_NCCL_ABI_PATCH)
 
 /* cudaStream_t is the runtime's name for the driver's CUstream: the same struct tag, so our
  * signatures stay compatible with code compiled against cuda_runtime.h. */

@@ -37,7 +37,8 @@ if(EXISTS ${CP_ABI_NCCL_H} AND EXISTS ${CP_ABI_CUDA_HOME}/include/cuda_runtime.h
     CP_TEST_NCCL_H="${CP_ABI_NCCL_H}"
     CP_TEST_NCCL_ABI_H="${CMAKE_SOURCE_DIR}/common/nccl_abi.h")
 else()
-  cp_abi_skipped_test(test_abi_nccl_real "no ${CP_ABI_NCCL_H} (set CUDA_HOME to a CUDA toolkit with NCCL)")
+  cp_abi_skipped_test(test_abi_nccl_real
+    "no ${CP_ABI_NCCL_H} (set CUDA_HOME to a CUDA toolkit with NCCL)")
 endif()
 
 set(CP_ABI_CUDA_H ${CP_ABI_CUDA_HOME}/include/cuda.h)
@@ -66,5 +67,6 @@ if(EXISTS ${CP_ABI_LIBNCCL})
   # Also skipped, not failed, if the library goes away after configuring.
   set_tests_properties(test_abi_nccl_symbols PROPERTIES SKIP_RETURN_CODE 77)
 else()
-  cp_abi_skipped_test(test_abi_nccl_symbols "no ${CP_ABI_LIBNCCL} (set CUDA_HOME to a CUDA toolkit with NCCL)")
+  cp_abi_skipped_test(test_abi_nccl_symbols
+    "no ${CP_ABI_LIBNCCL} (set CUDA_HOME to a CUDA toolkit with NCCL)")
 endif()

@@ -61,8 +61,8 @@ static int on_record(void *ctx, const cp_record_header *rec, uint64_t file_offse
     return 0;
 }
 
-#define FIXED(name, type, expect_type)                                                      \
-    static int name(void *ctx, const type *rec)                                             \
+#define FIXED(name, rec_struct, expect_type)                                                \
+    static int name(void *ctx, const rec_struct *rec)                                       \
     {                                                                                       \
         REQUIRE(rec->h.type == (expect_type) && rec->h.size >= sizeof *rec);                \
         mix(ctx, rec, sizeof *rec);                                                         \

@@ -122,7 +122,8 @@ void cp_test_header_defined_names(const char *text, const char *const *prefixes,
     char *s = strip_comments(text);
     char name[128];
     for (const char *p = s; *p;) {
-        if (!(isalpha((unsigned char)*p) || *p == '_') || (p > s && is_ident((unsigned char)p[-1]))) {
+        int starts = isalpha((unsigned char)*p) || *p == '_';
+        if (!starts || (p > s && is_ident((unsigned char)p[-1]))) {
             p++;
             continue;
         }

@@ -18,6 +18,9 @@ if(COLLPROF_FUZZ)
     ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_trace_reader.c
     ${CMAKE_SOURCE_DIR}/common/trace_reader.c
     ${CMAKE_SOURCE_DIR}/common/trace_records.c)
+  # FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION (libFuzzer's convention): the reader then does
+  # not enforce its hashes, so mutations reach the record checks (see trace_reader.c).
+  target_compile_definitions(fuzz_trace_reader PRIVATE FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION)
   target_compile_options(fuzz_trace_reader PRIVATE
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
   target_link_options(fuzz_trace_reader PRIVATE -fsanitize=fuzzer,address,undefined)
