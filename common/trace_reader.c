@@ -499,7 +499,7 @@ int cp_rec_next_string(const cp_record_header *rec, size_t *pos, const char **st
     size_t index = *pos >> 16, at = *pos & 0xffff;
     if (*pos == 0)
         at = fixed;
-    if (index >= count || at < fixed || rec->size - at < 2)
+    if (index >= count || at < fixed || at > rec->size || rec->size - at < 2)
         return 0;
     const unsigned char *p = (const unsigned char *)rec;
     uint16_t n;
