@@ -1,0 +1,169 @@
+/* bench_shim: what the shim costs per NCCL call, against the bare call, in one run.
+ *
+ * The benchmark re-executes itself three times against the stub libnccl.so.2 (whose
+ * ncclAllReduce returns at once, so the figures are the shim's own cost):
+ *   bare      no LD_PRELOAD
+ *   disabled  LD_PRELOAD=libcollprof.so, COLLPROF_ENABLE=0 (pure forwarding)
+ *   enabled   LD_PRELOAD=libcollprof.so, COLLPROF_GPU_TIMING=off (host timing only)
+ * Each child runs CALLS AllReduces after a warm-up, best of ROUNDS, and prints ns/call.
+ * The enabled run writes a trace to a scratch directory, whose size gives bytes per record.
+ *
+ * Instructions per call, without timer noise (valgrind):
+ *   valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+ *     env LD_PRELOAD=build/lib/libcollprof.so COLLPROF_GPU_TIMING=off \
+ *     build/bin/bench_shim --child 100000
+ * and compare with the bare run (no LD_PRELOAD): "Collected" / calls; bench/shim_callgrind.sh
+ * does both and prints the difference.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/nccl_abi.h"
+#include "common/nccl_api_list.h"
+
+#define DECLARE(ret, name, params, args) ret name params;
+CP_NCCL_API(DECLARE)
+
+#define CALLS 500000
+#define ROUNDS 5
+/* Calls per timed batch; between batches an untimed pause lets the writer drain, so the
+ * enabled figure is the cost of records stored, not of records dropped on a full ring. */
+#define BATCH 16384
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static int child(long calls)
+{
+    ncclUniqueId id;
+    memset(&id, 1, sizeof id);
+    ncclComm_t comm;
+    if (ncclCommInitRank(&comm, 1, id, 0) != ncclSuccess)
+        return 1;
+    float x = 0;
+    double best = 1e30;
+    for (int round = 0; round < (calls > 200000 ? ROUNDS : 1); round++) {
+        double spent = 0;
+        for (long done = 0; done < calls;) {
+            long n = calls - done < BATCH ? calls - done : BATCH;
+            double t0 = now_ns();
+            for (long i = 0; i < n; i++)
+                ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, comm, NULL);
+            spent += now_ns() - t0;
+            done += n;
+            if (calls > 200000)
+                usleep(3000); /* a job's compute between its calls */
+        }
+        double per = spent / (double)(calls ? calls : 1);
+        if (per < best)
+            best = per;
+    }
+    ncclCommDestroy(comm);
+    printf("%.2f\n", best);
+    return 0;
+}
+
+static double run_child(const char *self, const char *lib, const char *const *env)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]);
+        for (; env && *env; env++)
+            putenv((char *)*env);
+        if (lib)
+            setenv("LD_PRELOAD", lib, 1);
+        else
+            unsetenv("LD_PRELOAD");
+        char calls[32];
+        snprintf(calls, sizeof calls, "%d", CALLS);
+        execl(self, self, "--child", calls, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    char buf[64] = "";
+    ssize_t n = read(fds[0], buf, sizeof buf - 1);
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return -1;
+    buf[n] = '\0';
+    return atof(buf);
+}
+
+static long long dir_bytes(const char *dir)
+{
+    DIR *d = opendir(dir);
+    long long total = 0;
+    struct dirent *e;
+    char path[4400];
+    while (d && (e = readdir(d)) != NULL) {
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (e->d_name[0] != '.' && stat(path, &st) == 0)
+            total += st.st_size;
+    }
+    if (d)
+        closedir(d);
+    return total;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && !strcmp(argv[1], "--child"))
+        return child(atol(argv[2]));
+
+    char self[4096], lib[4200];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return 1;
+    self[n] = '\0';
+    /* build/bin/bench_shim -> build/lib/libcollprof.so */
+    char *slash = strrchr(self, '/');
+    snprintf(lib, sizeof lib, "%.*s/../lib/libcollprof.so", (int)(slash - self), self);
+
+    char tmpl[] = "/tmp/collprof-bench-shim-XXXXXX";
+    char *dir = mkdtemp(tmpl);
+    if (!dir)
+        return 1;
+    static char dir_env[4300];
+    snprintf(dir_env, sizeof dir_env, "COLLPROF_DIR=%s", dir);
+
+    const char *disabled[] = {"COLLPROF_ENABLE=0", NULL};
+    const char *enabled[] = {dir_env, "COLLPROF_GPU_TIMING=off", "COLLPROF_BUFFER_MB=256",
+                             NULL};
+    double bare = run_child(self, NULL, NULL);
+    double off = run_child(self, lib, disabled);
+    double on = run_child(self, lib, enabled);
+    long long bytes = dir_bytes(dir);
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "bench_shim: could not remove %s\n", dir);
+    if (bare < 0 || off < 0 || on < 0) {
+        fprintf(stderr, "bench_shim: a child run failed\n");
+        return 1;
+    }
+    /* the enabled child made ROUNDS * CALLS AllReduces, an init and a destroy */
+    double records = (double)ROUNDS * CALLS + 2;
+    printf("shim.bare_ns_per_call: %.2f ns\n", bare);
+    printf("shim.disabled_ns_per_call: %.2f ns\n", off);
+    printf("shim.enabled_ns_per_call: %.2f ns\n", on);
+    printf("shim.overhead_ns_per_call: %.2f ns\n", on - bare);
+    printf("shim.bytes_per_record_on_disk: %.2f bytes\n", (double)bytes / records);
+    return 0;
+}

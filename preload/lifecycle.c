@@ -1,0 +1,257 @@
+/* lifecycle: the shim's life inside the job's process.
+ *
+ *   load        nothing: no thread, no file, no signal handler, no settings read
+ *   first call  settings read once (COLLPROF_ENABLE=0 makes every wrapper a pure forward)
+ *   first record  the trace directory and file, the writer thread, atexit, signal handlers,
+ *               fork handlers; any failure: one WARN, tracing off, the job runs on
+ *   exit        atexit and a destructor (whichever runs first) drain, append END, close
+ *   SIGTERM, SIGINT, SIGABRT  drain and flush what the rings hold, then the job's own
+ *               handler runs, or the default action (the handler restores it and re-raises):
+ *               a signal is never swallowed. SIG_IGN dispositions are left alone.
+ *   fork        the child forgets the parent's trace, rings and comms and starts its own
+ *               file at its first record; the parent goes on untouched
+ */
+#include "preload/shim.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/settings.h"
+#include "common/trace_writer.h"
+
+_Atomic int cp_mode;
+CP_TLS cp_tls_state cp_tls;
+
+static cp_settings g_settings;
+static pthread_once_t g_settings_once = PTHREAD_ONCE_INIT;
+
+static pthread_mutex_t g_start_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_started;   /* this process image (or fork child) tried to start */
+static int g_start_rc;
+static int g_hooks_installed; /* atexit, atfork, signals, key: once per process image */
+static _Atomic int g_shut;
+static _Atomic uint32_t g_thread_count;
+static _Atomic int g_no_ring_warned;
+static _Atomic int g_rank_learnt;
+static pthread_key_t g_ring_key;
+static cp_identity g_id;
+static uint32_t g_nccl_version;
+
+static const int g_signals[] = {SIGTERM, SIGINT, SIGABRT};
+static struct sigaction g_prev[65];
+static int g_ours[65];
+
+static void load_settings(void)
+{
+    cp_settings_load(&g_settings);
+    atomic_store(&cp_mode, g_settings.enable ? CP_MODE_ON : CP_MODE_OFF);
+}
+
+int cp_mode_init(void)
+{
+    pthread_once(&g_settings_once, load_settings);
+    return atomic_load(&cp_mode);
+}
+
+const cp_settings *cp_settings_get(void) { return &g_settings; }
+
+static void on_exit_hook(void) { cp_shutdown(0); }
+
+__attribute__((destructor)) static void on_unload(void) { cp_shutdown(0); }
+
+void cp_shutdown(int signal_number)
+{
+    if (atomic_exchange(&g_shut, 1))
+        return;
+    atomic_store(&cp_mode, CP_MODE_OFF);
+    pthread_mutex_lock(&g_start_mu);
+    int started = g_started && g_start_rc == 0;
+    pthread_mutex_unlock(&g_start_mu);
+    if (started)
+        cp_writer_stop(signal_number);
+}
+
+static void on_signal(int sig, siginfo_t *info, void *uctx)
+{
+    int saved = errno;
+    struct sigaction prev = g_prev[sig];
+    int fatal = !(prev.sa_flags & SA_SIGINFO) && prev.sa_handler == SIG_DFL;
+    /* Only a signal that will end the process gets an END record: a job's own handler
+     * may well let it live on (Python's SIGINT handler does). */
+    cp_writer_flush_from_signal(fatal ? sig : 0);
+    if (fatal) {
+        atomic_store(&cp_mode, CP_MODE_OFF);
+        atomic_store(&g_shut, 1);
+        sigaction(sig, &prev, NULL);
+        raise(sig); /* blocked while we run: delivered, with the default action, on return */
+    } else if (prev.sa_flags & SA_SIGINFO) {
+        prev.sa_sigaction(sig, info, uctx);
+    } else if (prev.sa_handler != SIG_IGN) {
+        prev.sa_handler(sig);
+    }
+    errno = saved;
+}
+
+static void install_signals(void)
+{
+    for (size_t i = 0; i < sizeof g_signals / sizeof g_signals[0]; i++) {
+        int sig = g_signals[i];
+        struct sigaction old;
+        if (sigaction(sig, NULL, &old) != 0)
+            continue;
+        if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN)
+            continue; /* the job chose to ignore it: so do we */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_signal;
+        sa.sa_flags = SA_SIGINFO | SA_RESTART | (old.sa_flags & SA_ONSTACK);
+        sigemptyset(&sa.sa_mask);
+        g_prev[sig] = old;
+        if (sigaction(sig, &sa, NULL) == 0)
+            g_ours[sig] = 1;
+    }
+}
+
+static void before_fork(void) { pthread_mutex_lock(&g_start_mu); }
+static void after_fork_parent(void) { pthread_mutex_unlock(&g_start_mu); }
+
+static void after_fork_child(void)
+{
+    pthread_mutex_init(&g_start_mu, NULL);
+    cp_writer_forget_after_fork();
+    /* The forking thread starts over too: its next record starts the child's trace. */
+    cp_ring_reset_after_fork(NULL);
+    cp_tls.ring = NULL;
+    cp_tls.attached = 0;
+    cp_comm_reset_after_fork();
+    g_started = 0;
+    g_start_rc = 0;
+    atomic_store(&g_shut, 0);
+    atomic_store(&g_rank_learnt, 0);
+    atomic_store(&g_thread_count, 1);
+    cp_tls.thread_no = 0;
+    if (atomic_load(&cp_mode) != CP_MODE_UNKNOWN)
+        atomic_store(&cp_mode, g_settings.enable ? CP_MODE_ON : CP_MODE_OFF);
+}
+
+static void release_ring(void *ring) { cp_ring_release(ring); }
+
+static void install_hooks(void)
+{
+    if (g_hooks_installed)
+        return;
+    g_hooks_installed = 1;
+    pthread_key_create(&g_ring_key, release_ring);
+    atexit(on_exit_hook);
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+    install_signals();
+}
+
+/* Under g_start_mu. */
+static int start_locked(void)
+{
+    cp_identity_load(&g_id);
+    char dir[4096];
+    if (g_settings.dir[0])
+        snprintf(dir, sizeof dir, "%s", g_settings.dir);
+    else
+        snprintf(dir, sizeof dir, "collprof-%s", g_id.job_id);
+    if (cp_mkdir_p(dir) != 0) {
+        cp_warn("cannot create the trace directory '%s': %s; tracing is off, the job runs on",
+                dir, strerror(errno));
+        return -1;
+    }
+    cp_fn_ncclGetVersion get_version = cp_real_ncclGetVersion();
+    int version = 0;
+    if (get_version && get_version(&version) == ncclSuccess && version > 0)
+        g_nccl_version = (uint32_t)version;
+
+    cp_file_header h;
+    cp_file_header_init(&h);
+    h.pid = (uint32_t)getpid();
+    h.rank = g_id.rank;
+    h.local_rank = g_id.local_rank;
+    h.world_size = g_id.world_size;
+    h.nccl_version = g_nccl_version;
+    cp_clock_anchor a = cp_clock_anchor_now();
+    h.mono_anchor_ns = a.mono_ns;
+    h.realtime_anchor_ns = a.realtime_ns;
+    memcpy(h.hostname, g_id.hostname, sizeof h.hostname);
+    memcpy(h.job_id, g_id.job_id, sizeof h.job_id);
+    memcpy(h.launcher, g_id.launcher, sizeof h.launcher);
+
+    char path[4096 + 256];
+    cp_identity_file_name(&g_id, dir, path, sizeof path);
+    if (cp_writer_start(path, &h, g_settings.flush_ms) != 0)
+        return -1;
+    install_hooks();
+    if (g_settings.gpu_timing != CP_GPU_TIMING_OFF)
+        cp_info("COLLPROF_GPU_TIMING=%s is not available in this build: host times only",
+                cp_gpu_timing_name(g_settings.gpu_timing));
+    cp_info("tracing to '%s'", path);
+    return 0;
+}
+
+int cp_process_start(void)
+{
+    int saved = errno; /* the job never sees our errno */
+    pthread_mutex_lock(&g_start_mu);
+    if (!g_started && !atomic_load(&g_shut)) {
+        g_started = 1;
+        g_start_rc = start_locked();
+        if (g_start_rc != 0)
+            atomic_store(&cp_mode, CP_MODE_OFF);
+    }
+    int rc = g_started ? g_start_rc : -1;
+    pthread_mutex_unlock(&g_start_mu);
+    errno = saved;
+    return rc;
+}
+
+cp_ring *cp_thread_attach(void)
+{
+    if (cp_tls.attached == 1)
+        return cp_tls.ring;
+    if (cp_process_start() != 0)
+        return NULL;
+    int saved = errno;
+    cp_ring *r = cp_ring_acquire((size_t)g_settings.buffer_mb << 20);
+    if (!r) {
+        cp_tls.attached = 2;
+        atomic_fetch_add(&cp_lost_no_ring, 1);
+        if (!atomic_exchange(&g_no_ring_warned, 1))
+            cp_warn("COLLPROF_BUFFER_MB=%d is spent: threads that start recording now lose "
+                    "their records (counted as lost)", g_settings.buffer_mb);
+    } else {
+        cp_tls.ring = r;
+        cp_tls.attached = 1;
+        cp_tls.thread_no = (uint16_t)atomic_fetch_add(&g_thread_count, 1);
+        pthread_setspecific(g_ring_key, r);
+    }
+    errno = saved;
+    return r;
+}
+
+void cp_identity_learn_rank(int rank, int nranks)
+{
+    if (g_id.rank >= 0 || rank < 0 || atomic_exchange(&g_rank_learnt, 1))
+        return;
+    cp_rec_process fixed = {
+        .rank = rank,
+        .local_rank = g_id.local_rank,
+        .world_size = nranks,
+        .nccl_version = g_nccl_version,
+        .pid = (uint32_t)getpid(),
+    };
+    unsigned char buf[512];
+    if (cp_rec_process_build(buf, sizeof buf, &fixed, g_id.hostname, g_id.job_id,
+                             g_id.launcher) > 0)
+        cp_control_push(buf);
+}

@@ -1,0 +1,268 @@
+/* shim: the parts of libcollprof.so and what each offers the others.
+ *
+ * libcollprof.so is preloaded into an unmodified NCCL job. It exports every NCCL entry point
+ * of common/nccl_api_list.h under NCCL's own name (never the pnccl* twins), forwards each call
+ * to the real NCCL found at run time, and records the calls that matter as CALL records.
+ * Nothing else is exported (exports.map). The parts:
+ *
+ *   real.c          the real functions: resolved lazily, cached in atomic pointers
+ *   wrappers.c      the exported wrappers that only forward, generated from the X-macro list
+ *   wrap_coll.c     collectives, send/recv and groups: the hot path that records
+ *   wrap_comm.c     communicator life: init, split, shrink, finalize, destroy, abort, revoke
+ *   comm_table.c    ncclComm_t -> cp_comm: lock-free lookup, comm ids agreed across ranks
+ *   ring.c          per-thread SPSC rings and the lock-free list the writer drains
+ *   writer_thread.c the thread that drains rings into the rank's file every COLLPROF_FLUSH_MS
+ *   identity.c      who this process is: launcher env, host, job id, file name
+ *   lifecycle.c     settings (once), start at the first recorded call, exit, signals, fork
+ *
+ * The hot path (a recorded call on a thread that already has its ring) takes no lock, makes
+ * no system call (clock_gettime is the vDSO) and allocates nothing. Everything that may block
+ * or allocate happens once: a thread's first record, a comm's creation, the process start.
+ * Failure policy: the shim never changes what NCCL returns and never takes the job down; a
+ * failure prints one `collprof: WARN` line and tracing degrades or stops.
+ */
+#ifndef COLLPROF_PRELOAD_SHIM_H
+#define COLLPROF_PRELOAD_SHIM_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "common/nccl_abi.h"
+#include "common/nccl_api_list.h"
+#include "common/trace_format.h"
+
+#define CP_EXPORT __attribute__((visibility("default")))
+#define CP_LIKELY(x) __builtin_expect(!!(x), 1)
+#define CP_UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* The variables the hot path reads on every call: initial-exec TLS is a plain %fs load,
+ * where the default model calls __tls_get_addr. Fine for a preloaded library (its TLS is
+ * static); a dlopen'ed copy takes glibc's surplus static TLS, which these few bytes fit. */
+#define CP_TLS __thread __attribute__((tls_model("initial-exec")))
+
+/* seq of a record that names no sequenced operation (group calls, comm life, failed calls). */
+#define CP_SEQ_NONE UINT64_MAX
+#define CP_COMM_NONE UINT32_MAX
+#define CP_SITE_UNKNOWN UINT32_MAX
+
+/* ---- exports: every entry point with NCCL's exact signature ----
+ * Declared here from the list, so a hand-written wrapper whose signature drifted from
+ * NCCL's does not compile. */
+#define CP_DECLARE_EXPORT(ret, name, params, args) CP_EXPORT ret name params;
+CP_NCCL_API(CP_DECLARE_EXPORT)
+CP_NCCL_API_DEPRECATED(CP_DECLARE_EXPORT)
+#undef CP_DECLARE_EXPORT
+
+/* ---- real.c: the real NCCL ----
+ * cp_real_<name>() returns the real function, or NULL when the loaded NCCL lacks it (after
+ * one WARN line per name). Resolution: dlsym(RTLD_NEXT, "pncclX"), then "ncclX"; a hit is
+ * cached for good, a miss is retried (a libnccl dlopen'ed later with RTLD_GLOBAL appears). */
+#define CP_DECLARE_REAL(ret, name, params, args)                                         \
+    typedef ret(*cp_fn_##name) params;                                                   \
+    extern void *_Atomic cp_real_ptr_##name;                                             \
+    cp_fn_##name cp_resolve_##name(void);                                                \
+    static inline cp_fn_##name cp_real_##name(void)                                      \
+    {                                                                                    \
+        void *p = atomic_load_explicit(&cp_real_ptr_##name, memory_order_acquire);       \
+        return CP_LIKELY(p != NULL) ? (cp_fn_##name)p : cp_resolve_##name();             \
+    }
+CP_NCCL_API(CP_DECLARE_REAL)
+CP_NCCL_API_DEPRECATED(CP_DECLARE_REAL)
+#undef CP_DECLARE_REAL
+
+/* What a wrapper returns when the real function is missing: see real.c for why. */
+#define CP_MISSING_RESULT ncclInvalidUsage
+
+/* ---- lifecycle.c: mode, settings, start, shutdown ---- */
+enum cp_mode { CP_MODE_UNKNOWN = 0, CP_MODE_ON = 1, CP_MODE_OFF = 2 };
+extern _Atomic int cp_mode;
+/* Loads the settings once (thread-safe) and returns the mode. */
+int cp_mode_init(void);
+static inline int cp_mode_get(void)
+{
+    int m = atomic_load_explicit(&cp_mode, memory_order_relaxed);
+    return CP_LIKELY(m != CP_MODE_UNKNOWN) ? m : cp_mode_init();
+}
+typedef struct cp_settings cp_settings;
+const cp_settings *cp_settings_get(void);
+/* Opens the trace and starts the writer thread, once per process (again in a fork child).
+ * 0 when tracing runs, -1 when it could not start (then cp_mode is OFF: pass-through). */
+int cp_process_start(void);
+/* Drains, writes END, flushes, stops the writer. Idempotent; after it cp_mode is OFF. */
+void cp_shutdown(int signal_number);
+
+/* ---- per-thread state (ring.c) ---- */
+typedef struct cp_ring cp_ring;
+typedef struct cp_tls_state {
+    uint32_t depth;       /* >0 while inside a recorded wrapper: nested calls pass through */
+    uint32_t group_depth; /* this thread's ncclGroupStart nesting, as NCCL keeps it */
+    cp_ring *ring;        /* NULL until the first record */
+    uint16_t thread_no;
+    uint8_t attached;     /* 0 not yet, 1 has a ring, 2 no ring (records count as lost) */
+} cp_tls_state;
+extern CP_TLS cp_tls_state cp_tls;
+
+/* The first record of a thread: starts the process if needed, gets the thread a ring.
+ * Returns the ring or NULL (tracing off, or no ring left in COLLPROF_BUFFER_MB). */
+cp_ring *cp_thread_attach(void);
+
+/* ---- ring.c: single-producer single-consumer rings of 64-byte slots ---- */
+#define CP_SLOT_BYTES 64
+typedef struct cp_slot {
+    unsigned char bytes[CP_SLOT_BYTES];
+} __attribute__((aligned(64))) cp_slot;
+
+struct cp_ring {
+    /* producer's line */
+    _Atomic uint64_t head;
+    uint64_t tail_seen;       /* the producer's last look at tail */
+    _Atomic uint64_t lost;    /* records the producer dropped on a full ring */
+    uint64_t mask;
+    cp_slot *slots;
+    char pad0[24];
+    /* consumer's line */
+    _Atomic uint64_t tail;
+    uint64_t lost_reported;   /* lost already handed to cp_trace_writer_count_lost */
+    uint64_t drain_to;        /* head snapshot of the drain in progress */
+    char pad1[40];
+    /* fixed after creation, or rarely changed */
+    cp_ring *next;            /* registry: immutable once published */
+    _Atomic int owned;        /* a live thread produces into it */
+    size_t bytes;
+};
+
+/* Set by a producer whose ring passed half full: the writer's next tick drains at once. */
+extern _Atomic int cp_drain_wanted;
+/* Records lost by threads that got no ring at all. */
+extern _Atomic uint64_t cp_lost_no_ring;
+
+static inline void *cp_ring_reserve(cp_ring *r)
+{
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    if (CP_UNLIKELY(h - r->tail_seen > r->mask)) {
+        r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
+        if (h - r->tail_seen > r->mask) {
+            /* single producer: a plain load and store, no locked instruction */
+            atomic_store_explicit(&r->lost,
+                                  atomic_load_explicit(&r->lost, memory_order_relaxed) + 1,
+                                  memory_order_relaxed);
+            return NULL;
+        }
+    }
+    if (CP_UNLIKELY(h - r->tail_seen == (r->mask + 1) / 2))
+        atomic_store_explicit(&cp_drain_wanted, 1, memory_order_relaxed);
+    return &r->slots[h & r->mask];
+}
+
+static inline void cp_ring_commit(cp_ring *r)
+{
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    atomic_store_explicit(&r->head, h + 1, memory_order_release);
+}
+
+/* A ring for the calling thread: a free one left by an exited thread, else a new one while
+ * the COLLPROF_BUFFER_MB budget lasts. NULL when none. */
+cp_ring *cp_ring_acquire(size_t budget_bytes);
+/* The thread that owned it exited: the writer drains what is left, a new thread may reuse it. */
+void cp_ring_release(cp_ring *r);
+cp_ring *cp_ring_list(void);
+/* Fork child: drop every record the parent left, free every ring but `keep`. */
+void cp_ring_reset_after_fork(cp_ring *keep);
+
+/* ---- writer_thread.c ---- */
+typedef struct cp_file_header cp_file_header;
+/* Opens `path` with `header` and starts the writer thread. 0, or -1 with a WARN printed. */
+int cp_writer_start(const char *path, const cp_file_header *header, int flush_ms);
+/* Queues a record that is not on a hot path (COMM, PROCESS): under a mutex, written before
+ * the ring records of the same drain, so a COMM always precedes the CALLs that name it. */
+void cp_control_push(const void *record);
+/* Stops the thread, drains, appends END (when end_signal >= 0), flushes and closes. */
+void cp_writer_stop(int end_signal);
+/* From a signal handler: drain and flush if the writer is not busy (best effort). */
+void cp_writer_flush_from_signal(int end_signal);
+/* Fork child: forget the parent's writer and thread without touching its file. */
+void cp_writer_forget_after_fork(void);
+
+/* ---- comm_table.c ---- */
+typedef struct cp_comm {
+    ncclComm_t handle;
+    uint32_t comm_index;          /* this file's index, in COMM and CALL records */
+    uint8_t origin;               /* enum cp_comm_origin */
+    _Atomic int ready;            /* rank/nranks known, COMM record queued */
+    uint64_t comm_id;
+    uint64_t parent_id;
+    int32_t nranks, rank, cuda_dev, color, key;
+    _Atomic uint64_t coll_seq;    /* next collective's seq */
+    _Atomic uint64_t split_seq;   /* splits and shrinks of this comm, for child ids */
+    _Atomic uint64_t *send_seq;   /* [nranks], once ready */
+    _Atomic uint64_t *recv_seq;
+    struct cp_comm *all_next;     /* every comm ever made (kept reachable across fork) */
+} cp_comm;
+
+/* Lock-free: the comm of a handle, or NULL for one the shim never saw created. */
+cp_comm *cp_comm_lookup(ncclComm_t handle);
+/* Registers a new comm (mutex). When the init has completed (blocking init), queries the
+ * real NCCL for rank/nranks/device and queues the COMM record; otherwise that happens in
+ * cp_comm_make_ready at its first use. Returns NULL if the table is full (WARN once). */
+cp_comm *cp_comm_create(ncclComm_t handle, uint64_t comm_id, uint64_t parent_id, int origin,
+                        int color, int key, int completed, int rank_hint, int nranks_hint);
+/* For a comm created in progress (non-blocking init): if NCCL now says it is ready, learns
+ * rank and nranks and queues the COMM record. Returns the ready flag. */
+int cp_comm_make_ready(cp_comm *c);
+/* Fork child: the parent's comms are forgotten. */
+void cp_comm_reset_after_fork(void);
+
+/* ---- identity.c ---- */
+typedef struct cp_identity {
+    int32_t rank, local_rank, world_size; /* from the launcher env, -1 unknown */
+    char launcher[CP_LAUNCHER_BYTES];
+    char job_id[CP_JOBID_BYTES];
+    char hostname[CP_HOSTNAME_BYTES];
+} cp_identity;
+void cp_identity_load(cp_identity *id);
+/* "<dir>/rank00003-<host>-<pid>.cptrace", or "<dir>/norank-<host>-<pid>.cptrace" */
+void cp_identity_file_name(const cp_identity *id, const char *dir, char *out, size_t len);
+/* mkdir -p, mode 0755. 0 or -1 (errno set). */
+int cp_mkdir_p(const char *dir);
+uint64_t cp_comm_id_from_unique_id(const ncclUniqueId *id);
+uint64_t cp_comm_id_init_all(const char *hostname, uint64_t counter);
+uint64_t cp_comm_id_split(uint64_t parent_id, int color, uint64_t split_index, int shrink);
+/* The first comm told us our rank (when the launcher env did not): a PROCESS record. */
+void cp_identity_learn_rank(int rank, int nranks);
+
+/* ---- recording a call (wrap_coll.c) ---- */
+typedef struct cp_call_info {
+    uint8_t op, dtype, redop, flags;
+    int32_t peer;
+    uint32_t group_depth;   /* at entry */
+    ncclResult_t result;
+    cp_comm *comm;          /* NULL: comm_index none */
+    uint64_t seq;
+    uint64_t count;
+    uint64_t stream;
+    uint64_t enter_ns;
+} cp_call_info;
+
+/* Whether this call records: tracing on and not nested inside another wrapper. When it
+ * returns 1 the caller must call cp_call_end after recording. */
+static inline int cp_call_begin(void)
+{
+    if (CP_UNLIKELY(cp_mode_get() != CP_MODE_ON) || CP_UNLIKELY(cp_tls.depth != 0))
+        return 0;
+    cp_tls.depth = 1;
+    return 1;
+}
+static inline void cp_call_end(void) { cp_tls.depth = 0; }
+/* Stamps the exit time and puts the CALL record in this thread's ring (or counts it lost). */
+void cp_record_emit(const cp_call_info *ci);
+
+/* ---- time ---- */
+static inline uint64_t cp_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#endif

@@ -1,0 +1,276 @@
+/* wrap_coll: collectives, send/recv and groups — the hot path.
+ *
+ * Per recorded call: two clock reads (vDSO), a lock-free comm lookup, one atomic add for
+ * the sequence number and a 64-byte store into this thread's ring. The real function is
+ * called with the caller's arguments untouched and its result returned as it is.
+ *
+ * Sequence numbers only advance for calls NCCL accepted (ncclSuccess, or ncclInProgress on
+ * a non-blocking comm): a refused call enqueued nothing, so counting it would shift this
+ * rank's numbering against its peers'. Refused calls carry CP_SEQ_NONE.
+ */
+#include "preload/shim.h"
+
+#include "common/settings.h"
+
+enum inplace_rule { INPLACE_NO, INPLACE_SAME, INPLACE_ALLGATHER, INPLACE_REDUCESCATTER };
+
+static uint8_t dtype_code(ncclDataType_t d)
+{
+    return (unsigned)d < (unsigned)ncclNumTypes ? (uint8_t)d : CP_DTYPE_UNKNOWN;
+}
+
+static uint8_t redop_code(ncclRedOp_t op)
+{
+    return (unsigned)op < (unsigned)ncclNumOps ? (uint8_t)op : CP_REDOP_DYNAMIC;
+}
+
+void cp_record_emit(const cp_call_info *ci)
+{
+    uint64_t exit_ns = cp_now_ns();
+    cp_ring *ring = cp_tls.ring;
+    if (CP_UNLIKELY(!ring)) {
+        if (cp_tls.attached == 2) {
+            atomic_fetch_add_explicit(&cp_lost_no_ring, 1, memory_order_relaxed);
+            return;
+        }
+        ring = cp_thread_attach();
+        if (!ring)
+            return;
+    }
+    cp_rec_call *rec = cp_ring_reserve(ring);
+    if (CP_UNLIKELY(!rec))
+        return;
+    uint64_t host_ns = exit_ns - ci->enter_ns;
+    *rec = (cp_rec_call){
+        .h = {CP_REC_CALL, sizeof(cp_rec_call)},
+        .op = ci->op,
+        .dtype = ci->dtype,
+        .redop = ci->redop,
+        .flags = ci->flags,
+        .comm_index = ci->comm ? ci->comm->comm_index : CP_COMM_NONE,
+        .site_index = CP_SITE_UNKNOWN,
+        .seq = ci->seq,
+        .count = ci->count,
+        .stream = ci->stream,
+        .enter_ns = ci->enter_ns,
+        .host_ns = host_ns > UINT32_MAX ? UINT32_MAX : (uint32_t)host_ns,
+        .peer = ci->peer,
+        .result = (int8_t)ci->result,
+        .group_depth = ci->group_depth > 255 ? 255 : (uint8_t)ci->group_depth,
+        .thread = cp_tls.thread_no,
+    };
+    cp_ring_commit(ring);
+}
+
+/* Everything a collective or p2p call needs after the real call returned. */
+static void record_op(uint8_t op, ncclComm_t comm, size_t count, ncclDataType_t dtype,
+                      int redop, int peer, cudaStream_t stream, const void *sendbuff,
+                      const void *recvbuff, int inplace, uint64_t enter_ns, uint32_t gd,
+                      ncclResult_t r)
+{
+    cp_call_info ci = {
+        .op = op,
+        .dtype = dtype_code(dtype),
+        .redop = redop < 0 ? CP_REDOP_NONE : redop_code((ncclRedOp_t)redop),
+        .flags = gd ? CP_CALL_IN_GROUP : 0,
+        .peer = peer,
+        .group_depth = gd,
+        .result = r,
+        .comm = cp_comm_lookup(comm),
+        .seq = CP_SEQ_NONE,
+        .count = count,
+        .stream = (uint64_t)(uintptr_t)stream,
+        .enter_ns = enter_ns,
+    };
+    cp_comm *c = ci.comm;
+    if (c && (r == ncclSuccess || r == ncclInProgress)) {
+        int ready = atomic_load_explicit(&c->ready, memory_order_acquire);
+        if (CP_UNLIKELY(!ready))
+            ready = cp_comm_make_ready(c);
+        if (op == CP_OP_SEND || op == CP_OP_RECV) {
+            if (ready && peer >= 0 && peer < c->nranks)
+                ci.seq = atomic_fetch_add_explicit(
+                    op == CP_OP_SEND ? &c->send_seq[peer] : &c->recv_seq[peer], 1,
+                    memory_order_relaxed);
+        } else {
+            ci.seq = atomic_fetch_add_explicit(&c->coll_seq, 1, memory_order_relaxed);
+        }
+        /* NCCL's in-place rules: the same buffer, or for the gather/scatter pair this
+         * rank's slice of the big buffer. */
+        uintptr_t s = (uintptr_t)sendbuff, d = (uintptr_t)recvbuff;
+        uint64_t slice = (uint64_t)count * cp_dtype_size(ci.dtype);
+        if ((inplace == INPLACE_SAME && s == d) ||
+            (inplace == INPLACE_ALLGATHER && ready && s == d + (uint64_t)c->rank * slice) ||
+            (inplace == INPLACE_REDUCESCATTER && ready && d == s + (uint64_t)c->rank * slice))
+            ci.flags |= CP_CALL_IN_PLACE;
+    }
+    cp_record_emit(&ci);
+}
+
+/* The shape every recorded collective and p2p wrapper shares. */
+#define CP_RECORDED(name, call_args, op, comm, count, dtype, redop, peer, stream, sb, rb,  \
+                    inplace)                                                             \
+    cp_fn_##name real = cp_real_##name();                                                \
+    if (CP_UNLIKELY(!real))                                                              \
+        return CP_MISSING_RESULT;                                                        \
+    if (!cp_call_begin())                                                                \
+        return real call_args;                                                           \
+    uint32_t gd = cp_tls.group_depth;                                                    \
+    uint64_t t0 = cp_now_ns();                                                           \
+    ncclResult_t r = real call_args;                                                     \
+    record_op(op, comm, count, dtype, redop, peer, stream, sb, rb, inplace, t0, gd, r);   \
+    cp_call_end();                                                                       \
+    return r
+
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t stream)
+{
+    CP_RECORDED(ncclAllReduce, (sendbuff, recvbuff, count, datatype, op, comm, stream),
+                CP_OP_ALLREDUCE, comm, count, datatype, (int)op, -1, stream, sendbuff,
+                recvbuff, INPLACE_SAME);
+}
+
+ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, int root, ncclComm_t comm,
+                           cudaStream_t stream)
+{
+    CP_RECORDED(ncclBroadcast, (sendbuff, recvbuff, count, datatype, root, comm, stream),
+                CP_OP_BROADCAST, comm, count, datatype, -1, root, stream, sendbuff, recvbuff,
+                INPLACE_SAME);
+}
+
+/* ncclBcast is NCCL's in-place broadcast: one buffer, recorded as Broadcast. */
+ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
+                       ncclComm_t comm, cudaStream_t stream)
+{
+    CP_RECORDED(ncclBcast, (buff, count, datatype, root, comm, stream), CP_OP_BROADCAST, comm,
+                count, datatype, -1, root, stream, buff, buff, INPLACE_SAME);
+}
+
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
+                        ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                        cudaStream_t stream)
+{
+    CP_RECORDED(ncclReduce, (sendbuff, recvbuff, count, datatype, op, root, comm, stream),
+                CP_OP_REDUCE, comm, count, datatype, (int)op, root, stream, sendbuff, recvbuff,
+                INPLACE_SAME);
+}
+
+ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+    CP_RECORDED(ncclAllGather, (sendbuff, recvbuff, sendcount, datatype, comm, stream),
+                CP_OP_ALLGATHER, comm, sendcount, datatype, -1, -1, stream, sendbuff, recvbuff,
+                INPLACE_ALLGATHER);
+}
+
+ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream)
+{
+    CP_RECORDED(ncclReduceScatter, (sendbuff, recvbuff, recvcount, datatype, op, comm, stream),
+                CP_OP_REDUCESCATTER, comm, recvcount, datatype, (int)op, -1, stream, sendbuff,
+                recvbuff, INPLACE_REDUCESCATTER);
+}
+
+ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+    CP_RECORDED(ncclAlltoAll, (sendbuff, recvbuff, count, datatype, comm, stream),
+                CP_OP_ALLTOALL, comm, count, datatype, -1, -1, stream, sendbuff, recvbuff,
+                INPLACE_NO);
+}
+
+ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
+                        ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    CP_RECORDED(ncclGather, (sendbuff, recvbuff, count, datatype, root, comm, stream),
+                CP_OP_GATHER, comm, count, datatype, -1, root, stream, sendbuff, recvbuff,
+                INPLACE_NO);
+}
+
+ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
+                         ncclDataType_t datatype, int root, ncclComm_t comm,
+                         cudaStream_t stream)
+{
+    CP_RECORDED(ncclScatter, (sendbuff, recvbuff, count, datatype, root, comm, stream),
+                CP_OP_SCATTER, comm, count, datatype, -1, root, stream, sendbuff, recvbuff,
+                INPLACE_NO);
+}
+
+ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream)
+{
+    CP_RECORDED(ncclSend, (sendbuff, count, datatype, peer, comm, stream), CP_OP_SEND, comm,
+                count, datatype, -1, peer, stream, sendbuff, NULL, INPLACE_NO);
+}
+
+ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream)
+{
+    CP_RECORDED(ncclRecv, (recvbuff, count, datatype, peer, comm, stream), CP_OP_RECV, comm,
+                count, datatype, -1, peer, stream, NULL, recvbuff, INPLACE_NO);
+}
+
+static void record_group(uint8_t op, uint64_t t0, uint32_t gd, ncclResult_t r)
+{
+    cp_call_info ci = {
+        .op = op,
+        .dtype = CP_DTYPE_UNKNOWN,
+        .redop = CP_REDOP_NONE,
+        .flags = gd ? CP_CALL_IN_GROUP : 0,
+        .peer = -1,
+        .group_depth = gd,
+        .result = r,
+        .seq = CP_SEQ_NONE,
+        .enter_ns = t0,
+    };
+    cp_record_emit(&ci);
+}
+
+/* The thread's group depth mirrors NCCL's own (thread-local in NCCL too): GroupStart adds
+ * one when it succeeds; GroupEnd takes one off whenever there was one, as NCCL does even
+ * when the group fails. It is kept while tracing is off too, so it is right if tracing
+ * starts inside a group. */
+ncclResult_t ncclGroupStart(void)
+{
+    cp_fn_ncclGroupStart real = cp_real_ncclGroupStart();
+    if (CP_UNLIKELY(!real))
+        return CP_MISSING_RESULT;
+    if (!cp_call_begin()) {
+        ncclResult_t r = real();
+        if (r == ncclSuccess && cp_tls.depth == 0)
+            cp_tls.group_depth++;
+        return r;
+    }
+    uint32_t gd = cp_tls.group_depth;
+    uint64_t t0 = cp_now_ns();
+    ncclResult_t r = real();
+    if (r == ncclSuccess)
+        cp_tls.group_depth++;
+    record_group(CP_OP_GROUP_START, t0, gd, r);
+    cp_call_end();
+    return r;
+}
+
+ncclResult_t ncclGroupEnd(void)
+{
+    cp_fn_ncclGroupEnd real = cp_real_ncclGroupEnd();
+    if (CP_UNLIKELY(!real))
+        return CP_MISSING_RESULT;
+    if (!cp_call_begin()) {
+        ncclResult_t r = real();
+        if (cp_tls.depth == 0 && cp_tls.group_depth > 0)
+            cp_tls.group_depth--;
+        return r;
+    }
+    uint32_t gd = cp_tls.group_depth;
+    uint64_t t0 = cp_now_ns();
+    ncclResult_t r = real();
+    if (cp_tls.group_depth > 0)
+        cp_tls.group_depth--;
+    record_group(CP_OP_GROUP_END, t0, gd, r);
+    cp_call_end();
+    return r;
+}

@@ -1,0 +1,243 @@
+/* writer_thread: drains every ring into the rank's trace file.
+ *
+ * One thread per process, started with the trace at the first recorded call. It wakes every
+ * tick (10 ms, or COLLPROF_FLUSH_MS when shorter): it drains when a producer flagged a ring
+ * past half full, and at every FLUSH_MS it drains and writes the chunk out, so the file on
+ * disk is never more than FLUSH_MS behind what the job did. Producers never wait for it and
+ * never make a system call to wake it: a full ring counts its record lost instead.
+ *
+ * Exclusive use of the cp_trace_writer passes through one token (g_busy), taken by the
+ * thread for each drain, by the exit path, and by a fatal-signal handler (best effort); the
+ * token-holder is the consumer of every ring.
+ *
+ * Order in the file: each drain takes a snapshot of every ring's head, then writes the
+ * control queue (COMM, PROCESS), then the rings up to the snapshot. A COMM is queued before
+ * any CALL that names it is committed, so it always lands in the file first.
+ */
+#include "preload/shim.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/trace_writer.h"
+
+#define CP_TICK_MS 10
+
+static cp_trace_writer *g_w;
+static cp_trace_writer *g_abandoned; /* a fork child's copy of the parent's writer */
+static pthread_t g_thread;
+static int g_thread_running;
+static _Atomic int g_busy;
+static _Atomic int g_stop;
+static int g_flush_ms = 200;
+static uint64_t g_no_ring_reported;
+static pthread_mutex_t g_wait_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_wait_cv;
+
+static pthread_mutex_t g_ctl_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char *g_ctl;
+static size_t g_ctl_len, g_ctl_cap;
+
+void cp_control_push(const void *record)
+{
+    uint16_t size;
+    memcpy(&size, (const unsigned char *)record + offsetof(cp_record_header, size), 2);
+    pthread_mutex_lock(&g_ctl_mu);
+    if (g_ctl_len + size > g_ctl_cap) {
+        size_t cap = g_ctl_cap ? 2 * g_ctl_cap : 4096;
+        while (cap < g_ctl_len + size)
+            cap *= 2;
+        unsigned char *p = realloc(g_ctl, cap);
+        if (!p) {
+            pthread_mutex_unlock(&g_ctl_mu);
+            return; /* an allocation failure costs this record, not the job */
+        }
+        g_ctl = p;
+        g_ctl_cap = cap;
+    }
+    memcpy(g_ctl + g_ctl_len, record, size);
+    g_ctl_len += size;
+    pthread_mutex_unlock(&g_ctl_mu);
+}
+
+/* Holder of g_busy only. `in_signal`: the control queue's mutex may be held by the very
+ * thread the signal interrupted, so it is only tried. */
+static void drain(int in_signal)
+{
+    for (cp_ring *r = cp_ring_list(); r; r = r->next)
+        r->drain_to = atomic_load_explicit(&r->head, memory_order_acquire);
+
+    if (in_signal ? pthread_mutex_trylock(&g_ctl_mu) == 0 : pthread_mutex_lock(&g_ctl_mu) == 0) {
+        for (size_t off = 0; off + sizeof(cp_record_header) <= g_ctl_len;) {
+            uint16_t size;
+            memcpy(&size, g_ctl + off + offsetof(cp_record_header, size), 2);
+            cp_trace_writer_append(g_w, g_ctl + off);
+            off += size;
+        }
+        g_ctl_len = 0;
+        pthread_mutex_unlock(&g_ctl_mu);
+    }
+
+    for (cp_ring *r = cp_ring_list(); r; r = r->next) {
+        uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+        for (; t != r->drain_to; t++)
+            cp_trace_writer_append(g_w, &r->slots[t & r->mask]);
+        atomic_store_explicit(&r->tail, t, memory_order_release);
+        uint64_t lost = atomic_load_explicit(&r->lost, memory_order_relaxed);
+        cp_trace_writer_count_lost(g_w, lost - r->lost_reported);
+        r->lost_reported = lost;
+    }
+    uint64_t no_ring = atomic_load_explicit(&cp_lost_no_ring, memory_order_relaxed);
+    cp_trace_writer_count_lost(g_w, no_ring - g_no_ring_reported);
+    g_no_ring_reported = no_ring;
+}
+
+static int take_token(void)
+{
+    int expected = 0;
+    return atomic_compare_exchange_strong_explicit(&g_busy, &expected, 1, memory_order_acquire,
+                                                   memory_order_relaxed);
+}
+
+static void give_token(void) { atomic_store_explicit(&g_busy, 0, memory_order_release); }
+
+static void *writer_main(void *arg)
+{
+    (void)arg;
+    int tick_ms = g_flush_ms < CP_TICK_MS ? g_flush_ms : CP_TICK_MS;
+    uint64_t next_flush = cp_mono_ns() + (uint64_t)g_flush_ms * 1000000u;
+    int warned = 0;
+    pthread_mutex_lock(&g_wait_mu);
+    while (!atomic_load(&g_stop)) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += (long)tick_ms * 1000000L;
+        until.tv_sec += until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&g_wait_cv, &g_wait_mu, &until);
+        if (atomic_load(&g_stop))
+            break;
+        int wanted = atomic_exchange_explicit(&cp_drain_wanted, 0, memory_order_relaxed);
+        uint64_t now = cp_mono_ns();
+        int flush_due = now >= next_flush;
+        if (!(wanted || flush_due) || !take_token())
+            continue;
+        drain(0);
+        if (flush_due) {
+            if (cp_trace_writer_flush(g_w) != 0 && !warned) {
+                warned = 1;
+                cp_warn("cannot write the trace (%s): records are counted as lost until "
+                        "writes succeed again", strerror(errno));
+            }
+            next_flush = now + (uint64_t)g_flush_ms * 1000000u;
+        }
+        give_token();
+    }
+    pthread_mutex_unlock(&g_wait_mu);
+    return NULL;
+}
+
+int cp_writer_start(const char *path, const cp_file_header *header, int flush_ms)
+{
+    char err[512];
+    g_w = cp_trace_writer_open(path, header, 0, err, sizeof err);
+    if (!g_w) {
+        cp_warn("%s; tracing is off, the job runs on", err);
+        return -1;
+    }
+    g_flush_ms = flush_ms > 0 ? flush_ms : 200;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&g_wait_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    atomic_store(&g_stop, 0);
+    give_token();
+
+    /* The job's signals go to the job's threads, never to ours. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&g_thread, NULL, writer_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        /* No thread: the exit path still drains once, whatever the rings kept. */
+        cp_warn("cannot start the trace writer thread (%s): the trace is written at exit only",
+                strerror(rc));
+        return 0;
+    }
+    g_thread_running = 1;
+    return 0;
+}
+
+static void append_end(int end_signal)
+{
+    cp_clock_anchor a = cp_clock_anchor_now();
+    cp_rec_clock clk = {.h = {CP_REC_CLOCK, sizeof clk}, .mono_ns = a.mono_ns,
+                        .realtime_ns = a.realtime_ns};
+    cp_trace_writer_append(g_w, &clk);
+    cp_rec_end end = {.h = {CP_REC_END, sizeof end}, .signal = end_signal, .exit_code = -1,
+                      .at_ns = a.mono_ns};
+    cp_trace_writer_append(g_w, &end);
+}
+
+void cp_writer_stop(int end_signal)
+{
+    if (g_thread_running && !pthread_equal(pthread_self(), g_thread)) {
+        pthread_mutex_lock(&g_wait_mu);
+        atomic_store(&g_stop, 1);
+        pthread_cond_signal(&g_wait_cv);
+        pthread_mutex_unlock(&g_wait_mu);
+        pthread_join(g_thread, NULL);
+        g_thread_running = 0;
+    }
+    if (!g_w)
+        return;
+    /* The token may be held by a signal handler that flushes for a dying process. */
+    for (int i = 0; i < 1000 && !take_token(); i++)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    if (!g_w)
+        return;
+    drain(0);
+    append_end(end_signal);
+    cp_trace_writer_close(g_w);
+    g_w = NULL; /* the token stays taken: nothing writes after END */
+}
+
+void cp_writer_flush_from_signal(int end_signal)
+{
+    if (!g_w || (g_thread_running && pthread_equal(pthread_self(), g_thread)))
+        return;
+    int got = 0;
+    for (int i = 0; i < 200 && !(got = take_token()); i++)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    if (!got || !g_w)
+        return;
+    drain(1);
+    if (end_signal > 0)
+        append_end(end_signal);
+    cp_trace_writer_flush(g_w);
+    if (end_signal <= 0)
+        give_token(); /* the process lives on (a user handler took the signal) */
+}
+
+void cp_writer_forget_after_fork(void)
+{
+    /* The parent's writer, thread and queued records are the parent's. Its struct is kept
+     * reachable, not closed: closing would flush the parent's records into its file. */
+    if (g_w)
+        g_abandoned = g_w;
+    g_w = NULL;
+    g_thread_running = 0;
+    atomic_store(&g_stop, 0);
+    atomic_store(&g_busy, 0);
+    g_no_ring_reported = 0;
+    pthread_mutex_init(&g_wait_mu, NULL);
+    pthread_mutex_init(&g_ctl_mu, NULL);
+    g_ctl_len = 0;
+}

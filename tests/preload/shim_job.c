@@ -1,0 +1,224 @@
+/* shim_job: an "unmodified NCCL job" for the shim's tests, linked against the stub
+ * libnccl.so.2 and run by test_shim with and without LD_PRELOAD=libcollprof.so.
+ *
+ * Each scenario prints every NCCL result it gets on stdout, one `name=result` a line, so the
+ * test can check that the output is byte for byte the same with and without the shim.
+ *   basic       every recorded entry point once, some failing on purpose (see stub_nccl.c)
+ *   none        no NCCL call at all
+ *   queries     only calls that are not recorded (GetVersion, GetErrorString)
+ *   threads T C N   C comms, T threads, each thread N AllReduces on every comm
+ *   burst N     N AllReduces on one comm as fast as possible
+ *   kill MS     a few calls, sleep MS (past a flush), then SIGKILL itself
+ *   sigterm     a few calls, then SIGTERM itself (default action)
+ *   sigterm-handled  the same with a handler installed before NCCL use: prints and goes on
+ *   fork-nccl / fork-plain  a fork whose child does / does not call NCCL
+ *   nonblocking a non-blocking init, polled with GetAsyncError, then one AllReduce
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/nccl_abi.h"
+#include "common/nccl_api_list.h"
+
+#define DECLARE(ret, name, params, args) ret name params;
+CP_NCCL_API(DECLARE)
+
+#define SHOW(call) printf("%s=%d\n", #call, (int)(call))
+#define STREAM ((cudaStream_t)(uintptr_t)0x5000)
+
+static ncclComm_t make_comm(int nranks, int rank)
+{
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    snprintf(id.internal, sizeof id.internal, "test-id-%d-%d", nranks, rank);
+    ncclComm_t c = NULL;
+    if (ncclCommInitRank(&c, nranks, id, rank) != ncclSuccess)
+        abort();
+    return c;
+}
+
+static void basic(void)
+{
+    float buf[64];
+    ncclUniqueId id;
+    memset(&id, 7, sizeof id);
+    int version = 0;
+    SHOW(ncclGetVersion(&version));
+    printf("version=%d\n", version);
+    ncclComm_t c = NULL;
+    SHOW(ncclCommInitRank(&c, 4, id, 1));
+    SHOW(ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, c, STREAM));        /* in place */
+    SHOW(ncclAllReduce(buf, buf + 16, 16, ncclFloat32, ncclMax, c, STREAM));
+    SHOW(ncclBroadcast(buf, buf + 16, 8, ncclInt32, 2, c, STREAM));
+    SHOW(ncclBcast(buf, 8, ncclInt32, 3, c, STREAM));                        /* nests */
+    SHOW(ncclReduce(buf, buf + 16, 8, ncclFloat64, ncclProd, 0, c, STREAM));
+    SHOW(ncclAllGather(buf + 4, buf, 4, ncclFloat32, c, STREAM));           /* in place, rank 1 */
+    SHOW(ncclReduceScatter(buf, buf + 4, 4, ncclFloat32, ncclAvg, c, STREAM)); /* in place */
+    SHOW(ncclAlltoAll(buf, buf + 32, 4, ncclUint8, c, STREAM));
+    SHOW(ncclGather(buf, buf + 32, 4, ncclBfloat16, 1, c, STREAM));
+    SHOW(ncclScatter(buf, buf + 32, 4, ncclInt8, 1, c, STREAM));
+    SHOW(ncclGroupStart());
+    SHOW(ncclSend(buf, 5, ncclFloat32, 2, c, STREAM));
+    SHOW(ncclRecv(buf, 5, ncclFloat32, 3, c, STREAM));
+    SHOW(ncclSend(buf, 6, ncclFloat32, 2, c, STREAM));
+    SHOW(ncclGroupEnd());
+    ncclRedOp_t premul;
+    float scalar = 2;
+    SHOW(ncclRedOpCreatePreMulSum(&premul, &scalar, ncclFloat32, ncclScalarHostImmediate, c));
+    SHOW(ncclAllReduce(buf, buf, 3, ncclFloat32, premul, c, STREAM));
+    /* failures the stub makes on purpose */
+    SHOW(ncclAllReduce(buf, buf, 777, ncclFloat32, ncclSum, c, STREAM));
+    SHOW(ncclAllReduce(buf, buf, 1, (ncclDataType_t)99, ncclSum, c, STREAM));
+    SHOW(ncclSend(buf, 1, ncclFloat32, 9, c, STREAM));
+    SHOW(ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, NULL, STREAM));
+    SHOW(ncclGroupEnd());
+    /* comm life */
+    ncclComm_t s1 = NULL, s2 = NULL, sh = NULL, all[2] = {NULL, NULL};
+    SHOW(ncclCommSplit(c, 5, 1, &s1, NULL));
+    SHOW(ncclCommSplit(c, NCCL_SPLIT_NOCOLOR, 1, &s2, NULL));
+    int excl = 0;
+    SHOW(ncclCommShrink(c, &excl, 1, &sh, NULL, NCCL_SHRINK_DEFAULT));
+    SHOW(ncclAllReduce(buf, buf, 2, ncclFloat32, ncclSum, s1, STREAM));
+    SHOW(ncclCommInitAll(all, 2, NULL));
+    SHOW(ncclAllReduce(buf, buf, 2, ncclFloat32, ncclSum, all[1], STREAM));
+    SHOW(ncclCommFinalize(c));
+    SHOW(ncclCommRevoke(c, 0));
+    SHOW(ncclCommDestroy(s1));
+    SHOW(ncclCommDestroy(sh));
+    SHOW(ncclCommDestroy(all[0]));
+    SHOW(ncclCommAbort(all[1]));
+    SHOW(ncclCommDestroy(c));
+    SHOW(ncclCommDestroy(NULL));
+    printf("error=%s\n", ncclGetErrorString(ncclInvalidUsage));
+}
+
+struct thread_arg {
+    ncclComm_t *comms;
+    int ncomms, calls;
+};
+
+static void *thread_main(void *p)
+{
+    struct thread_arg *a = p;
+    float x;
+    for (int i = 0; i < a->calls; i++)
+        for (int k = 0; k < a->ncomms; k++)
+            if (ncclAllReduce(&x, &x, (size_t)i + 1, ncclFloat32, ncclSum, a->comms[k], STREAM))
+                abort();
+    return NULL;
+}
+
+static void threads(int nthreads, int ncomms, int calls)
+{
+    ncclComm_t *comms = calloc((size_t)ncomms, sizeof *comms);
+    for (int k = 0; k < ncomms; k++)
+        comms[k] = make_comm(ncomms + k + 1, k);
+    pthread_t *t = calloc((size_t)nthreads, sizeof *t);
+    struct thread_arg a = {comms, ncomms, calls};
+    for (int i = 0; i < nthreads; i++)
+        pthread_create(&t[i], NULL, thread_main, &a);
+    for (int i = 0; i < nthreads; i++)
+        pthread_join(t[i], NULL);
+    for (int k = 0; k < ncomms; k++)
+        ncclCommDestroy(comms[k]);
+    free(comms);
+    free(t);
+    printf("threads done\n");
+}
+
+static void few_calls(ncclComm_t c, int n)
+{
+    float x;
+    for (int i = 0; i < n; i++)
+        ncclAllReduce(&x, &x, (size_t)i + 1, ncclFloat32, ncclSum, c, STREAM);
+}
+
+static void on_term(int sig)
+{
+    static const char msg[] = "handled SIGTERM\n";
+    (void)sig;
+    ssize_t rc = write(STDOUT_FILENO, msg, sizeof msg - 1);
+    (void)rc;
+}
+
+static int forked(int child_uses_nccl)
+{
+    ncclComm_t c = make_comm(2, 0);
+    few_calls(c, 3);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (child_uses_nccl) {
+            ncclComm_t cc = make_comm(2, 1);
+            few_calls(cc, 2);
+            ncclCommDestroy(cc);
+        }
+        printf("child done\n");
+        exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    few_calls(c, 4);
+    ncclCommDestroy(c);
+    printf("parent done, child status %d\n", status);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *what = argc > 1 ? argv[1] : "basic";
+    int a1 = argc > 2 ? atoi(argv[2]) : 0, a2 = argc > 3 ? atoi(argv[3]) : 0;
+    int a3 = argc > 4 ? atoi(argv[4]) : 0;
+    if (!strcmp(what, "basic")) {
+        basic();
+    } else if (!strcmp(what, "none")) {
+        printf("no nccl\n");
+    } else if (!strcmp(what, "queries")) {
+        int v;
+        SHOW(ncclGetVersion(&v));
+        printf("%s\n", ncclGetErrorString(ncclSuccess));
+    } else if (!strcmp(what, "threads")) {
+        threads(a1, a2, a3);
+    } else if (!strcmp(what, "burst")) {
+        ncclComm_t c = make_comm(1, 0);
+        few_calls(c, a1);
+        ncclCommDestroy(c);
+        printf("burst done\n");
+    } else if (!strcmp(what, "kill")) {
+        ncclComm_t c = make_comm(2, 0);
+        few_calls(c, 10);
+        usleep((useconds_t)a1 * 1000);
+        raise(SIGKILL);
+    } else if (!strcmp(what, "sigterm") || !strcmp(what, "sigterm-handled")) {
+        if (!strcmp(what, "sigterm-handled"))
+            signal(SIGTERM, on_term);
+        ncclComm_t c = make_comm(2, 0);
+        few_calls(c, 10);
+        raise(SIGTERM);
+        printf("after SIGTERM\n");
+        ncclCommDestroy(c);
+    } else if (!strcmp(what, "fork-nccl") || !strcmp(what, "fork-plain")) {
+        return forked(!strcmp(what, "fork-nccl"));
+    } else if (!strcmp(what, "nonblocking")) {
+        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+        cfg.blocking = 0;
+        ncclUniqueId id;
+        memset(&id, 3, sizeof id);
+        ncclComm_t c = NULL;
+        SHOW(ncclCommInitRankConfig(&c, 8, id, 5, &cfg));
+        ncclResult_t st = ncclInProgress;
+        while (st == ncclInProgress)
+            SHOW(ncclCommGetAsyncError(c, &st));
+        few_calls(c, 1);
+        SHOW(ncclCommDestroy(c));
+    } else {
+        fprintf(stderr, "shim_job: unknown scenario '%s'\n", what);
+        return 2;
+    }
+    return 0;
+}

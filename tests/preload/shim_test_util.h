@@ -1,0 +1,202 @@
+/* shim_test_util: running shim_job under the shim and reading what it left.
+ * Header-only so each test stays one program. */
+#ifndef COLLPROF_SHIM_TEST_UTIL_H
+#define COLLPROF_SHIM_TEST_UTIL_H
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/trace_reader.h"
+
+extern char **environ;
+
+typedef struct job_result {
+    int status;      /* waitpid's */
+    char out[65536]; /* stdout */
+    char err[65536]; /* stderr */
+} job_result;
+
+static inline const char *st_build_dir(void)
+{
+    const char *b = getenv("COLLPROF_BUILD_DIR");
+    return b && *b ? b : ".";
+}
+
+static inline void st_read_fd(int fd, char *buf, size_t cap)
+{
+    size_t n = 0;
+    lseek(fd, 0, SEEK_SET);
+    ssize_t r;
+    while (n + 1 < cap && (r = read(fd, buf + n, cap - 1 - n)) > 0)
+        n += (size_t)r;
+    buf[n] = '\0';
+}
+
+/* Runs shim_job with argv, the caller's environment minus launcher and COLLPROF_ variables,
+ * plus `env` (NULL-terminated "K=V"), with the shim preloaded when `preload`. */
+static inline void st_run(job_result *res, int preload, const char *const *env,
+                          const char *const *argv)
+{
+    char job[4096], lib[4096], preload_var[8400];
+    snprintf(job, sizeof job, "%s/bin/shim_job", st_build_dir());
+    snprintf(lib, sizeof lib, "%s/lib/libcollprof.so", st_build_dir());
+#ifdef CP_TEST_ASAN_RUNTIME
+    /* an ASan-built preload needs the ASan runtime loaded before it */
+    snprintf(preload_var, sizeof preload_var, "LD_PRELOAD=%s %s", CP_TEST_ASAN_RUNTIME, lib);
+#else
+    snprintf(preload_var, sizeof preload_var, "LD_PRELOAD=%s", lib);
+#endif
+    const char *envp[512];
+    size_t n = 0;
+    static const char *const drop[] = {"COLLPROF_", "LD_PRELOAD=", "RANK=", "LOCAL_RANK=",
+                                       "WORLD_SIZE=", "OMPI_", "PMI_", "SLURM_",
+                                       "TORCHELASTIC_", "PBS_"};
+    for (char **e = environ; *e && n < 400; e++) {
+        int keep = 1;
+        for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
+            if (!strncmp(*e, drop[i], strlen(drop[i])))
+                keep = 0;
+        if (keep)
+            envp[n++] = *e;
+    }
+    if (preload)
+        envp[n++] = preload_var;
+    for (; env && *env && n < 510; env++)
+        envp[n++] = *env;
+    envp[n] = NULL;
+    const char *args[32] = {job};
+    size_t a = 1;
+    for (; argv && *argv && a < 31; argv++)
+        args[a++] = *argv;
+    args[a] = NULL;
+
+    char tmpl_out[] = "/tmp/shim-out-XXXXXX", tmpl_err[] = "/tmp/shim-err-XXXXXX";
+    int fo = mkstemp(tmpl_out), fe = mkstemp(tmpl_err);
+    unlink(tmpl_out);
+    unlink(tmpl_err);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fo, STDOUT_FILENO);
+        dup2(fe, STDERR_FILENO);
+        execve(job, (char *const *)args, (char *const *)envp);
+        _exit(127);
+    }
+    waitpid(pid, &res->status, 0);
+    st_read_fd(fo, res->out, sizeof res->out);
+    st_read_fd(fe, res->err, sizeof res->err);
+    close(fo);
+    close(fe);
+}
+
+/* Everything one trace file holds, in file order. */
+typedef struct trace_seen {
+    cp_file_header header;
+    cp_rec_call *calls;
+    size_t ncalls, cap;
+    cp_rec_comm comms[64];
+    size_t ncomms;
+    cp_rec_process process;
+    int nprocess;
+    cp_rec_end end;
+    int nend;
+    cp_walk_result walk;
+} trace_seen;
+
+static int st_on_call(void *ctx, const cp_rec_call *rec)
+{
+    trace_seen *s = ctx;
+    if (s->ncalls == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 1024;
+        s->calls = realloc(s->calls, s->cap * sizeof *s->calls);
+    }
+    s->calls[s->ncalls++] = *rec;
+    return 0;
+}
+static int st_on_comm(void *ctx, const cp_rec_comm *rec)
+{
+    trace_seen *s = ctx;
+    if (s->ncomms < 64)
+        s->comms[s->ncomms++] = *rec;
+    return 0;
+}
+static int st_on_process(void *ctx, const cp_rec_process *rec)
+{
+    trace_seen *s = ctx;
+    s->process = *rec;
+    s->nprocess++;
+    return 0;
+}
+static int st_on_end(void *ctx, const cp_rec_end *rec)
+{
+    trace_seen *s = ctx;
+    s->end = *rec;
+    s->nend++;
+    return 0;
+}
+
+/* Reads one file; 0 or -1. */
+static inline int st_read_trace(const char *path, trace_seen *s)
+{
+    memset(s, 0, sizeof *s);
+    int status;
+    char err[256];
+    cp_trace_reader *r = cp_trace_reader_open(path, &status, err, sizeof err);
+    if (!r) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    s->header = *cp_trace_reader_header(r);
+    cp_trace_visitor v = {.ctx = s, .on_call = st_on_call, .on_comm = st_on_comm,
+                          .on_process = st_on_process, .on_end = st_on_end};
+    cp_trace_walk(r, &v, &s->walk);
+    cp_trace_reader_close(r);
+    return 0;
+}
+
+static inline void st_free_trace(trace_seen *s) { free(s->calls); s->calls = NULL; }
+
+/* The trace files in dir: count, and the paths (cp_trace_dir_free them). -1: no dir. */
+static inline int st_list(const char *dir, char ***paths)
+{
+    char err[256];
+    *paths = NULL;
+    return cp_trace_dir_list(dir, paths, err, sizeof err);
+}
+
+static inline int st_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static inline char *st_tmpdir(void)
+{
+    char tmpl[] = "/tmp/collprof-shim-test-XXXXXX";
+    char *d = mkdtemp(tmpl);
+    return d ? strdup(d) : NULL;
+}
+
+static inline void st_rmtree(const char *dir)
+{
+    char cmd[8300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    int rc = system(cmd);
+    (void)rc;
+}
+
+static inline int st_count_lines(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+#endif

@@ -1,0 +1,302 @@
+/* stub_nccl: a tiny libnccl.so.2 for the shim's tests and benchmark.
+ *
+ * Every entry point of common/nccl_api_list.h, with NCCL's signature (declared from the
+ * list, so it cannot drift), doing the least that makes a caller's checks meaningful: comms
+ * are small structs that answer CommCount/UserRank/CuDevice, collectives return at once.
+ * Some inputs fail on purpose, so tests can see that the shim returns exactly what NCCL does:
+ *   NULL comm, a datatype >= ncclNumTypes, a peer or root out of range -> ncclInvalidArgument
+ *   count == STUB_FAIL_COUNT (777)                                      -> ncclSystemError
+ *   ncclGroupEnd without ncclGroupStart                                 -> ncclInvalidUsage
+ * A config with blocking = 0 makes a non-blocking comm: init returns ncclInProgress and the
+ * comm is ready after one more ncclCommGetAsyncError. Only ncclX names are exported (no
+ * pnccl twins), which exercises the shim's fallback; ncclBcast calls ncclBroadcast through
+ * the PLT, as an NCCL calling its own API would, which exercises the shim's nesting guard.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/nccl_abi.h"
+#include "common/nccl_api_list.h"
+
+#define STUB_EXPORT __attribute__((visibility("default")))
+#define STUB_DECLARE(ret, name, params, args) STUB_EXPORT ret name params;
+CP_NCCL_API(STUB_DECLARE)
+CP_NCCL_API_DEPRECATED(STUB_DECLARE)
+
+#define STUB_FAIL_COUNT 777
+#define STUB_MAGIC 0x5354u
+
+struct ncclComm {
+    unsigned magic;
+    int nranks, rank, dev;
+    int pending; /* non-blocking init: GetAsyncError calls until ready */
+};
+
+static __thread int g_group_depth;
+static int g_pre_mul_sum_next = ncclNumOps;
+
+static int comm_ok(ncclComm_t c) { return c && c->magic == STUB_MAGIC; }
+
+static ncclResult_t new_comm(ncclComm_t *out, int nranks, int rank, int dev, int blocking)
+{
+    if (!out || nranks <= 0 || rank < 0 || rank >= nranks)
+        return ncclInvalidArgument;
+    ncclComm_t c = calloc(1, sizeof *c);
+    if (!c)
+        return ncclSystemError;
+    *c = (struct ncclComm){STUB_MAGIC, nranks, rank, dev, blocking ? 0 : 1};
+    *out = c;
+    return blocking ? ncclSuccess : ncclInProgress;
+}
+
+static int is_blocking(const ncclConfig_t *config)
+{
+    return !config || config->blocking == NCCL_CONFIG_UNDEF_INT || config->blocking != 0;
+}
+
+static ncclResult_t coll_check(size_t count, ncclDataType_t dt, ncclComm_t comm, int root)
+{
+    if (!comm_ok(comm) || (unsigned)dt >= (unsigned)ncclNumTypes)
+        return ncclInvalidArgument;
+    if (comm->pending)
+        return ncclInvalidUsage;
+    if (root != -1 && (root < 0 || root >= comm->nranks))
+        return ncclInvalidArgument;
+    return count == STUB_FAIL_COUNT ? ncclSystemError : ncclSuccess;
+}
+
+ncclResult_t ncclMemAlloc(void **ptr, size_t size)
+{
+    if (!ptr)
+        return ncclInvalidArgument;
+    *ptr = malloc(size ? size : 1);
+    return *ptr ? ncclSuccess : ncclSystemError;
+}
+ncclResult_t ncclMemFree(void *ptr) { free(ptr); return ncclSuccess; }
+ncclResult_t ncclGetVersion(int *version)
+{
+    if (!version)
+        return ncclInvalidArgument;
+    *version = 22809;
+    return ncclSuccess;
+}
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
+{
+    if (!id)
+        return ncclInvalidArgument;
+    static unsigned seed;
+    if (!seed)
+        seed = (unsigned)getpid() ^ (unsigned)time(NULL);
+    for (size_t i = 0; i < sizeof id->internal; i++)
+        id->internal[i] = (char)(rand_r(&seed) & 0xff);
+    return ncclSuccess;
+}
+const char *ncclGetErrorString(ncclResult_t result)
+{
+    static const char *const names[] = {"no error", "unhandled cuda error", "unhandled system error",
+                                        "internal error", "invalid argument", "invalid usage",
+                                        "remote process exited or there was a network error",
+                                        "NCCL operation in progress"};
+    return (unsigned)result < sizeof names / sizeof names[0] ? names[result] : "unknown result code";
+}
+const char *ncclGetLastError(ncclComm_t comm) { (void)comm; return "stub: no error"; }
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t *config)
+{
+    (void)commId;
+    return new_comm(comm, nranks, rank, 0, is_blocking(config));
+}
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
+{
+    (void)commId;
+    return new_comm(comm, nranks, rank, 0, 1);
+}
+ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
+{
+    if (!comm || ndev <= 0)
+        return ncclInvalidArgument;
+    for (int i = 0; i < ndev; i++)
+        new_comm(&comm[i], ndev, i, devlist ? devlist[i] : i, 1);
+    return ncclSuccess;
+}
+ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
+                                      ncclUniqueId *commIds, ncclConfig_t *config)
+{
+    if (nId <= 0 || !commIds)
+        return ncclInvalidArgument;
+    return new_comm(newcomm, nranks, myrank, 0, is_blocking(config));
+}
+ncclResult_t ncclCommFinalize(ncclComm_t comm) { return comm_ok(comm) ? ncclSuccess : ncclInvalidArgument; }
+ncclResult_t ncclCommDestroy(ncclComm_t comm)
+{
+    if (!comm_ok(comm))
+        return ncclInvalidArgument;
+    comm->magic = 0;
+    free(comm);
+    return ncclSuccess;
+}
+ncclResult_t ncclCommAbort(ncclComm_t comm) { return ncclCommDestroy(comm); }
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
+{
+    return comm_ok(comm) && revokeFlags == 0 ? ncclSuccess : ncclInvalidArgument;
+}
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                           ncclConfig_t *config)
+{
+    (void)key;
+    if (!comm_ok(comm) || !newcomm)
+        return ncclInvalidArgument;
+    if (color == NCCL_SPLIT_NOCOLOR) {
+        *newcomm = NULL;
+        return ncclSuccess;
+    }
+    return new_comm(newcomm, comm->nranks, comm->rank, comm->dev, is_blocking(config));
+}
+ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                            ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
+{
+    (void)excludeRanksList;
+    (void)shrinkFlags;
+    if (!comm_ok(comm) || !newcomm || excludeRanksCount < 0 || excludeRanksCount >= comm->nranks)
+        return ncclInvalidArgument;
+    int n = comm->nranks - excludeRanksCount;
+    return new_comm(newcomm, n, comm->rank < n ? comm->rank : n - 1, comm->dev,
+                    is_blocking(config));
+}
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
+{
+    if (!comm_ok(comm) || !asyncError)
+        return ncclInvalidArgument;
+    *asyncError = comm->pending ? ncclInProgress : ncclSuccess;
+    if (comm->pending)
+        comm->pending--;
+    return ncclSuccess;
+}
+#define STUB_QUERY(name, field)                                                          \
+    ncclResult_t name(const ncclComm_t comm, int *out)                                   \
+    {                                                                                    \
+        if (!comm_ok(comm) || !out)                                                      \
+            return ncclInvalidArgument;                                                  \
+        if (comm->pending)                                                               \
+            return ncclInProgress;                                                       \
+        *out = comm->field;                                                              \
+        return ncclSuccess;                                                              \
+    }
+STUB_QUERY(ncclCommCount, nranks)
+STUB_QUERY(ncclCommCuDevice, dev)
+STUB_QUERY(ncclCommUserRank, rank)
+ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
+{
+    (void)buff; (void)size;
+    if (!comm_ok(comm) || !handle)
+        return ncclInvalidArgument;
+    *handle = comm;
+    return ncclSuccess;
+}
+ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle)
+{
+    return comm_ok(comm) && handle ? ncclSuccess : ncclInvalidArgument;
+}
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
+                                    int winFlags)
+{
+    (void)buff; (void)size; (void)winFlags;
+    if (!comm_ok(comm) || !win)
+        return ncclInvalidArgument;
+    *win = (ncclWindow_t)comm;
+    return ncclSuccess;
+}
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
+{
+    return comm_ok(comm) && win ? ncclSuccess : ncclInvalidArgument;
+}
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+                                      ncclScalarResidence_t residence, ncclComm_t comm)
+{
+    (void)scalar; (void)datatype; (void)residence;
+    if (!op || !comm_ok(comm))
+        return ncclInvalidArgument;
+    *op = (ncclRedOp_t)g_pre_mul_sum_next++;
+    return ncclSuccess;
+}
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
+{
+    return comm_ok(comm) && op >= ncclNumOps ? ncclSuccess : ncclInvalidArgument;
+}
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
+                        ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                        cudaStream_t stream)
+{
+    (void)sendbuff; (void)recvbuff; (void)op; (void)stream;
+    return coll_check(count, datatype, comm, root);
+}
+ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, int root, ncclComm_t comm,
+                           cudaStream_t stream)
+{
+    (void)sendbuff; (void)recvbuff; (void)stream;
+    return coll_check(count, datatype, comm, root);
+}
+ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
+                       ncclComm_t comm, cudaStream_t stream)
+{
+    return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+#define STUB_COLL(name, countname, ...)                                                  \
+    ncclResult_t name(const void *sendbuff, void *recvbuff, size_t countname,            \
+                      ncclDataType_t datatype, __VA_ARGS__ ncclComm_t comm,              \
+                      cudaStream_t stream)                                               \
+    {                                                                                    \
+        (void)sendbuff; (void)recvbuff; (void)stream;                                    \
+        return coll_check(countname, datatype, comm, -1);                                \
+    }
+STUB_COLL(ncclAllReduce, count, ncclRedOp_t op __attribute__((unused)),)
+STUB_COLL(ncclReduceScatter, recvcount, ncclRedOp_t op __attribute__((unused)),)
+STUB_COLL(ncclAllGather, sendcount, )
+STUB_COLL(ncclAlltoAll, count, )
+ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
+                        ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    (void)sendbuff; (void)recvbuff; (void)stream;
+    return coll_check(count, datatype, comm, root);
+}
+ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
+                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    (void)sendbuff; (void)recvbuff; (void)stream;
+    return coll_check(count, datatype, comm, root);
+}
+ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream)
+{
+    (void)sendbuff; (void)stream;
+    return coll_check(count, datatype, comm, peer);
+}
+ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream)
+{
+    (void)recvbuff; (void)stream;
+    return coll_check(count, datatype, comm, peer);
+}
+ncclResult_t ncclGroupStart(void)
+{
+    g_group_depth++;
+    return ncclSuccess;
+}
+ncclResult_t ncclGroupEnd(void)
+{
+    if (g_group_depth == 0)
+        return ncclInvalidUsage;
+    g_group_depth--;
+    return ncclSuccess;
+}
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
+{
+    if (!simInfo)
+        return ncclInvalidArgument;
+    simInfo->estimatedTime = 1.0f;
+    return ncclSuccess;
+}
+void ncclResetDebugInit(void) {}

@@ -1,0 +1,138 @@
+/* The shim's settings and failure policy: off means pure pass-through, no NCCL means no
+ * file, a bad value or an unwritable directory is one WARN line and the job is untouched. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dlfcn.h>
+
+#include "common/nccl_abi.h"
+#include "common/nccl_api_list.h"
+#include "shim_test_util.h"
+
+static char *g_tmp;
+static char g_dir[4200], g_dir_env[4300];
+static job_result g_bare, g_shim;
+
+static int setup(void **state)
+{
+    (void)state;
+    g_tmp = st_tmpdir();
+    snprintf(g_dir, sizeof g_dir, "%s/t", g_tmp);
+    snprintf(g_dir_env, sizeof g_dir_env, "COLLPROF_DIR=%s", g_dir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    st_rmtree(g_tmp);
+    free(g_tmp);
+    return 0;
+}
+
+static void enable_0_is_pure_pass_through(void **state)
+{
+    (void)state;
+    const char *env[] = {g_dir_env, "COLLPROF_ENABLE=0", NULL};
+    const char *argv[] = {"basic", NULL};
+    st_run(&g_bare, 0, NULL, argv);
+    st_run(&g_shim, 1, env, argv);
+    assert_string_equal(g_shim.out, g_bare.out);
+    assert_int_equal(g_shim.status, g_bare.status);
+    assert_string_equal(g_shim.err, "");
+    assert_false(st_exists(g_dir));
+}
+
+static void a_job_without_nccl_calls_leaves_no_file_and_no_directory(void **state)
+{
+    (void)state;
+    const char *env[] = {g_dir_env, NULL};
+    const char *none[] = {"none", NULL}, *queries[] = {"queries", NULL};
+    st_run(&g_shim, 1, env, none);
+    assert_int_equal(g_shim.status, 0);
+    assert_false(st_exists(g_dir));
+    /* queries (GetVersion, GetErrorString) forward but record nothing */
+    st_run(&g_shim, 1, env, queries);
+    assert_false(st_exists(g_dir));
+}
+
+static void a_bad_value_is_one_warning_and_tracing_goes_on(void **state)
+{
+    (void)state;
+    const char *env[] = {g_dir_env, "COLLPROF_FLUSH_MS=soon", NULL};
+    const char *argv[] = {"basic", NULL};
+    st_run(&g_bare, 0, NULL, argv);
+    st_run(&g_shim, 1, env, argv);
+    assert_string_equal(g_shim.out, g_bare.out);
+    assert_int_equal(st_count_lines(g_shim.err, "collprof: WARN"), 1);
+    assert_non_null(strstr(g_shim.err, "COLLPROF_FLUSH_MS"));
+    char **paths;
+    int n = st_list(g_dir, &paths);
+    assert_int_equal(n, 1);
+    trace_seen t;
+    assert_int_equal(st_read_trace(paths[0], &t), 0);
+    assert_int_equal(t.ncalls, 36);
+    st_free_trace(&t);
+    cp_trace_dir_free(paths, n);
+}
+
+static void an_unwritable_directory_is_one_warning_and_the_job_is_untouched(void **state)
+{
+    (void)state;
+    char file[4300], env_dir[4400];
+    snprintf(file, sizeof file, "%s/plainfile", g_tmp);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fclose(f);
+    snprintf(env_dir, sizeof env_dir, "COLLPROF_DIR=%s/sub", file);
+    const char *env[] = {env_dir, NULL};
+    const char *argv[] = {"basic", NULL};
+    st_run(&g_bare, 0, NULL, argv);
+    st_run(&g_shim, 1, env, argv);
+    assert_string_equal(g_shim.out, g_bare.out);
+    assert_int_equal(g_shim.status, g_bare.status);
+    assert_int_equal(st_count_lines(g_shim.err, "collprof: WARN"), 1);
+    assert_non_null(strstr(g_shim.err, "trace directory"));
+}
+
+/* libcollprof.so must load beside whichever NCCL the job has, or none. */
+static void the_library_needs_no_nccl_or_cuda_and_exports_only_nccl_names(void **state)
+{
+    (void)state;
+    char cmd[4400], lib[4200];
+    snprintf(lib, sizeof lib, "%s/lib/libcollprof.so", st_build_dir());
+    snprintf(cmd, sizeof cmd, "readelf -d '%s' | grep NEEDED | grep -E 'nccl|cuda'", lib);
+    assert_int_not_equal(system(cmd), 0); /* grep found nothing */
+    snprintf(cmd, sizeof cmd,
+             "nm -D --defined-only '%s' | awk '{print $3}' | grep -v '^nccl' | grep .", lib);
+    assert_int_not_equal(system(cmd), 0);
+
+    void *h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
+    assert_non_null(h);
+#define CHECK_EXPORTED(ret, name, params, args) assert_non_null(dlsym(h, #name));
+    CP_NCCL_API(CHECK_EXPORTED)
+    CP_NCCL_API_DEPRECATED(CHECK_EXPORTED)
+    assert_null(dlsym(h, "pncclAllReduce"));
+    assert_null(dlsym(h, "cp_trace_hash"));
+    /* deliberately not dlclose'd: the library is marked nodelete */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(enable_0_is_pure_pass_through, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_job_without_nccl_calls_leaves_no_file_and_no_directory,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(a_bad_value_is_one_warning_and_tracing_goes_on, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            an_unwritable_directory_is_one_warning_and_the_job_is_untouched, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            the_library_needs_no_nccl_or_cuda_and_exports_only_nccl_names, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,155 @@
+/* The trace survives the ways a process ends, and fork gives the child a trace of its own. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <signal.h>
+
+#include "shim_test_util.h"
+
+static char *g_tmp;
+static char g_dir[4200], g_dir_env[4300];
+static job_result g_bare, g_shim;
+
+static int setup(void **state)
+{
+    (void)state;
+    g_tmp = st_tmpdir();
+    snprintf(g_dir, sizeof g_dir, "%s/t", g_tmp);
+    snprintf(g_dir_env, sizeof g_dir_env, "COLLPROF_DIR=%s", g_dir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    st_rmtree(g_tmp);
+    free(g_tmp);
+    return 0;
+}
+
+static size_t count_op(const trace_seen *t, unsigned op)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->ncalls; i++)
+        n += t->calls[i].op == op;
+    return n;
+}
+
+static void read_only_trace(trace_seen *t)
+{
+    char **paths;
+    int n = st_list(g_dir, &paths);
+    assert_int_equal(n, 1);
+    assert_int_equal(st_read_trace(paths[0], t), 0);
+    cp_trace_dir_free(paths, n);
+}
+
+static void sigkill_after_a_flush_leaves_every_call_before_it(void **state)
+{
+    (void)state;
+    const char *env[] = {g_dir_env, "COLLPROF_FLUSH_MS=20", NULL};
+    const char *argv[] = {"kill", "300", NULL};
+    st_run(&g_shim, 1, env, argv);
+    assert_true(WIFSIGNALED(g_shim.status));
+    assert_int_equal(WTERMSIG(g_shim.status), SIGKILL);
+    trace_seen t;
+    read_only_trace(&t);
+    assert_int_equal(t.nend, 0);
+    assert_int_equal(t.ncalls, 11);
+    assert_int_equal(t.calls[10].op, CP_OP_ALLREDUCE);
+    assert_int_equal(t.calls[10].seq, 9);
+    st_free_trace(&t);
+}
+
+static void sigterm_flushes_writes_end_and_still_kills(void **state)
+{
+    (void)state;
+    /* a flush period far longer than the run: only the signal path can have written */
+    const char *env[] = {g_dir_env, "COLLPROF_FLUSH_MS=600000", NULL};
+    const char *argv[] = {"sigterm", NULL};
+    st_run(&g_bare, 0, NULL, argv);
+    st_run(&g_shim, 1, env, argv);
+    assert_true(WIFSIGNALED(g_shim.status));
+    assert_int_equal(WTERMSIG(g_shim.status), SIGTERM);
+    assert_string_equal(g_shim.out, g_bare.out);
+    trace_seen t;
+    read_only_trace(&t);
+    assert_int_equal(count_op(&t, CP_OP_ALLREDUCE), 10);
+    assert_int_equal(t.nend, 1);
+    assert_int_equal(t.end.signal, SIGTERM);
+    st_free_trace(&t);
+}
+
+static void a_job_handler_still_gets_sigterm_and_the_job_goes_on(void **state)
+{
+    (void)state;
+    const char *env[] = {g_dir_env, NULL};
+    const char *argv[] = {"sigterm-handled", NULL};
+    st_run(&g_bare, 0, NULL, argv);
+    st_run(&g_shim, 1, env, argv);
+    assert_int_equal(g_shim.status, g_bare.status);
+    assert_string_equal(g_shim.out, g_bare.out);
+    assert_non_null(strstr(g_shim.out, "handled SIGTERM"));
+    trace_seen t;
+    read_only_trace(&t);
+    assert_int_equal(t.nend, 1);
+    assert_int_equal(t.end.signal, 0);
+    st_free_trace(&t);
+}
+
+static void fork_children_trace_only_what_they_call(void **state)
+{
+    (void)state;
+    const char *env[] = {g_dir_env, NULL};
+    const char *with[] = {"fork-nccl", NULL}, *without[] = {"fork-plain", NULL};
+
+    st_run(&g_shim, 1, env, without);
+    assert_int_equal(g_shim.status, 0);
+    trace_seen t;
+    read_only_trace(&t);
+    assert_int_equal(t.ncalls, 9); /* init, 3 + 4 AllReduce, destroy */
+    assert_int_equal(t.calls[7].seq, 6);
+    st_free_trace(&t);
+    st_rmtree(g_dir);
+
+    st_run(&g_shim, 1, env, with);
+    assert_int_equal(g_shim.status, 0);
+    char **paths;
+    int n = st_list(g_dir, &paths);
+    assert_int_equal(n, 2);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(st_read_trace(paths[i], &t), 0);
+        assert_int_equal(t.nend, 1);
+        if (t.ncalls == 4) { /* the child: its own comm, seqs from 0 */
+            assert_int_equal(t.ncomms, 1);
+            assert_int_equal(t.comms[0].rank, 1);
+            assert_int_equal(t.calls[2].seq, 1);
+        } else {
+            assert_int_equal(t.ncalls, 9);
+        }
+        total += t.ncalls;
+        st_free_trace(&t);
+    }
+    assert_int_equal(total, 13);
+    cp_trace_dir_free(paths, n);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(sigkill_after_a_flush_leaves_every_call_before_it,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(sigterm_flushes_writes_end_and_still_kills, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_job_handler_still_gets_sigterm_and_the_job_goes_on,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(fork_children_trace_only_what_they_call, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
