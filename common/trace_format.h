@@ -119,6 +119,7 @@ enum cp_op {
 };
 
 /* Datatypes are NCCL's own numbers (ncclDataType_t, 0..11); CP_DTYPE_UNKNOWN otherwise. */
+#define CP_DTYPE_COUNT 12
 #define CP_DTYPE_UNKNOWN 255
 /* Reductions are NCCL's built-in numbers (0..4); every dynamic (PreMulSum) op is this: */
 #define CP_REDOP_DYNAMIC 5
@@ -286,10 +287,16 @@ _Static_assert(sizeof(cp_rec_end) == 24, "END record size");
 const char *cp_op_name(unsigned op);             /* "AllReduce"; "?" when unknown */
 int cp_op_from_name(const char *name);           /* -1 when unknown */
 const char *cp_dtype_name(unsigned dtype);       /* "float32"; "?" when unknown */
-unsigned cp_dtype_size(unsigned dtype);          /* bytes per element, 0 when unknown */
 const char *cp_redop_name(unsigned redop);       /* "sum"; "?" when unknown */
 const char *cp_record_type_name(unsigned type);  /* "CALL"; NULL when unknown */
 int cp_op_is_collective(unsigned op);            /* AllReduce .. Scatter */
 int cp_op_is_p2p(unsigned op);                   /* Send, Recv */
+
+/* Bytes per element, 0 when unknown. Inline: the shim needs it on every call. */
+static inline unsigned cp_dtype_size(unsigned dtype)
+{
+    static const unsigned char size[CP_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+    return dtype < CP_DTYPE_COUNT ? size[dtype] : 0;
+}
 
 #endif

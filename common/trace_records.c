@@ -53,19 +53,12 @@ int cp_op_from_name(const char *name)
 }
 
 /* Indexed by ncclDataType_t: NCCL's own numbering, 0..11. */
-static const struct {
-    const char *name;
-    unsigned size;
-} dtypes[] = {
-    {"int8", 1},    {"uint8", 1},    {"int32", 4},      {"uint32", 4},
-    {"int64", 8},   {"uint64", 8},   {"float16", 2},    {"float32", 4},
-    {"float64", 8}, {"bfloat16", 2}, {"float8e4m3", 1}, {"float8e5m2", 1},
+static const char *const dtype_names[CP_DTYPE_COUNT] = {
+    "int8", "uint8", "int32", "uint32", "int64", "uint64",
+    "float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2",
 };
-#define CP_DTYPE_KNOWN (sizeof dtypes / sizeof dtypes[0])
 
-const char *cp_dtype_name(unsigned dtype) { return dtype < CP_DTYPE_KNOWN ? dtypes[dtype].name : "?"; }
-
-unsigned cp_dtype_size(unsigned dtype) { return dtype < CP_DTYPE_KNOWN ? dtypes[dtype].size : 0; }
+const char *cp_dtype_name(unsigned dtype) { return dtype < CP_DTYPE_COUNT ? dtype_names[dtype] : "?"; }
 
 /* ncclRedOp_t's built-in numbers, then every dynamic (PreMulSum) op as one. */
 static const char *const redop_names[] = {"sum", "prod", "max", "min", "avg", "premulsum"};

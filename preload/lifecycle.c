@@ -51,6 +51,8 @@ static int g_ours[65];
 static void load_settings(void)
 {
     cp_settings_load(&g_settings);
+    /* Before tracing turns on: every stamp of this process must come from one source. */
+    cp_ticks_init("");
     atomic_store(&cp_mode, g_settings.enable ? CP_MODE_ON : CP_MODE_OFF);
 }
 

@@ -31,6 +31,7 @@
 
 #include "common/nccl_abi.h"
 #include "common/nccl_api_list.h"
+#include "common/clock.h"
 #include "common/trace_format.h"
 
 #define CP_EXPORT __attribute__((visibility("default")))
@@ -241,7 +242,7 @@ typedef struct cp_call_info {
     uint64_t seq;
     uint64_t count;
     uint64_t stream;
-    uint64_t enter_ns;
+    uint64_t enter_ticks;   /* cp_now_ticks() at entry */
 } cp_call_info;
 
 /* Whether this call records: tracing on and not nested inside another wrapper. When it
@@ -254,15 +255,13 @@ static inline int cp_call_begin(void)
     return 1;
 }
 static inline void cp_call_end(void) { cp_tls.depth = 0; }
-/* Stamps the exit time and puts the CALL record in this thread's ring (or counts it lost). */
+/* Stamps the exit time (ticks) and puts the CALL record in this thread's ring (or counts it lost). */
 void cp_record_emit(const cp_call_info *ci);
 
-/* ---- time ---- */
-static inline uint64_t cp_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+/* ---- time ----
+ * Records are stamped in ticks (common/clock.h: the TSC where the kernel trusts it, ~10 ns
+ * against clock_gettime's ~25); the writer thread turns CALL records' enter_ns and host_ns
+ * from ticks into CLOCK_MONOTONIC ns as it drains them, off the hot path. */
+static inline uint64_t cp_now_ticks(void) { return cp_ticks(); }
 
 #endif

@@ -19,6 +19,13 @@ static uint8_t dtype_code(ncclDataType_t d)
     return (unsigned)d < (unsigned)ncclNumTypes ? (uint8_t)d : CP_DTYPE_UNKNOWN;
 }
 
+static inline uint64_t seq_next(_Atomic uint64_t *counter)
+{
+    uint64_t v = atomic_load_explicit(counter, memory_order_relaxed);
+    atomic_store_explicit(counter, v + 1, memory_order_relaxed);
+    return v;
+}
+
 static uint8_t redop_code(ncclRedOp_t op)
 {
     return (unsigned)op < (unsigned)ncclNumOps ? (uint8_t)op : CP_REDOP_DYNAMIC;
@@ -26,7 +33,7 @@ static uint8_t redop_code(ncclRedOp_t op)
 
 void cp_record_emit(const cp_call_info *ci)
 {
-    uint64_t exit_ns = cp_now_ns();
+    uint64_t exit_ticks = cp_now_ticks();
     cp_ring *ring = cp_tls.ring;
     if (CP_UNLIKELY(!ring)) {
         if (cp_tls.attached == 2) {
@@ -40,7 +47,7 @@ void cp_record_emit(const cp_call_info *ci)
     cp_rec_call *rec = cp_ring_reserve(ring);
     if (CP_UNLIKELY(!rec))
         return;
-    uint64_t host_ns = exit_ns - ci->enter_ns;
+    uint64_t host_ticks = exit_ticks - ci->enter_ticks;
     *rec = (cp_rec_call){
         .h = {CP_REC_CALL, sizeof(cp_rec_call)},
         .op = ci->op,
@@ -52,8 +59,8 @@ void cp_record_emit(const cp_call_info *ci)
         .seq = ci->seq,
         .count = ci->count,
         .stream = ci->stream,
-        .enter_ns = ci->enter_ns,
-        .host_ns = host_ns > UINT32_MAX ? UINT32_MAX : (uint32_t)host_ns,
+        .enter_ns = ci->enter_ticks, /* ticks until the writer converts them */
+        .host_ns = host_ticks > UINT32_MAX ? UINT32_MAX : (uint32_t)host_ticks,
         .peer = ci->peer,
         .result = (int8_t)ci->result,
         .group_depth = ci->group_depth > 255 ? 255 : (uint8_t)ci->group_depth,
@@ -65,7 +72,7 @@ void cp_record_emit(const cp_call_info *ci)
 /* Everything a collective or p2p call needs after the real call returned. */
 static void record_op(uint8_t op, ncclComm_t comm, size_t count, ncclDataType_t dtype,
                       int redop, int peer, cudaStream_t stream, const void *sendbuff,
-                      const void *recvbuff, int inplace, uint64_t enter_ns, uint32_t gd,
+                      const void *recvbuff, int inplace, uint64_t enter_ticks, uint32_t gd,
                       ncclResult_t r)
 {
     cp_call_info ci = {
@@ -80,20 +87,21 @@ static void record_op(uint8_t op, ncclComm_t comm, size_t count, ncclDataType_t 
         .seq = CP_SEQ_NONE,
         .count = count,
         .stream = (uint64_t)(uintptr_t)stream,
-        .enter_ns = enter_ns,
+        .enter_ticks = enter_ticks,
     };
     cp_comm *c = ci.comm;
     if (c && (r == ncclSuccess || r == ncclInProgress)) {
         int ready = atomic_load_explicit(&c->ready, memory_order_acquire);
         if (CP_UNLIKELY(!ready))
             ready = cp_comm_make_ready(c);
+        /* NCCL forbids using one communicator from several threads at once, so its calls
+         * are already serialized: a relaxed load and store suffice, without the cost of a
+         * locked add on every call. */
         if (op == CP_OP_SEND || op == CP_OP_RECV) {
             if (ready && peer >= 0 && peer < c->nranks)
-                ci.seq = atomic_fetch_add_explicit(
-                    op == CP_OP_SEND ? &c->send_seq[peer] : &c->recv_seq[peer], 1,
-                    memory_order_relaxed);
+                ci.seq = seq_next(op == CP_OP_SEND ? &c->send_seq[peer] : &c->recv_seq[peer]);
         } else {
-            ci.seq = atomic_fetch_add_explicit(&c->coll_seq, 1, memory_order_relaxed);
+            ci.seq = seq_next(&c->coll_seq);
         }
         /* NCCL's in-place rules: the same buffer, or for the gather/scatter pair this
          * rank's slice of the big buffer. */
@@ -116,7 +124,7 @@ static void record_op(uint8_t op, ncclComm_t comm, size_t count, ncclDataType_t 
     if (!cp_call_begin())                                                                \
         return real call_args;                                                           \
     uint32_t gd = cp_tls.group_depth;                                                    \
-    uint64_t t0 = cp_now_ns();                                                           \
+    uint64_t t0 = cp_now_ticks();                                                           \
     ncclResult_t r = real call_args;                                                     \
     record_op(op, comm, count, dtype, redop, peer, stream, sb, rb, inplace, t0, gd, r);   \
     cp_call_end();                                                                       \
@@ -224,7 +232,7 @@ static void record_group(uint8_t op, uint64_t t0, uint32_t gd, ncclResult_t r)
         .group_depth = gd,
         .result = r,
         .seq = CP_SEQ_NONE,
-        .enter_ns = t0,
+        .enter_ticks = t0,
     };
     cp_record_emit(&ci);
 }
@@ -245,7 +253,7 @@ ncclResult_t ncclGroupStart(void)
         return r;
     }
     uint32_t gd = cp_tls.group_depth;
-    uint64_t t0 = cp_now_ns();
+    uint64_t t0 = cp_now_ticks();
     ncclResult_t r = real();
     if (r == ncclSuccess)
         cp_tls.group_depth++;
@@ -266,7 +274,7 @@ ncclResult_t ncclGroupEnd(void)
         return r;
     }
     uint32_t gd = cp_tls.group_depth;
-    uint64_t t0 = cp_now_ns();
+    uint64_t t0 = cp_now_ticks();
     ncclResult_t r = real();
     if (cp_tls.group_depth > 0)
         cp_tls.group_depth--;

@@ -39,7 +39,7 @@ static void record_life(uint8_t op, cp_comm *c, uint64_t seq, uint64_t count, ui
         .comm = c,
         .seq = seq,
         .count = count,
-        .enter_ns = t0,
+        .enter_ticks = t0,
     };
     cp_record_emit(&ci);
 }
@@ -52,7 +52,7 @@ static void record_life(uint8_t op, cp_comm *c, uint64_t seq, uint64_t count, ui
     if (!cp_call_begin())                                                                \
         return real call_args;                                                           \
     uint32_t gd = cp_tls.group_depth;                                                    \
-    uint64_t t0 = cp_now_ns();                                                           \
+    uint64_t t0 = cp_now_ticks();                                                           \
     ncclResult_t r = real call_args;                                                     \
     after;                                                                               \
     cp_call_end();                                                                       \

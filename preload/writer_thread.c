@@ -39,6 +39,9 @@ static uint64_t g_no_ring_reported;
 static pthread_mutex_t g_wait_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_wait_cv;
 
+/* Ticks -> ns. Touched only by the token holder, like the writer. */
+static cp_tick_calib g_calib;
+
 static pthread_mutex_t g_ctl_mu = PTHREAD_MUTEX_INITIALIZER;
 static unsigned char *g_ctl;
 static size_t g_ctl_len, g_ctl_cap;
@@ -83,10 +86,24 @@ static void drain(int in_signal)
         pthread_mutex_unlock(&g_ctl_mu);
     }
 
+    cp_tick_calib_refresh(&g_calib);
     for (cp_ring *r = cp_ring_list(); r; r = r->next) {
         uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
-        for (; t != r->drain_to; t++)
-            cp_trace_writer_append(g_w, &r->slots[t & r->mask]);
+        for (; t != r->drain_to; t++) {
+            const cp_record_header *h = (const cp_record_header *)&r->slots[t & r->mask];
+            if (h->type != CP_REC_CALL) {
+                cp_trace_writer_append(g_w, h);
+                continue;
+            }
+            cp_rec_call rec;
+            memcpy(&rec, h, sizeof rec);
+            rec.enter_ns = cp_ticks_to_ns(&g_calib, rec.enter_ns);
+            uint64_t host_ns = rec.host_ns == UINT32_MAX
+                                   ? UINT32_MAX
+                                   : cp_tick_span_to_ns(&g_calib, rec.host_ns);
+            rec.host_ns = host_ns > UINT32_MAX ? UINT32_MAX : (uint32_t)host_ns;
+            cp_trace_writer_append(g_w, &rec);
+        }
         atomic_store_explicit(&r->tail, t, memory_order_release);
         uint64_t lost = atomic_load_explicit(&r->lost, memory_order_relaxed);
         cp_trace_writer_count_lost(g_w, lost - r->lost_reported);
@@ -151,6 +168,9 @@ int cp_writer_start(const char *path, const cp_file_header *header, int flush_ms
         return -1;
     }
     g_flush_ms = flush_ms > 0 ? flush_ms : 200;
+    /* A short settle gives the first rate; every drain then refines it over a longer
+     * baseline. The first NCCL call (an init, which takes far longer) pays it once. */
+    cp_tick_calib_init(&g_calib, 2000000);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

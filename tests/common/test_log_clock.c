@@ -6,7 +6,9 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -95,12 +97,90 @@ static void monotonic_never_goes_back_and_anchors_are_tight(void **state)
     assert_true(a.realtime_ns > 1600000000ull * 1000000000ull); /* after 2020 */
 }
 
+/* A fixture sysfs tree whose clocksource file says `source` (NULL: no file at all). */
+static void make_sysfs(char *root, size_t cap, const char *source)
+{
+    snprintf(root, cap, "/tmp/collprof-clk-XXXXXX");
+    assert_non_null(mkdtemp(root));
+    if (!source)
+        return;
+    char path[512];
+    const char *parts[] = {"/sys", "/sys/devices", "/sys/devices/system",
+                           "/sys/devices/system/clocksource",
+                           "/sys/devices/system/clocksource/clocksource0"};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        snprintf(path, sizeof path, "%s%s", root, parts[i]);
+        mkdir(path, 0755);
+    }
+    snprintf(path, sizeof path, "%s%s/current_clocksource", root, parts[4]);
+    FILE *f = fopen(path, "w");
+    fputs(source, f);
+    fclose(f);
+}
+
+static void ticks_use_the_tsc_only_where_the_kernel_does(void **state)
+{
+    (void)state;
+    static const struct { const char *source; int tsc; } cases[] = {
+        {"tsc\n", 1}, {"hpet\n", 0}, {"tsc-early\n", 0}, {"kvm-clock\n", 0}, {NULL, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char root[64], cmd[128];
+        make_sysfs(root, sizeof root, cases[i].source);
+        cp_ticks_init(root);
+#if defined(__x86_64__)
+        assert_int_equal(cp_ticks_are_tsc, cases[i].tsc);
+#else
+        assert_int_equal(cp_ticks_are_tsc, 0);
+#endif
+        snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+        assert_int_equal(system(cmd), 0);
+    }
+}
+
+/* Whatever the source, converted ticks must land on CLOCK_MONOTONIC: within 20 us of a
+ * monotonic reading taken next to them, also for a stamp taken before the latest pair. */
+static void ticks_convert_to_monotonic_ns(void **state)
+{
+    (void)state;
+    for (int source = 0; source < 2; source++) {
+        if (source == 0) {
+            char root[64], cmd[128];
+            make_sysfs(root, sizeof root, "hpet\n");
+            cp_ticks_init(root);
+            snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+            assert_int_equal(system(cmd), 0);
+        } else {
+            cp_ticks_init("");
+        }
+        cp_tick_calib c;
+        cp_tick_calib_init(&c, 2000000);
+        uint64_t early_mono = cp_mono_ns(), early = cp_ticks();
+        usleep(20000);
+        cp_tick_calib_refresh(&c);
+        for (int i = 0; i < 3; i++) {
+            uint64_t m = cp_mono_ns(), t = cp_ticks();
+            int64_t err = (int64_t)cp_ticks_to_ns(&c, t) - (int64_t)m;
+            assert_true(err > -20000 && err < 20000);
+            usleep(5000);
+        }
+        int64_t err = (int64_t)cp_ticks_to_ns(&c, early) - (int64_t)early_mono;
+        assert_true(err > -20000 && err < 20000);
+        uint64_t t0 = cp_ticks();
+        usleep(10000);
+        uint64_t span = cp_tick_span_to_ns(&c, cp_ticks() - t0);
+        assert_true(span >= 10000000 && span < 60000000);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(levels_filter_and_lines_are_prefixed),
         cmocka_unit_test(level_names_parse_both_ways),
         cmocka_unit_test(monotonic_never_goes_back_and_anchors_are_tight),
+        cmocka_unit_test(ticks_use_the_tsc_only_where_the_kernel_does),
+        cmocka_unit_test(ticks_convert_to_monotonic_ns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

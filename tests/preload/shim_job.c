@@ -6,7 +6,7 @@
  *   basic       every recorded entry point once, some failing on purpose (see stub_nccl.c)
  *   none        no NCCL call at all
  *   queries     only calls that are not recorded (GetVersion, GetErrorString)
- *   threads T C N   C comms, T threads, each thread N AllReduces on every comm
+ *   threads T C N   C comms, T threads, each thread N AllReduces on every comm (serialized per comm)
  *   burst N     N AllReduces on one comm as fast as possible
  *   kill MS     a few calls, sleep MS (past a flush), then SIGKILL itself
  *   sigterm     a few calls, then SIGTERM itself (default action)
@@ -99,17 +99,25 @@ static void basic(void)
 
 struct thread_arg {
     ncclComm_t *comms;
+    pthread_mutex_t *locks; /* one per comm */
     int ncomms, calls;
 };
 
+/* NCCL forbids concurrent calls on one communicator ("multiple threads should use separate
+ * communicator objects"): threads that share one serialize their calls, as a job must. */
 static void *thread_main(void *p)
 {
     struct thread_arg *a = p;
     float x;
     for (int i = 0; i < a->calls; i++)
-        for (int k = 0; k < a->ncomms; k++)
-            if (ncclAllReduce(&x, &x, (size_t)i + 1, ncclFloat32, ncclSum, a->comms[k], STREAM))
+        for (int k = 0; k < a->ncomms; k++) {
+            pthread_mutex_lock(&a->locks[k]);
+            ncclResult_t r = ncclAllReduce(&x, &x, (size_t)i + 1, ncclFloat32, ncclSum,
+                                           a->comms[k], STREAM);
+            pthread_mutex_unlock(&a->locks[k]);
+            if (r)
                 abort();
+        }
     return NULL;
 }
 
@@ -118,14 +126,20 @@ static void threads(int nthreads, int ncomms, int calls)
     ncclComm_t *comms = calloc((size_t)ncomms, sizeof *comms);
     for (int k = 0; k < ncomms; k++)
         comms[k] = make_comm(ncomms + k + 1, k);
+    pthread_mutex_t *locks = calloc((size_t)ncomms, sizeof *locks);
+    for (int k = 0; k < ncomms; k++)
+        pthread_mutex_init(&locks[k], NULL);
     pthread_t *t = calloc((size_t)nthreads, sizeof *t);
-    struct thread_arg a = {comms, ncomms, calls};
+    struct thread_arg a = {comms, locks, ncomms, calls};
     for (int i = 0; i < nthreads; i++)
         pthread_create(&t[i], NULL, thread_main, &a);
     for (int i = 0; i < nthreads; i++)
         pthread_join(t[i], NULL);
     for (int k = 0; k < ncomms; k++)
         ncclCommDestroy(comms[k]);
+    for (int k = 0; k < ncomms; k++)
+        pthread_mutex_destroy(&locks[k]);
+    free(locks);
     free(comms);
     free(t);
     printf("threads done\n");
