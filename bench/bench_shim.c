@@ -5,6 +5,15 @@
  *   bare      no LD_PRELOAD
  *   disabled  LD_PRELOAD=libcollprof.so, COLLPROF_ENABLE=0 (pure forwarding)
  *   enabled   LD_PRELOAD=libcollprof.so, COLLPROF_GPU_TIMING=off (host timing only)
+ *   events    LD_PRELOAD=libcollprof.so, COLLPROF_GPU_TIMING=events, on a stream of the
+ *             emulated libcuda.so.1 (build/emu, when built). The child dlopens it by path
+ *             rather than through LD_LIBRARY_PATH, which would also put the emulated
+ *             libnccl.so.2 ahead of the stub this benchmark runs against (bench_shim finds
+ *             the stub through its RUNPATH, which LD_LIBRARY_PATH overrides). The shim finds
+ *             the already-loaded driver by its soname. Smaller batches with longer pauses
+ *             let the writer return every pair before the next batch, so each call is
+ *             timed (the pool holds 4096 pairs per context). The figure is the shim's own
+ *             work plus the emulation's cuEventRecord, not a real driver's.
  * Each child runs CALLS AllReduces after a warm-up, best of ROUNDS, and prints ns/call.
  * The enabled run writes a trace to a scratch directory, whose size gives bytes per record.
  *
@@ -16,6 +25,7 @@
  * does both and prints the difference.
  */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +41,7 @@
 CP_NCCL_API(DECLARE)
 
 #define CALLS 500000
+#define EVENTS_CALLS 100000
 #define ROUNDS 5
 /* Calls per timed batch; between batches an untimed pause lets the writer drain, so the
  * enabled figure is the cost of records stored, not of records dropped on a full ring. */
@@ -43,8 +54,36 @@ static double now_ns(void)
     return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
+typedef int (*cu_int_fn)(unsigned);
+typedef int (*cu_dev_fn)(int *, int);
+typedef int (*cu_retain_fn)(void **, int);
+typedef int (*cu_set_fn)(void *);
+typedef int (*cu_stream_fn)(void **, unsigned);
+
+/* COLLPROF_BENCH_CUDA=<path of libcuda.so.1>: a context and a stream to call on. */
+static cudaStream_t bench_stream(void)
+{
+    const char *path = getenv("COLLPROF_BENCH_CUDA");
+    if (!path || !*path)
+        return NULL;
+    void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    if (!h)
+        exit(3);
+    int dev = 0;
+    void *ctx = NULL, *stream = NULL;
+    if (((cu_int_fn)dlsym(h, "cuInit"))(0) || ((cu_dev_fn)dlsym(h, "cuDeviceGet"))(&dev, 0) ||
+        ((cu_retain_fn)dlsym(h, "cuDevicePrimaryCtxRetain"))(&ctx, dev) ||
+        ((cu_set_fn)dlsym(h, "cuCtxSetCurrent"))(ctx) ||
+        ((cu_stream_fn)dlsym(h, "cuStreamCreate"))(&stream, 1))
+        exit(3);
+    return (cudaStream_t)stream;
+}
+
 static int child(long calls)
 {
+    cudaStream_t stream = bench_stream();
+    long batch = stream ? 2048 : BATCH;
+    useconds_t pause = stream ? 25000 : 3000;
     ncclUniqueId id;
     memset(&id, 1, sizeof id);
     ncclComm_t comm;
@@ -52,17 +91,17 @@ static int child(long calls)
         return 1;
     float x = 0;
     double best = 1e30;
-    for (int round = 0; round < (calls > 200000 ? ROUNDS : 1); round++) {
+    for (int round = 0; round < (calls >= 100000 ? ROUNDS : 1); round++) {
         double spent = 0;
         for (long done = 0; done < calls;) {
-            long n = calls - done < BATCH ? calls - done : BATCH;
+            long n = calls - done < batch ? calls - done : batch;
             double t0 = now_ns();
             for (long i = 0; i < n; i++)
-                ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, comm, NULL);
+                ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, comm, stream);
             spent += now_ns() - t0;
             done += n;
-            if (calls > 200000)
-                usleep(3000); /* a job's compute between its calls */
+            if (calls >= 100000)
+                usleep(pause); /* a job's compute between its calls */
         }
         double per = spent / (double)(calls ? calls : 1);
         if (per < best)
@@ -73,7 +112,7 @@ static int child(long calls)
     return 0;
 }
 
-static double run_child(const char *self, const char *lib, const char *const *env)
+static double run_child(const char *self, const char *lib, const char *const *env, long ncalls)
 {
     int fds[2];
     if (pipe(fds) != 0)
@@ -89,7 +128,7 @@ static double run_child(const char *self, const char *lib, const char *const *en
         else
             unsetenv("LD_PRELOAD");
         char calls[32];
-        snprintf(calls, sizeof calls, "%d", CALLS);
+        snprintf(calls, sizeof calls, "%ld", ncalls);
         execl(self, self, "--child", calls, (char *)NULL);
         _exit(127);
     }
@@ -146,10 +185,21 @@ int main(int argc, char **argv)
     const char *disabled[] = {"COLLPROF_ENABLE=0", NULL};
     const char *enabled[] = {dir_env, "COLLPROF_GPU_TIMING=off", "COLLPROF_BUFFER_MB=256",
                              NULL};
-    double bare = run_child(self, NULL, NULL);
-    double off = run_child(self, lib, disabled);
-    double on = run_child(self, lib, enabled);
+    double bare = run_child(self, NULL, NULL, CALLS);
+    double off = run_child(self, lib, disabled, CALLS);
+    double on = run_child(self, lib, enabled, CALLS);
     long long bytes = dir_bytes(dir);
+
+    /* build/bin/bench_shim -> build/emu/libcuda.so.1 */
+    static char cuda_env[4400], events_dir_env[4400];
+    snprintf(cuda_env, sizeof cuda_env, "COLLPROF_BENCH_CUDA=%.*s/../emu/libcuda.so.1",
+             (int)(slash - self), self);
+    snprintf(events_dir_env, sizeof events_dir_env, "%s/events", dir_env);
+    const char *events_env[] = {events_dir_env, "COLLPROF_GPU_TIMING=events",
+                                "COLLPROF_BUFFER_MB=256", cuda_env, NULL};
+    double events = access(strchr(cuda_env, '=') + 1, R_OK) == 0
+                        ? run_child(self, lib, events_env, EVENTS_CALLS)
+                        : -2;
     char cmd[4400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
@@ -165,5 +215,11 @@ int main(int argc, char **argv)
     printf("shim.enabled_ns_per_call: %.2f ns\n", on);
     printf("shim.overhead_ns_per_call: %.2f ns\n", on - bare);
     printf("shim.bytes_per_record_on_disk: %.2f bytes\n", (double)bytes / records);
+    if (events >= 0)
+        printf("shim.events_ns_per_call: %.2f ns\n", events);
+    else
+        fprintf(stderr, "bench_shim: shim.events_ns_per_call skipped: %s\n",
+                events == -2 ? "no emulated libcuda.so.1 (build the emu_cuda target)"
+                             : "the events child failed");
     return 0;
 }

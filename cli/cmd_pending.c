@@ -14,32 +14,6 @@ static int parse_then_not_built(const struct cli_command *c, int argc, char **ar
     return cli_not_built(c->verb);
 }
 
-int cmd_run(int argc, char **argv)
-{
-    const char *dir = NULL, *gpu_timing = NULL;
-    static const char *const usage[] = { "run [--dir D] [--gpu-timing M] -- CMD...", NULL };
-    const struct cli_option options[] = {
-        CLI_STRING(0, "dir", &dir, "D", "trace directory, one file per rank (COLLPROF_DIR)"),
-        CLI_STRING(0, "gpu-timing", &gpu_timing, "M",
-                   "events, cupti, off or sample:N (COLLPROF_GPU_TIMING)"),
-        CLI_END(),
-    };
-    const struct cli_command c = {
-        .verb = "run",
-        .usage = usage,
-        .about = "Runs CMD (a launcher such as torchrun, mpirun or srun works) with\n"
-                 "libcollprof.so preloaded, so that every rank traces its NCCL calls.",
-        .options = options,
-        .args = "CMD...",
-        .min_args = 1,
-        .max_args = -1,
-        .flags = CLI_STOP_AT_ARG,
-        .notes = "The other COLLPROF_* variables pass through from the environment\n"
-                 "(see 'collprof --help').",
-    };
-    return parse_then_not_built(&c, argc, argv);
-}
-
 int cmd_report(int argc, char **argv)
 {
     int json = 0;

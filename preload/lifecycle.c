@@ -133,6 +133,7 @@ static void after_fork_child(void)
     cp_tls.ring = NULL;
     cp_tls.attached = 0;
     cp_comm_reset_after_fork();
+    cp_gpu_timing_reset_after_fork();
     g_started = 0;
     g_start_rc = 0;
     atomic_store(&g_shut, 0);
@@ -175,8 +176,11 @@ static int start_locked(void)
     if (get_version && get_version(&version) == ncclSuccess && version > 0)
         g_nccl_version = (uint32_t)version;
 
+    cp_gpu_timing_start();
     cp_file_header h;
     cp_file_header_init(&h);
+    if (atomic_load(&cp_gpu_state) == CP_GPU_EVENTS)
+        h.flags |= CP_FILE_GPU_TIMING;
     h.pid = (uint32_t)getpid();
     h.rank = g_id.rank;
     h.local_rank = g_id.local_rank;
@@ -194,9 +198,6 @@ static int start_locked(void)
     if (cp_writer_start(path, &h, g_settings.flush_ms) != 0)
         return -1;
     install_hooks();
-    if (g_settings.gpu_timing != CP_GPU_TIMING_OFF)
-        cp_info("COLLPROF_GPU_TIMING=%s is not available in this build: host times only",
-                cp_gpu_timing_name(g_settings.gpu_timing));
     cp_info("tracing to '%s'", path);
     return 0;
 }

@@ -14,6 +14,12 @@
  *   writer_thread.c the thread that drains rings into the rank's file every COLLPROF_FLUSH_MS
  *   identity.c      who this process is: launcher env, host, job id, file name
  *   lifecycle.c     settings (once), start at the first recorded call, exit, signals, fork
+ *   cuda_driver.c   the job's CUDA driver, found at run time (never a DT_NEEDED)
+ *   gpu_timing.c    the hot path's GPU timing: events around calls and groups, sampling
+ *   event_pool.c    per-context pools of event pairs, lock-free, bounded
+ *   gpu_poll.c      the writer's side: in-order polling, reference events, DONE records
+ *   sites.c         call sites: return address -> index (one probe), stacks captured once
+ *   site_symbols.c  the writer's side: symbolizing a new site's stack into a SITE record
  *
  * The hot path (a recorded call on a thread that already has its ring) takes no lock, makes
  * no system call (clock_gettime is the vDSO) and allocates nothing. Everything that may block
@@ -33,6 +39,8 @@
 #include "common/nccl_api_list.h"
 #include "common/clock.h"
 #include "common/trace_format.h"
+#include "common/cuda_abi.h"
+#include "common/cuda_api_list.h"
 
 #define CP_EXPORT __attribute__((visibility("default")))
 #define CP_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -101,6 +109,7 @@ typedef struct cp_tls_state {
     cp_ring *ring;        /* NULL until the first record */
     uint16_t thread_no;
     uint8_t attached;     /* 0 not yet, 1 has a ring, 2 no ring (records count as lost) */
+    uint32_t sample_count;/* COLLPROF_GPU_TIMING=sample:N: this thread's timed-call countdown */
 } cp_tls_state;
 extern CP_TLS cp_tls_state cp_tls;
 
@@ -243,6 +252,7 @@ typedef struct cp_call_info {
     uint64_t count;
     uint64_t stream;
     uint64_t enter_ticks;   /* cp_now_ticks() at entry */
+    uint32_t site;          /* CP_SITE_UNKNOWN or a sites.c index */
 } cp_call_info;
 
 /* Whether this call records: tracing on and not nested inside another wrapper. When it
@@ -257,6 +267,105 @@ static inline int cp_call_begin(void)
 static inline void cp_call_end(void) { cp_tls.depth = 0; }
 /* Stamps the exit time (ticks) and puts the CALL record in this thread's ring (or counts it lost). */
 void cp_record_emit(const cp_call_info *ci);
+
+/* ---- ring records that never reach the file ----
+ * The hot path hands the writer what it must finish off the hot path through the thread's
+ * own ring, in order with the CALL records: the writer consumes these types as it drains. */
+enum { CP_REC_SHIM_PENDING = 0xff01, CP_REC_SHIM_SITE = 0xff02 };
+
+/* ---- cuda_driver.c ---- */
+#define CP_DECLARE_CU(ret, api, sym, params, args) typedef ret(*cp_cu_fn_##api) params;
+CP_CUDA_API(CP_DECLARE_CU)
+#undef CP_DECLARE_CU
+typedef struct cp_cuda {
+#define CP_CU_MEMBER(ret, api, sym, params, args) cp_cu_fn_##api api;
+    CP_CUDA_API(CP_CU_MEMBER)
+#undef CP_CU_MEMBER
+} cp_cuda;
+/* The driver's functions; NULL members are missing. Valid once cp_cuda_load returned 0. */
+extern cp_cuda cp_cu;
+/* Finds libcuda.so.1 (the job's own copy first) and the functions GPU timing needs, once
+ * per process. 0, or -1 (then GPU timing falls back to host times). */
+int cp_cuda_load(void);
+
+/* ---- event_pool.c: events per CUDA context ---- */
+#define CP_EV_PAIRS 4096 /* per context: power of two */
+#define CP_GPU_CTX_MAX 64
+typedef struct cp_gpu_ctx cp_gpu_ctx;
+/* The context's pool (created at its first timed call), or NULL when the table is full or
+ * events cannot be made in it. */
+cp_gpu_ctx *cp_gpu_ctx_get(CUcontext ctx);
+/* A free pair (creating it if the pool is not yet at CP_EV_PAIRS), or -1. Lock-free. */
+int32_t cp_ev_pair_get(cp_gpu_ctx *c);
+void cp_ev_pair_put(cp_gpu_ctx *c, uint32_t pair);
+CUevent cp_ev_start(const cp_gpu_ctx *c, uint32_t pair);
+CUevent cp_ev_end(const cp_gpu_ctx *c, uint32_t pair);
+CUcontext cp_gpu_ctx_handle(const cp_gpu_ctx *c);
+/* Every context ever seen, for the writer's reference events: count, and the i-th. */
+unsigned cp_gpu_ctx_count(void);
+cp_gpu_ctx *cp_gpu_ctx_at(unsigned i);
+/* Calls the pool could not time (exhausted, or event creation failed). */
+extern _Atomic uint64_t cp_gpu_untimed;
+
+/* ---- gpu_timing.c: the hot path ---- */
+enum cp_gpu_state { CP_GPU_UNKNOWN = 0, CP_GPU_EVENTS = 1, CP_GPU_HOST = 2, CP_GPU_OFF = 3 };
+extern _Atomic int cp_gpu_state;
+/* Decides the timing for this process (settings, driver): once, at process start. */
+void cp_gpu_timing_start(void);
+void cp_gpu_timing_reset_after_fork(void);
+/* A call about to be made on `stream`: records its start event when it is to be timed. */
+typedef struct cp_gpu_mark {
+    cp_gpu_ctx *ctx;
+    int32_t pair;   /* -1: not timed */
+    uint8_t flags;  /* CP_CALL_CAPTURED / CP_CALL_TIMED for the CALL */
+    uint8_t grouped;
+} cp_gpu_mark;
+void cp_gpu_before(cp_gpu_mark *m, cudaStream_t stream, uint32_t group_depth);
+/* After the real call: records the end event (a grouped op waits for GroupEnd).
+ * `accepted`: NCCL enqueued the op; otherwise the mark is dropped and TIMED cleared. */
+void cp_gpu_after(cp_gpu_mark *m, cudaStream_t stream, int accepted);
+/* Once the CALL is in the ring: hands the pair to the writer (or files the grouped op). */
+void cp_gpu_emit(const cp_gpu_mark *m, uint32_t comm_index, uint64_t seq, int32_t peer,
+                 uint8_t op);
+/* Around the real outermost ncclGroupEnd: events on every stream of the group. */
+void cp_gpu_group_end_before(void);
+void cp_gpu_group_end_after(void);
+
+/* What the hot path hands the writer per timed op (a ring slot). */
+typedef struct cp_pending_slot {
+    cp_record_header h;  /* CP_REC_SHIM_PENDING */
+    uint32_t comm_index;
+    uint64_t seq;
+    int32_t peer;
+    uint8_t op;
+    uint8_t release;     /* the last op on this pair: return it to the pool when done */
+    uint8_t recorded;    /* 0: the events could not be recorded (DONE says timing none) */
+    uint8_t pad;
+    cp_gpu_ctx *ctx;
+    uint32_t pair;
+} cp_pending_slot;
+
+/* ---- gpu_poll.c: the writer's side (token holder only) ---- */
+typedef struct cp_trace_writer cp_trace_writer;
+void cp_gpu_pending_add(const cp_pending_slot *slot);
+/* Polls every pending pair in order without blocking, writes DONE for the completed.
+ * `final`: the process is ending: waits up to a short bound for what is still in flight. */
+void cp_gpu_poll(cp_trace_writer *w, int final);
+int cp_gpu_poll_wanted(void);
+
+/* ---- sites.c ---- */
+#define CP_SITES_MAX 4096
+/* The site of a return address: one probe when known; a new one captures the calling
+ * thread's stack (rare) and queues it to the writer. CP_SITE_UNKNOWN when off or full. */
+uint32_t cp_site_of(void *return_addr);
+typedef struct cp_site_slot {
+    cp_record_header h;  /* CP_REC_SHIM_SITE */
+    uint32_t site;
+} cp_site_slot;
+/* Writer: the SITE record of a new site, symbolized (site_symbols.c). */
+void cp_site_write(cp_trace_writer *w, uint32_t site);
+/* The raw stack of a site (sites.c to site_symbols.c). */
+int cp_site_stack(uint32_t site, void *const **pcs, uint64_t *return_addr);
 
 /* ---- time ----
  * Records are stamped in ticks (common/clock.h: the TSC where the kernel trusts it, ~10 ns

@@ -55,7 +55,7 @@ void cp_record_emit(const cp_call_info *ci)
         .redop = ci->redop,
         .flags = ci->flags,
         .comm_index = ci->comm ? ci->comm->comm_index : CP_COMM_NONE,
-        .site_index = CP_SITE_UNKNOWN,
+        .site_index = ci->site,
         .seq = ci->seq,
         .count = ci->count,
         .stream = ci->stream,
@@ -73,13 +73,13 @@ void cp_record_emit(const cp_call_info *ci)
 static void record_op(uint8_t op, ncclComm_t comm, size_t count, ncclDataType_t dtype,
                       int redop, int peer, cudaStream_t stream, const void *sendbuff,
                       const void *recvbuff, int inplace, uint64_t enter_ticks, uint32_t gd,
-                      ncclResult_t r)
+                      ncclResult_t r, cp_gpu_mark *gm, void *ra)
 {
     cp_call_info ci = {
         .op = op,
         .dtype = dtype_code(dtype),
         .redop = redop < 0 ? CP_REDOP_NONE : redop_code((ncclRedOp_t)redop),
-        .flags = gd ? CP_CALL_IN_GROUP : 0,
+        .flags = (uint8_t)((gd ? CP_CALL_IN_GROUP : 0) | gm->flags),
         .peer = peer,
         .group_depth = gd,
         .result = r,
@@ -88,6 +88,7 @@ static void record_op(uint8_t op, ncclComm_t comm, size_t count, ncclDataType_t 
         .count = count,
         .stream = (uint64_t)(uintptr_t)stream,
         .enter_ticks = enter_ticks,
+        .site = cp_site_of(ra),
     };
     cp_comm *c = ci.comm;
     if (c && (r == ncclSuccess || r == ncclInProgress)) {
@@ -113,9 +114,11 @@ static void record_op(uint8_t op, ncclComm_t comm, size_t count, ncclDataType_t 
             ci.flags |= CP_CALL_IN_PLACE;
     }
     cp_record_emit(&ci);
+    cp_gpu_emit(gm, c ? c->comm_index : CP_COMM_NONE, ci.seq, peer, op);
 }
 
-/* The shape every recorded collective and p2p wrapper shares. */
+/* The shape every recorded collective and p2p wrapper shares. The return address is read
+ * here, in the exported function itself: it is the job's call site. */
 #define CP_RECORDED(name, call_args, op, comm, count, dtype, redop, peer, stream, sb, rb,  \
                     inplace)                                                             \
     cp_fn_##name real = cp_real_##name();                                                \
@@ -124,9 +127,13 @@ static void record_op(uint8_t op, ncclComm_t comm, size_t count, ncclDataType_t 
     if (!cp_call_begin())                                                                \
         return real call_args;                                                           \
     uint32_t gd = cp_tls.group_depth;                                                    \
-    uint64_t t0 = cp_now_ticks();                                                           \
+    uint64_t t0 = cp_now_ticks();                                                        \
+    cp_gpu_mark gm;                                                                      \
+    cp_gpu_before(&gm, stream, gd);                                                      \
     ncclResult_t r = real call_args;                                                     \
-    record_op(op, comm, count, dtype, redop, peer, stream, sb, rb, inplace, t0, gd, r);   \
+    cp_gpu_after(&gm, stream, r == ncclSuccess || r == ncclInProgress);                  \
+    record_op(op, comm, count, dtype, redop, peer, stream, sb, rb, inplace, t0, gd, r, &gm, \
+              __builtin_return_address(0));                                              \
     cp_call_end();                                                                       \
     return r
 
@@ -221,7 +228,7 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
                 count, datatype, -1, peer, stream, NULL, recvbuff, INPLACE_NO);
 }
 
-static void record_group(uint8_t op, uint64_t t0, uint32_t gd, ncclResult_t r)
+static void record_group(uint8_t op, uint64_t t0, uint32_t gd, ncclResult_t r, void *ra)
 {
     cp_call_info ci = {
         .op = op,
@@ -233,6 +240,7 @@ static void record_group(uint8_t op, uint64_t t0, uint32_t gd, ncclResult_t r)
         .result = r,
         .seq = CP_SEQ_NONE,
         .enter_ticks = t0,
+        .site = cp_site_of(ra),
     };
     cp_record_emit(&ci);
 }
@@ -257,7 +265,7 @@ ncclResult_t ncclGroupStart(void)
     ncclResult_t r = real();
     if (r == ncclSuccess)
         cp_tls.group_depth++;
-    record_group(CP_OP_GROUP_START, t0, gd, r);
+    record_group(CP_OP_GROUP_START, t0, gd, r, __builtin_return_address(0));
     cp_call_end();
     return r;
 }
@@ -275,10 +283,16 @@ ncclResult_t ncclGroupEnd(void)
     }
     uint32_t gd = cp_tls.group_depth;
     uint64_t t0 = cp_now_ticks();
+    /* The outermost GroupEnd launches the group: its streams' events go around it. */
+    int outermost = gd == 1;
+    if (outermost)
+        cp_gpu_group_end_before();
     ncclResult_t r = real();
+    if (outermost)
+        cp_gpu_group_end_after();
     if (cp_tls.group_depth > 0)
         cp_tls.group_depth--;
-    record_group(CP_OP_GROUP_END, t0, gd, r);
+    record_group(CP_OP_GROUP_END, t0, gd, r, __builtin_return_address(0));
     cp_call_end();
     return r;
 }

@@ -40,6 +40,7 @@ static void record_life(uint8_t op, cp_comm *c, uint64_t seq, uint64_t count, ui
         .seq = seq,
         .count = count,
         .enter_ticks = t0,
+        .site = CP_SITE_UNKNOWN, /* comm life is rare: sites are for the hot calls */
     };
     cp_record_emit(&ci);
 }

@@ -91,6 +91,19 @@ static void drain(int in_signal)
         uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
         for (; t != r->drain_to; t++) {
             const cp_record_header *h = (const cp_record_header *)&r->slots[t & r->mask];
+            /* The hot path's requests: finished here, never written as they are. In a
+             * signal handler neither the driver nor the symbolizer may be called: those
+             * DONE and SITE records are lost with the dying process. */
+            if (h->type == CP_REC_SHIM_PENDING) {
+                if (!in_signal)
+                    cp_gpu_pending_add((const cp_pending_slot *)h);
+                continue;
+            }
+            if (h->type == CP_REC_SHIM_SITE) {
+                if (!in_signal)
+                    cp_site_write(g_w, ((const cp_site_slot *)h)->site);
+                continue;
+            }
             if (h->type != CP_REC_CALL) {
                 cp_trace_writer_append(g_w, h);
                 continue;
@@ -142,9 +155,12 @@ static void *writer_main(void *arg)
         int wanted = atomic_exchange_explicit(&cp_drain_wanted, 0, memory_order_relaxed);
         uint64_t now = cp_mono_ns();
         int flush_due = now >= next_flush;
-        if (!(wanted || flush_due) || !take_token())
+        int gpu = cp_gpu_poll_wanted();
+        if (!(wanted || flush_due || gpu) || !take_token())
             continue;
-        drain(0);
+        if (wanted || flush_due)
+            drain(0);
+        cp_gpu_poll(g_w, 0);
         if (flush_due) {
             if (cp_trace_writer_flush(g_w) != 0 && !warned) {
                 warned = 1;
@@ -224,6 +240,7 @@ void cp_writer_stop(int end_signal)
     if (!g_w)
         return;
     drain(0);
+    cp_gpu_poll(g_w, 1);
     append_end(end_signal);
     cp_trace_writer_close(g_w);
     g_w = NULL; /* the token stays taken: nothing writes after END */

@@ -38,13 +38,13 @@ static inline void st_read_fd(int fd, char *buf, size_t cap)
     buf[n] = '\0';
 }
 
-/* Runs shim_job with argv, the caller's environment minus launcher and COLLPROF_ variables,
- * plus `env` (NULL-terminated "K=V"), with the shim preloaded when `preload`. */
-static inline void st_run(job_result *res, int preload, const char *const *env,
-                          const char *const *argv)
+/* Runs bin/<prog> with argv, the caller's environment minus launcher and COLLPROF_
+ * variables, plus `env` (NULL-terminated "K=V"), with the shim preloaded when `preload`. */
+static inline void st_run_prog(job_result *res, const char *prog, int preload,
+                               const char *const *env, const char *const *argv)
 {
     char job[4096], lib[4096], preload_var[8400];
-    snprintf(job, sizeof job, "%s/bin/shim_job", st_build_dir());
+    snprintf(job, sizeof job, "%s/bin/%s", st_build_dir(), prog);
     snprintf(lib, sizeof lib, "%s/lib/libcollprof.so", st_build_dir());
 #ifdef CP_TEST_ASAN_RUNTIME
     /* an ASan-built preload needs the ASan runtime loaded before it */
@@ -93,6 +93,12 @@ static inline void st_run(job_result *res, int preload, const char *const *env,
     st_read_fd(fe, res->err, sizeof res->err);
     close(fo);
     close(fe);
+}
+
+static inline void st_run(job_result *res, int preload, const char *const *env,
+                          const char *const *argv)
+{
+    st_run_prog(res, "shim_job", preload, env, argv);
 }
 
 /* Everything one trace file holds, in file order. */

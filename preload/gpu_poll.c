@@ -1,0 +1,205 @@
+/* gpu_poll: the writer's side of GPU timing — in-order polling and the reference events.
+ *
+ * Pending pairs arrive in each thread's ring behind their CALL records and wait here in
+ * issue order. Every writer tick queries each one's end event (cuEventQuery, which never
+ * blocks); a completed pair becomes a DONE record and goes back to its pool.
+ *
+ * GPU times become host CLOCK_MONOTONIC through one reference event per context, recorded
+ * on a private idle stream of that context (non-blocking, so it waits for nothing, not
+ * even the legacy stream): an event on an idle stream completes at once, so the host time
+ * of the record call is its GPU time, within the few µs the record takes. Then
+ *     gpu_ns = ref_host_ns + cuEventElapsedTime(ref, ev)
+ * ElapsedTime is float ms, whose resolution falls with the span (~60 ns at 1 s): the
+ * reference is re-recorded every second, on the other of two events so that the previous
+ * one serves until the new one has completed.
+ */
+#include "preload/shim.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+#include "common/clock.h"
+#include "common/trace_writer.h"
+
+#define CP_REANCHOR_NS 1000000000ull
+#define CP_FINAL_WAIT_NS 200000000ull
+
+struct ref {
+    cp_gpu_ctx *ctx;
+    CUstream stream;
+    CUevent ev[2];
+    uint64_t host_ns[2];
+    int cur, pending; /* -1 none */
+    int state;        /* 0 not set up, 1 usable, 2 failed: pairs get DONE with timing none */
+};
+
+static struct ref g_refs[CP_GPU_CTX_MAX];
+static cp_pending_slot *g_q;
+static size_t g_n, g_cap;
+static _Atomic int g_want;
+
+int cp_gpu_poll_wanted(void) { return atomic_load_explicit(&g_want, memory_order_relaxed); }
+
+void cp_gpu_pending_add(const cp_pending_slot *slot)
+{
+    if (g_n == g_cap) {
+        size_t cap = g_cap ? 2 * g_cap : 1024;
+        cp_pending_slot *q = realloc(g_q, cap * sizeof *q);
+        if (!q) {
+            if (slot->release)
+                cp_ev_pair_put(slot->ctx, slot->pair);
+            return; /* its DONE is lost; the job goes on */
+        }
+        g_q = q;
+        g_cap = cap;
+    }
+    g_q[g_n++] = *slot;
+    atomic_store_explicit(&g_want, 1, memory_order_relaxed);
+}
+
+static int push(struct ref *r)
+{
+    CUcontext cur = NULL;
+    if (cp_cu.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == cp_gpu_ctx_handle(r->ctx))
+        return 0;
+    return cp_cu.cuCtxPushCurrent(cp_gpu_ctx_handle(r->ctx)) == CUDA_SUCCESS ? 1 : -1;
+}
+
+static void pop(int pushed)
+{
+    CUcontext popped;
+    if (pushed == 1)
+        cp_cu.cuCtxPopCurrent(&popped);
+}
+
+static void ref_record(struct ref *r, int k)
+{
+    int pushed = push(r);
+    if (pushed < 0)
+        return;
+    uint64_t t0 = cp_mono_ns();
+    CUresult rc = cp_cu.cuEventRecord(r->ev[k], r->stream);
+    uint64_t t1 = cp_mono_ns();
+    pop(pushed);
+    if (rc == CUDA_SUCCESS) {
+        r->host_ns[k] = t0 + (t1 - t0) / 2;
+        r->pending = k;
+    }
+}
+
+static void ref_setup(struct ref *r, cp_gpu_ctx *c)
+{
+    r->ctx = c;
+    r->cur = r->pending = -1;
+    r->state = 2;
+    int pushed = push(r);
+    if (pushed < 0)
+        return;
+    if (cp_cu.cuStreamCreate(&r->stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+        cp_cu.cuEventCreate(&r->ev[0], CU_EVENT_DEFAULT) == CUDA_SUCCESS &&
+        cp_cu.cuEventCreate(&r->ev[1], CU_EVENT_DEFAULT) == CUDA_SUCCESS)
+        r->state = 1;
+    pop(pushed);
+    if (r->state == 1)
+        ref_record(r, 0);
+}
+
+static void ref_tick(struct ref *r, uint64_t now)
+{
+    if (r->state != 1)
+        return;
+    if (r->pending >= 0) {
+        CUresult q = cp_cu.cuEventQuery(r->ev[r->pending]);
+        if (q == CUDA_SUCCESS) {
+            r->cur = r->pending;
+            r->pending = -1;
+        } else if (q != CUDA_ERROR_NOT_READY) {
+            r->pending = -1; /* try again next tick */
+        }
+    }
+    if (r->pending < 0 && (r->cur < 0 || now - r->host_ns[r->cur] > CP_REANCHOR_NS))
+        ref_record(r, r->cur < 0 ? 0 : 1 - r->cur);
+}
+
+static struct ref *ref_of(cp_gpu_ctx *c)
+{
+    for (unsigned i = 0; i < CP_GPU_CTX_MAX; i++)
+        if (g_refs[i].ctx == c)
+            return &g_refs[i];
+    return NULL;
+}
+
+static uint64_t to_host(const struct ref *r, float ms)
+{
+    double ns = (double)r->host_ns[r->cur] + (double)ms * 1e6;
+    return ns > 0 ? (uint64_t)ns : 0;
+}
+
+/* 1 when the slot is finished (its DONE written), 0 while its events are in flight. */
+static int finish(cp_trace_writer *w, const cp_pending_slot *p)
+{
+    struct ref *r = ref_of(p->ctx);
+    cp_rec_done d = {.h = {CP_REC_DONE, sizeof d}, .comm_index = p->comm_index, .seq = p->seq,
+                     .peer = p->peer, .op = p->op, .timing = CP_TIMING_NONE};
+    if (p->recorded && r && r->state == 1) {
+        if (r->cur < 0)
+            return 0;
+        CUresult q = cp_cu.cuEventQuery(cp_ev_end(p->ctx, p->pair));
+        if (q == CUDA_ERROR_NOT_READY)
+            return 0;
+        float a, b;
+        if (q == CUDA_SUCCESS &&
+            cp_cu.cuEventElapsedTime(&a, r->ev[r->cur], cp_ev_start(p->ctx, p->pair)) ==
+                CUDA_SUCCESS &&
+            cp_cu.cuEventElapsedTime(&b, r->ev[r->cur], cp_ev_end(p->ctx, p->pair)) ==
+                CUDA_SUCCESS) {
+            d.gpu_start_ns = to_host(r, a);
+            d.gpu_end_ns = to_host(r, b);
+            if (d.gpu_end_ns < d.gpu_start_ns)
+                d.gpu_end_ns = d.gpu_start_ns;
+            d.timing = CP_TIMING_EVENTS;
+        }
+    }
+    cp_trace_writer_append(w, &d);
+    if (p->release)
+        cp_ev_pair_put(p->ctx, p->pair);
+    return 1;
+}
+
+static void poll_once(cp_trace_writer *w)
+{
+    uint64_t now = cp_mono_ns();
+    unsigned nctx = cp_gpu_ctx_count();
+    for (unsigned i = 0; i < nctx && i < CP_GPU_CTX_MAX; i++) {
+        cp_gpu_ctx *c = cp_gpu_ctx_at(i);
+        struct ref *r = ref_of(c);
+        if (!r) {
+            r = ref_of(NULL);
+            ref_setup(r, c);
+        }
+        ref_tick(r, now);
+    }
+    size_t keep = 0;
+    for (size_t i = 0; i < g_n; i++)
+        if (!finish(w, &g_q[i]))
+            g_q[keep++] = g_q[i];
+    g_n = keep;
+    atomic_store_explicit(&g_want, g_n > 0, memory_order_relaxed);
+}
+
+void cp_gpu_poll(cp_trace_writer *w, int final)
+{
+    if (atomic_load_explicit(&cp_gpu_state, memory_order_relaxed) != CP_GPU_EVENTS) {
+        g_n = 0; /* a fork child's inheritance: the parent's events, not ours to query */
+        atomic_store_explicit(&g_want, 0, memory_order_relaxed);
+        return;
+    }
+    poll_once(w);
+    /* At exit the job has usually synchronized already; what is still in flight gets a
+     * short grace, polled, never a synchronize. */
+    uint64_t until = cp_mono_ns() + CP_FINAL_WAIT_NS;
+    while (final && g_n > 0 && cp_mono_ns() < until) {
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+        poll_once(w);
+    }
+}

@@ -1,0 +1,282 @@
+/* gpu_timing: CUDA events around each recorded call, on the user's own stream.
+ *
+ * Per timed call: is the stream capturing (a graph under capture must not get our events:
+ * recording one would join it to the graph or invalidate the capture), the stream's context
+ * (events belong to one), a pair from that context's pool, a start event before the real
+ * call and an end event after it, then a ring slot that hands the pair to the writer, which
+ * polls it and writes the DONE record. No synchronize, no lock, no allocation.
+ *
+ * Groups: NCCL launches a group's work at the outermost ncclGroupEnd, not at each call, so
+ * events around a grouped call would time nothing. A grouped call takes (or shares) its
+ * stream's pair and is filed in a per-thread list; the outermost GroupEnd records start
+ * before and end after the real GroupEnd on every stream of the group, and every grouped
+ * op's DONE carries its stream's times: the span the group's launch took on that stream.
+ */
+#include "preload/shim.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "common/log.h"
+#include "common/settings.h"
+
+#define CP_GROUP_STREAMS 32
+#define CP_GROUP_OPS 256
+
+_Atomic int cp_gpu_state;
+static unsigned g_sample_n = 1;
+
+struct group_stream {
+    cudaStream_t stream;
+    cp_gpu_ctx *ctx;
+    int32_t pair;
+    uint32_t nops;
+    int recorded;
+};
+struct group_op {
+    uint32_t comm_index;
+    int32_t peer;
+    uint64_t seq;
+    uint8_t op, stream;
+};
+struct group_state {
+    uint32_t nstreams, nops;
+    struct group_stream streams[CP_GROUP_STREAMS];
+    struct group_op ops[CP_GROUP_OPS];
+};
+/* Allocated at a thread's first timed grouped call and freed at its exit: a few KiB that
+ * static TLS (all of it static, since the shim's hot variables are initial-exec) cannot
+ * spare for a dlopen'ed copy. */
+static CP_TLS struct group_state *g_group_p;
+static pthread_key_t g_group_key;
+static pthread_once_t g_group_once = PTHREAD_ONCE_INIT;
+static struct group_state g_group_none; /* stays empty: threads that never grouped */
+
+static void group_key_make(void) { pthread_key_create(&g_group_key, free); }
+
+static struct group_state *group_state(void)
+{
+    if (CP_LIKELY(g_group_p != NULL))
+        return g_group_p;
+    pthread_once(&g_group_once, group_key_make);
+    struct group_state *g = calloc(1, sizeof *g);
+    if (g) {
+        g_group_p = g;
+        pthread_setspecific(g_group_key, g);
+    }
+    return g;
+}
+#define g_group (*(g_group_p ? g_group_p : &g_group_none))
+
+void cp_gpu_timing_start(void)
+{
+    const cp_settings *s = cp_settings_get();
+    if (s->gpu_timing == CP_GPU_TIMING_OFF) {
+        atomic_store(&cp_gpu_state, CP_GPU_OFF);
+        return;
+    }
+    if (s->gpu_timing == CP_GPU_TIMING_CUPTI)
+        cp_info("COLLPROF_GPU_TIMING=cupti is not built yet: CUDA events are used");
+    g_sample_n = s->gpu_timing == CP_GPU_TIMING_SAMPLE && s->gpu_timing_sample_n > 1
+                     ? s->gpu_timing_sample_n
+                     : 1;
+    if (cp_cuda_load() != 0) {
+        cp_info("no usable CUDA driver (libcuda.so.1): host times only, no DONE records");
+        atomic_store(&cp_gpu_state, CP_GPU_HOST);
+        return;
+    }
+    atomic_store(&cp_gpu_state, CP_GPU_EVENTS);
+}
+
+void cp_gpu_timing_reset_after_fork(void)
+{
+    /* CUDA cannot be used in a fork child of a process that initialized it. */
+    if (atomic_load(&cp_gpu_state) == CP_GPU_EVENTS)
+        atomic_store(&cp_gpu_state, CP_GPU_HOST);
+    if (g_group_p)
+        g_group_p->nstreams = g_group_p->nops = 0;
+}
+
+static inline int sample_hit(void)
+{
+    if (CP_LIKELY(g_sample_n == 1))
+        return 1;
+    if (cp_tls.sample_count == 0) {
+        cp_tls.sample_count = g_sample_n - 1;
+        return 1;
+    }
+    cp_tls.sample_count--;
+    return 0;
+}
+
+static cp_gpu_ctx *ctx_of(cudaStream_t stream)
+{
+    CUcontext ctx = NULL;
+    if (stream) {
+        if (cp_cu.cuStreamGetCtx((CUstream)stream, &ctx) != CUDA_SUCCESS)
+            return NULL;
+    } else if (cp_cu.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS) {
+        return NULL;
+    }
+    return ctx ? cp_gpu_ctx_get(ctx) : NULL;
+}
+
+/* The group's entry for stream, taking its pair on first use; NULL when untimed. */
+static struct group_stream *group_stream_of(cudaStream_t stream)
+{
+    for (uint32_t i = 0; i < g_group.nstreams; i++)
+        if (g_group.streams[i].stream == stream)
+            return g_group.streams[i].pair >= 0 ? &g_group.streams[i] : NULL;
+    if (g_group.nstreams == CP_GROUP_STREAMS)
+        return NULL;
+    struct group_stream *gs = &g_group.streams[g_group.nstreams++];
+    *gs = (struct group_stream){.stream = stream, .pair = -1};
+    if ((gs->ctx = ctx_of(stream)) != NULL)
+        gs->pair = cp_ev_pair_get(gs->ctx);
+    return gs->pair >= 0 ? gs : NULL;
+}
+
+void cp_gpu_before(cp_gpu_mark *m, cudaStream_t stream, uint32_t group_depth)
+{
+    m->ctx = NULL;
+    m->pair = -1;
+    m->flags = 0;
+    m->grouped = group_depth > 0;
+    if (CP_LIKELY(atomic_load_explicit(&cp_gpu_state, memory_order_relaxed) != CP_GPU_EVENTS))
+        return;
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (cp_cu.cuStreamIsCapturing((CUstream)stream, &cs) != CUDA_SUCCESS)
+        return; /* not a stream the driver knows: NCCL will say so */
+    if (cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+        m->flags = CP_CALL_CAPTURED;
+        return;
+    }
+    if (!sample_hit())
+        return;
+    if (m->grouped) {
+        struct group_stream *gs = group_state() ? group_stream_of(stream) : NULL;
+        if (gs && g_group.nops < CP_GROUP_OPS) {
+            m->ctx = gs->ctx;
+            m->pair = gs->pair;
+            m->flags = CP_CALL_TIMED;
+        } else {
+            atomic_fetch_add_explicit(&cp_gpu_untimed, 1, memory_order_relaxed);
+        }
+        return;
+    }
+    cp_gpu_ctx *c = ctx_of(stream);
+    if (!c) {
+        atomic_fetch_add_explicit(&cp_gpu_untimed, 1, memory_order_relaxed);
+        return;
+    }
+    int32_t p = cp_ev_pair_get(c);
+    if (p < 0)
+        return;
+    if (cp_cu.cuEventRecord(cp_ev_start(c, (uint32_t)p), (CUstream)stream) != CUDA_SUCCESS) {
+        cp_ev_pair_put(c, (uint32_t)p);
+        return;
+    }
+    m->ctx = c;
+    m->pair = p;
+    m->flags = CP_CALL_TIMED;
+}
+
+static void push_pending(cp_gpu_ctx *c, uint32_t pair, int release, int recorded,
+                         uint32_t comm_index, uint64_t seq, int32_t peer, uint8_t op)
+{
+    cp_ring *r = cp_tls.ring;
+    cp_pending_slot *s = r ? cp_ring_reserve(r) : NULL;
+    if (CP_UNLIKELY(!s)) {
+        if (release)
+            cp_ev_pair_put(c, pair);
+        return;
+    }
+    *s = (cp_pending_slot){
+        .h = {CP_REC_SHIM_PENDING, sizeof(cp_pending_slot)},
+        .comm_index = comm_index,
+        .seq = seq,
+        .peer = peer,
+        .op = op,
+        .release = (uint8_t)release,
+        .recorded = (uint8_t)recorded,
+        .ctx = c,
+        .pair = pair,
+    };
+    cp_ring_commit(r);
+}
+
+void cp_gpu_after(cp_gpu_mark *m, cudaStream_t stream, int accepted)
+{
+    if (CP_LIKELY(m->pair < 0))
+        return;
+    if (m->grouped) {
+        if (!accepted) {
+            m->pair = -1;
+            m->flags &= (uint8_t)~CP_CALL_TIMED;
+        }
+        return;
+    }
+    if (!accepted ||
+        cp_cu.cuEventRecord(cp_ev_end(m->ctx, (uint32_t)m->pair), (CUstream)stream) !=
+            CUDA_SUCCESS) {
+        /* Nothing was enqueued (or no end): no DONE. Re-recording the start later is fine. */
+        cp_ev_pair_put(m->ctx, (uint32_t)m->pair);
+        m->pair = -1;
+        m->flags &= (uint8_t)~CP_CALL_TIMED;
+    }
+}
+
+void cp_gpu_emit(const cp_gpu_mark *m, uint32_t comm_index, uint64_t seq, int32_t peer,
+                 uint8_t op)
+{
+    if (CP_LIKELY(m->pair < 0))
+        return;
+    if (!m->grouped) {
+        push_pending(m->ctx, (uint32_t)m->pair, 1, 1, comm_index, seq, peer, op);
+        return;
+    }
+    for (uint32_t i = 0; i < g_group.nstreams; i++) {
+        if (g_group.streams[i].pair == m->pair && g_group.streams[i].ctx == m->ctx) {
+            g_group.ops[g_group.nops++] = (struct group_op){comm_index, peer, seq, op,
+                                                            (uint8_t)i};
+            g_group.streams[i].nops++;
+            return;
+        }
+    }
+}
+
+void cp_gpu_group_end_before(void)
+{
+    if (!g_group_p)
+        return;
+    for (uint32_t i = 0; i < g_group.nstreams; i++) {
+        struct group_stream *gs = &g_group.streams[i];
+        gs->recorded = gs->pair >= 0 && gs->nops > 0 &&
+                       cp_cu.cuEventRecord(cp_ev_start(gs->ctx, (uint32_t)gs->pair),
+                                           (CUstream)gs->stream) == CUDA_SUCCESS;
+    }
+}
+
+void cp_gpu_group_end_after(void)
+{
+    if (!g_group_p)
+        return;
+    for (uint32_t i = 0; i < g_group.nstreams; i++) {
+        struct group_stream *gs = &g_group.streams[i];
+        if (gs->recorded)
+            gs->recorded = cp_cu.cuEventRecord(cp_ev_end(gs->ctx, (uint32_t)gs->pair),
+                                               (CUstream)gs->stream) == CUDA_SUCCESS;
+        if (gs->pair >= 0 && gs->nops == 0)
+            cp_ev_pair_put(gs->ctx, (uint32_t)gs->pair);
+    }
+    /* Each CALL said TIMED, so each gets its DONE, with timing "none" if the events failed;
+     * the last op of a stream returns its pair once the writer is done with it. */
+    for (uint32_t k = 0; k < g_group.nops; k++) {
+        struct group_op *o = &g_group.ops[k];
+        struct group_stream *gs = &g_group.streams[o->stream];
+        int release = --gs->nops == 0;
+        push_pending(gs->ctx, (uint32_t)gs->pair, release, gs->recorded, o->comm_index, o->seq,
+                     o->peer, o->op);
+    }
+    g_group.nstreams = g_group.nops = 0;
+}

@@ -1,0 +1,350 @@
+/* GPU timing and call sites: shim_gpu_job on the emulated libcuda.so.1 (build/emu) and the
+ * stub NCCL, under the shim. Every timed CALL gets exactly one DONE, on the host's time
+ * line, in stream order; sampling, off, capture, groups and a missing driver behave as
+ * docs/ARCHITECTURE.md says; each call site is one SITE record naming the job's function. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "shim_test_util.h"
+
+typedef struct seen {
+    cp_file_header header;
+    cp_rec_call calls[256];
+    size_t ncalls;
+    cp_rec_done dones[256];
+    size_t ndones;
+    uint32_t site_index[16];
+    char site_frames[16][2048];
+    size_t nsites;
+} seen;
+
+static char *g_tmp;
+static char g_dir_env[4300];
+static job_result g_res;
+static seen g_seen;
+
+static int on_call(void *ctx, const cp_rec_call *r)
+{
+    seen *s = ctx;
+    if (s->ncalls < 256)
+        s->calls[s->ncalls++] = *r;
+    return 0;
+}
+static int on_done(void *ctx, const cp_rec_done *r)
+{
+    seen *s = ctx;
+    if (s->ndones < 256)
+        s->dones[s->ndones++] = *r;
+    return 0;
+}
+static int on_site(void *ctx, const cp_rec_site *r)
+{
+    seen *s = ctx;
+    if (s->nsites == 16)
+        return 0;
+    char *out = s->site_frames[s->nsites];
+    size_t len = 0;
+    const unsigned char *p = (const unsigned char *)r + sizeof *r;
+    for (unsigned i = 0; i < r->frame_count; i++) {
+        uint16_t n;
+        memcpy(&n, p, 2);
+        if (len + n + 2 < sizeof s->site_frames[0])
+            len += (size_t)snprintf(out + len, sizeof s->site_frames[0] - len, "%.*s\n", (int)n,
+                                    (const char *)p + 2);
+        p += 2 + n;
+    }
+    s->site_index[s->nsites++] = r->site_index;
+    return 0;
+}
+
+/* Runs prog scenario under the shim with env; reads its one trace into g_seen. */
+static void run(const char *prog, const char *const *extra_env, const char *const *argv)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/t%d", g_tmp, rand());
+    snprintf(g_dir_env, sizeof g_dir_env, "COLLPROF_DIR=%s", dir);
+    const char *env[16] = {g_dir_env};
+    size_t n = 1;
+    for (; extra_env && *extra_env && n < 15; extra_env++)
+        env[n++] = *extra_env;
+    env[n] = NULL;
+    st_run_prog(&g_res, prog, 1, env, argv);
+    if (g_res.status != 0)
+        fprintf(stderr, "%s\n%s", g_res.out, g_res.err);
+    assert_int_equal(g_res.status, 0);
+    char **paths;
+    int nf = st_list(dir, &paths);
+    assert_int_equal(nf, 1);
+    memset(&g_seen, 0, sizeof g_seen);
+    int status;
+    char err[256];
+    cp_trace_reader *r = cp_trace_reader_open(paths[0], &status, err, sizeof err);
+    assert_non_null(r);
+    g_seen.header = *cp_trace_reader_header(r);
+    cp_trace_visitor v = {.ctx = &g_seen, .on_call = on_call, .on_done = on_done,
+                          .on_site = on_site};
+    cp_walk_result wr;
+    cp_trace_walk(r, &v, &wr);
+    cp_trace_reader_close(r);
+    cp_trace_dir_free(paths, nf);
+}
+
+static const cp_rec_done *done_of(const cp_rec_call *c)
+{
+    const cp_rec_done *found = NULL;
+    for (size_t i = 0; i < g_seen.ndones; i++) {
+        const cp_rec_done *d = &g_seen.dones[i];
+        if (d->comm_index == c->comm_index && d->seq == c->seq && d->op == c->op &&
+            d->peer == c->peer) {
+            assert_null(found); /* exactly one */
+            found = d;
+        }
+    }
+    return found;
+}
+
+static int is_op(const cp_rec_call *c) { return c->op >= CP_OP_ALLREDUCE && c->op <= CP_OP_RECV; }
+
+static void every_timed_call_has_one_done_in_stream_order(void **state)
+{
+    (void)state;
+    const char *argv[] = {"events", "20", NULL};
+    run("shim_gpu_job", NULL, argv);
+    assert_true(g_seen.header.flags & CP_FILE_GPU_TIMING);
+    size_t timed = 0;
+    uint64_t last_start[3] = {0, 0, 0}, streams[3] = {0, 0, 0};
+    for (size_t i = 0; i < g_seen.ncalls; i++) {
+        const cp_rec_call *c = &g_seen.calls[i];
+        if (!is_op(c))
+            continue;
+        assert_true(c->flags & CP_CALL_TIMED);
+        const cp_rec_done *d = done_of(c);
+        assert_non_null(d);
+        assert_int_equal(d->timing, CP_TIMING_EVENTS);
+        assert_true(d->gpu_start_ns <= d->gpu_end_ns);
+        /* the emulated GPU starts an item no earlier than it was enqueued */
+        assert_true(d->gpu_start_ns + 20000 >= c->enter_ns);
+        size_t k = 0;
+        while (k < 2 && streams[k] && streams[k] != c->stream)
+            k++;
+        streams[k] = c->stream;
+        assert_true(d->gpu_start_ns >= last_start[k]);
+        last_start[k] = d->gpu_start_ns;
+        timed++;
+    }
+    assert_int_equal(timed, 23);
+    assert_int_equal(g_seen.ndones, 23);
+    assert_int_equal(st_count_lines(g_res.err, "collprof: WARN"), 0);
+}
+
+static void sample_n_times_every_nth_call(void **state)
+{
+    (void)state;
+    const char *env[] = {"COLLPROF_GPU_TIMING=sample:4", NULL};
+    const char *argv[] = {"events", "20", NULL};
+    run("shim_gpu_job", env, argv);
+    size_t k = 0, timed = 0;
+    for (size_t i = 0; i < g_seen.ncalls; i++) {
+        const cp_rec_call *c = &g_seen.calls[i];
+        if (!is_op(c))
+            continue;
+        int want = k++ % 4 == 0;
+        assert_int_equal(!!(c->flags & CP_CALL_TIMED), want);
+        assert_int_equal(done_of(c) != NULL, want);
+        timed += want;
+    }
+    assert_int_equal(timed, 6); /* calls 0, 4, 8, 12, 16, 20 of 23 */
+    assert_int_equal(g_seen.ndones, timed);
+}
+
+static void off_gives_no_done(void **state)
+{
+    (void)state;
+    const char *env[] = {"COLLPROF_GPU_TIMING=off", NULL};
+    const char *argv[] = {"events", "5", NULL};
+    run("shim_gpu_job", env, argv);
+    assert_int_equal(g_seen.ndones, 0);
+    assert_false(g_seen.header.flags & CP_FILE_GPU_TIMING);
+    for (size_t i = 0; i < g_seen.ncalls; i++)
+        assert_false(g_seen.calls[i].flags & CP_CALL_TIMED);
+}
+
+static void a_captured_stream_gets_no_events_and_its_capture_survives(void **state)
+{
+    (void)state;
+    const char *argv[] = {"capture", NULL};
+    run("shim_gpu_job", NULL, argv);
+    assert_non_null(strstr(g_res.out, "end capture=0 graph=1\n"));
+    size_t k = 0;
+    for (size_t i = 0; i < g_seen.ncalls; i++) {
+        const cp_rec_call *c = &g_seen.calls[i];
+        if (c->op != CP_OP_ALLREDUCE)
+            continue;
+        if (k++ == 0) {
+            assert_int_equal(c->flags & (CP_CALL_CAPTURED | CP_CALL_TIMED), CP_CALL_CAPTURED);
+            assert_null(done_of(c));
+        } else {
+            assert_int_equal(c->flags & (CP_CALL_CAPTURED | CP_CALL_TIMED), CP_CALL_TIMED);
+            assert_non_null(done_of(c));
+        }
+    }
+    assert_int_equal(k, 2);
+}
+
+static void grouped_ops_carry_their_groups_times(void **state)
+{
+    (void)state;
+    const char *argv[] = {"group", NULL};
+    run("shim_gpu_job", NULL, argv);
+    const cp_rec_done *d[3];
+    size_t k = 0;
+    for (size_t i = 0; i < g_seen.ncalls; i++) {
+        const cp_rec_call *c = &g_seen.calls[i];
+        if (c->op != CP_OP_SEND && c->op != CP_OP_RECV)
+            continue;
+        assert_true(c->flags & CP_CALL_IN_GROUP);
+        assert_true(c->flags & CP_CALL_TIMED);
+        d[k] = done_of(c);
+        assert_non_null(d[k]);
+        assert_int_equal(d[k]->timing, CP_TIMING_EVENTS);
+        k++;
+    }
+    assert_int_equal(k, 3);
+    /* both sends were on s1: the same events, so the same times */
+    assert_int_equal(d[0]->gpu_start_ns, d[2]->gpu_start_ns);
+    assert_int_equal(d[0]->gpu_end_ns, d[2]->gpu_end_ns);
+    assert_int_equal(g_seen.ndones, 4); /* and the AllReduce after the group */
+}
+
+static void without_a_driver_host_timing_is_said_once(void **state)
+{
+    (void)state;
+    const char *env[] = {"COLLPROF_DEBUG=info", NULL};
+    const char *argv[] = {"burst", "5", NULL};
+    run("shim_job", env, argv); /* not linked to libcuda, none on the library path */
+    assert_int_equal(g_seen.ndones, 0);
+    assert_false(g_seen.header.flags & CP_FILE_GPU_TIMING);
+    for (size_t i = 0; i < g_seen.ncalls; i++)
+        assert_false(g_seen.calls[i].flags & CP_CALL_TIMED);
+    assert_int_equal(st_count_lines(g_res.err, "collprof: WARN"), 0);
+    assert_int_equal(st_count_lines(g_res.err, "no usable CUDA driver"), 1);
+}
+
+static void each_call_site_is_one_site_record_with_the_jobs_function(void **state)
+{
+    (void)state;
+    const char *argv[] = {"sites", NULL};
+    run("shim_gpu_job", NULL, argv);
+    uint32_t a = UINT32_MAX, b = UINT32_MAX;
+    size_t k = 0;
+    for (size_t i = 0; i < g_seen.ncalls; i++) {
+        const cp_rec_call *c = &g_seen.calls[i];
+        if (c->op != CP_OP_ALLREDUCE)
+            continue;
+        if (k++ < 3) {
+            if (a == UINT32_MAX)
+                a = c->site_index;
+            assert_int_equal(c->site_index, a);
+        } else {
+            b = c->site_index;
+        }
+    }
+    assert_int_not_equal(a, UINT32_MAX);
+    assert_int_not_equal(b, UINT32_MAX);
+    assert_int_not_equal(a, b);
+    assert_int_equal(g_seen.nsites, 2);
+    for (size_t i = 0; i < 2; i++) {
+        const char *want = g_seen.site_index[i] == a ? "site_a+0x" : "site_b+0x";
+        assert_true(g_seen.site_index[i] == a || g_seen.site_index[i] == b);
+        if (!strstr(g_seen.site_frames[i], want))
+            fprintf(stderr, "frames:\n%s", g_seen.site_frames[i]);
+        /* the innermost frame is the job's function, then main */
+        assert_true(strncmp(g_seen.site_frames[i], want, strlen(want)) == 0);
+        assert_non_null(strstr(g_seen.site_frames[i], "main+0x"));
+        assert_non_null(strstr(g_seen.site_frames[i], "(shim_gpu_job)"));
+    }
+}
+
+/* The emulated NCCL and collprof-sim under the shim: rank 1's stream starts each collective
+ * 30 ms late, so rank 0's collectives take >= ~30 ms on its GPU, waiting for it. */
+static void a_late_rank_shows_in_its_peers_gpu_times(void **state)
+{
+    (void)state;
+    char sim[4200], lib_path[4300], dir[4200];
+    snprintf(sim, sizeof sim, "%s/bin/collprof-sim", st_build_dir());
+    if (!st_exists(sim)) {
+        fprintf(stderr, "skipped: collprof-sim is not built (emu/sim)\n");
+        skip();
+    }
+    snprintf(lib_path, sizeof lib_path, "LD_LIBRARY_PATH=%s/emu", st_build_dir());
+    snprintf(dir, sizeof dir, "%s/sim", g_tmp);
+    snprintf(g_dir_env, sizeof g_dir_env, "COLLPROF_DIR=%s", dir);
+    const char *env[] = {g_dir_env, lib_path, "COLLPROF_EMU_DELAY=1:30", NULL};
+    const char *argv[] = {"--launch", "4", "--pattern", "ddp", "--steps", "3", NULL};
+    st_run_prog(&g_res, "collprof-sim", 1, env, argv);
+    if (g_res.status != 0)
+        fprintf(stderr, "%s\n%s", g_res.out, g_res.err);
+    assert_int_equal(g_res.status, 0);
+    char **paths;
+    int nf = st_list(dir, &paths);
+    assert_int_equal(nf, 4);
+    static seen rank[2];
+    for (int k = 0; k < 2; k++) {
+        int status;
+        char err[256];
+        cp_trace_reader *r = cp_trace_reader_open(paths[k], &status, err, sizeof err);
+        assert_non_null(r);
+        memset(&rank[k], 0, sizeof rank[k]);
+        rank[k].header = *cp_trace_reader_header(r);
+        assert_int_equal(rank[k].header.rank, k); /* files sort by rank */
+        cp_trace_visitor v = {.ctx = &rank[k], .on_call = on_call, .on_done = on_done};
+        cp_walk_result wr;
+        cp_trace_walk(r, &v, &wr);
+        cp_trace_reader_close(r);
+    }
+    cp_trace_dir_free(paths, nf);
+    size_t checked = 0;
+    for (size_t i = 0; i < rank[0].ndones; i++) {
+        const cp_rec_done *d0 = &rank[0].dones[i];
+        if (d0->op != CP_OP_ALLREDUCE || d0->timing != CP_TIMING_EVENTS)
+            continue;
+        assert_true(d0->gpu_end_ns - d0->gpu_start_ns >= 25000000);
+        /* COLLPROF_EMU_DELAY puts rank 1's lateness inside its collective's stream item,
+         * so its own events span the delay too: what the trace shows is that every rank's
+         * collective lasts the delay and all of them end together, the waiters included. */
+        const cp_rec_done *d1 = NULL;
+        for (size_t k = 0; k < rank[1].ndones; k++)
+            if (rank[1].dones[k].op == d0->op && rank[1].dones[k].seq == d0->seq)
+                d1 = &rank[1].dones[k];
+        assert_non_null(d1);
+        assert_true(d1->gpu_end_ns - d1->gpu_start_ns >= 25000000);
+        uint64_t gap = d0->gpu_end_ns > d1->gpu_end_ns ? d0->gpu_end_ns - d1->gpu_end_ns
+                                                       : d1->gpu_end_ns - d0->gpu_end_ns;
+        assert_true(gap < 10000000);
+        checked++;
+    }
+    assert_true(checked >= 3);
+}
+
+int main(void)
+{
+    g_tmp = st_tmpdir();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_timed_call_has_one_done_in_stream_order),
+        cmocka_unit_test(sample_n_times_every_nth_call),
+        cmocka_unit_test(off_gives_no_done),
+        cmocka_unit_test(a_captured_stream_gets_no_events_and_its_capture_survives),
+        cmocka_unit_test(grouped_ops_carry_their_groups_times),
+        cmocka_unit_test(without_a_driver_host_timing_is_said_once),
+        cmocka_unit_test(each_call_site_is_one_site_record_with_the_jobs_function),
+        cmocka_unit_test(a_late_rank_shows_in_its_peers_gpu_times),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    st_rmtree(g_tmp);
+    free(g_tmp);
+    return rc;
+}
