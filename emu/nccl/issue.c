@@ -1,0 +1,347 @@
+/* issue: a communicator's work of one group (or one ungrouped call), put on its streams.
+ *
+ * The calling thread only validates and enqueues; the work runs on the stream's worker
+ * when the stream reaches it, as a kernel would. One unit of work per communicator per
+ * group: its collectives in call order, then all its sends and receives at once. When the
+ * group's calls used several streams, each of them gets an item and they wait for one
+ * another (NCCL joins the streams of a group the same way), the first one doing the work.
+ *
+ * A communicator's units run one at a time in issue order whatever stream they are on
+ * (NCCL orders a communicator's kernels through its internal stream), by ticket. Items hold
+ * a reference on the communicator's core, so ncclCommAbort/Destroy never pull the segment
+ * out from under a queued item.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/trace_format.h"
+#include "emu/common/emu_stream.h"
+#include "emu/nccl/nccl_emu.h"
+
+/* What the streams of one unit share. */
+typedef struct cpn_join {
+    _Atomic int refs;
+    int nstreams;
+    _Atomic uint32_t started;    /* items that reached the front of their stream (or dropped) */
+    _Atomic uint32_t finished;   /* 1 once the working item is done (or dropped) */
+    _Atomic uint64_t start_max;
+    _Atomic uint64_t end;
+} cpn_join;
+
+typedef struct cpn_item {
+    _Atomic int refs;            /* the stream's and the issuer's */
+    _Atomic int released;        /* the stream gave the item back (ran or dropped) */
+    _Atomic int ran;
+    int worker;                  /* does the work (the others only join) */
+    cpn_core *core;
+    cpn_join *join;
+    uint32_t ticket;
+    int hang;
+    double delay_ms;
+    int ncoll, np2p;
+    cpn_op *ops;                 /* ncoll collectives then np2p sends/receives */
+} cpn_item;
+
+static void join_unref(cpn_join *j)
+{
+    if (j && atomic_fetch_sub(&j->refs, 1) == 1)
+        free(j);
+}
+
+/* Tickets finish in order; one dropped by stream capture before its turn is remembered and
+ * skipped when its turn comes. */
+static void ticket_done(cpn_core *core, uint32_t ticket)
+{
+    pthread_mutex_lock(&core->ticket_lock);
+    uint32_t cur = atomic_load(&core->done_ticket);
+    if (ticket != cur) {
+        if (core->nskipped == core->capskipped) {
+            size_t cap = core->capskipped ? core->capskipped * 2 : 8;
+            uint64_t *p = realloc(core->skipped, cap * sizeof *p);
+            if (p) {
+                core->skipped = p;
+                core->capskipped = cap;
+            }
+        }
+        if (core->nskipped < core->capskipped)
+            core->skipped[core->nskipped++] = ticket;
+    } else {
+        cur++;
+        for (size_t i = 0; i < core->nskipped;) {
+            if ((uint32_t)core->skipped[i] == cur) {
+                core->skipped[i] = core->skipped[--core->nskipped];
+                cur++;
+                i = 0;
+            } else {
+                i++;
+            }
+        }
+        atomic_store(&core->done_ticket, cur);
+    }
+    pthread_mutex_unlock(&core->ticket_lock);
+    cpn_core_wake(&core->waiters, &core->done_ticket);
+}
+
+static int wait_turn(cpn_core *core, uint32_t ticket)
+{
+    uint32_t cur;
+    while ((cur = atomic_load(&core->done_ticket)) != ticket) {
+        if (atomic_load(&core->abort_word))
+            return 0;
+        cpn_core_wait(&core->waiters, &core->done_ticket, cur, 200000000);
+    }
+    return 1;
+}
+
+static void item_unref(cpn_item *it)
+{
+    if (atomic_fetch_sub(&it->refs, 1) != 1)
+        return;
+    cpn_core *core = it->core;
+    join_unref(it->join);
+    free(it->ops);
+    free(it);
+    if (atomic_fetch_sub(&core->inflight, 1) == 1)
+        cpn_core_wake(&core->waiters, &core->inflight);
+    cpn_core_release(core);
+}
+
+/* Work of the item on the stream that joins: wait for the worker, take its end. */
+static uint64_t join_run(cpn_item *it, uint64_t start_ns)
+{
+    cpn_join *j = it->join;
+    uint64_t m = atomic_load(&j->start_max);
+    while (start_ns > m && !atomic_compare_exchange_weak(&j->start_max, &m, start_ns))
+        ;
+    atomic_fetch_add(&j->started, 1);
+    cpn_futex_wake(&j->started, 0);
+    uint32_t f;
+    while ((f = atomic_load(&j->finished)) == 0)
+        cpn_futex_wait(&j->finished, f, 0, 200000000);
+    uint64_t end = atomic_load(&j->end);
+    return end > start_ns ? end : start_ns;
+}
+
+static int fail_item(cpn_core *core, int w)
+{
+    if (w == CPN_WAIT_PEER_GONE) {
+        int ok = ncclSuccess;
+        atomic_compare_exchange_strong(&core->async_error, &ok, ncclRemoteError);
+        /* what NCCL's proxy connection reports when the peer process is gone */
+        int dead = 0;
+        while (dead < core->nranks - 1 && cpn_peer_alive(&core->link, dead))
+            dead++;
+        char host[256];
+        cpemu_host_name(core->link.peers[dead].host, host, sizeof host);
+        cpn_warn("socketProgress: Connection closed by remote peer %s<0>", host);
+    }
+    return w;
+}
+
+static uint64_t item_run(void *arg, uint64_t start_ns)
+{
+    cpn_item *it = arg;
+    cpn_core *core = it->core;
+    atomic_store(&it->ran, 1);
+    if (!it->worker)
+        return join_run(it, start_ns);
+    atomic_fetch_add(&core->running, 1);
+    if (it->join && it->join->nstreams > 1) {
+        /* all streams of the unit must have reached it: they start together */
+        uint32_t s, need = (uint32_t)it->join->nstreams - 1;
+        while ((s = atomic_load(&it->join->started)) < need && !atomic_load(&core->abort_word))
+            cpn_futex_wait(&it->join->started, s, 0, 200000000);
+        uint64_t m = atomic_load(&it->join->start_max);
+        if (m > start_ns)
+            start_ns = m;
+    }
+    uint64_t t = start_ns;
+    int w = CPN_WAIT_OK;
+    if (!wait_turn(core, it->ticket)) {
+        w = CPN_WAIT_ABORTED;
+        goto out;
+    }
+    if (it->hang) {
+        /* COLLPROF_EMU_HANG: this rank never enters; only ncclCommAbort ends the wait */
+        while (!atomic_load(&core->abort_word))
+            cpn_futex_wait(&core->abort_word, 0, 0, 1000000000);
+        w = CPN_WAIT_ABORTED;
+        goto out;
+    }
+    if (it->delay_ms > 0) {
+        /* COLLPROF_EMU_DELAY: the stream starts the collective late, in model and wall time */
+        t = start_ns + (uint64_t)(it->delay_ms * 1e6);
+        if (cpn_sleep_until(&core->abort_word, t)) {
+            w = CPN_WAIT_ABORTED;
+            goto out;
+        }
+    }
+    for (int i = 0; i < it->ncoll && w == CPN_WAIT_OK; i++)
+        w = fail_item(core, cpn_exec_coll(core, &it->ops[i], &t));
+    if (w == CPN_WAIT_OK && it->np2p) {
+        cpn_op **p = malloc((size_t)it->np2p * sizeof *p);
+        if (p) {
+            for (int i = 0; i < it->np2p; i++)
+                p[i] = &it->ops[it->ncoll + i];
+            w = fail_item(core, cpn_exec_p2p(core, p, it->np2p, &t));
+            free(p);
+        }
+    }
+out:
+    if (w != CPN_WAIT_OK) {
+        uint64_t now = cpn_now_ns();
+        if (now > t)
+            t = now;   /* a kernel that gave up ends when it noticed */
+    }
+    ticket_done(core, it->ticket);
+    if (it->join) {
+        atomic_store(&it->join->end, t);
+        atomic_store(&it->join->finished, 1);
+        cpn_futex_wake(&it->join->finished, 0);
+    }
+    if (atomic_fetch_sub(&core->running, 1) == 1)
+        cpn_core_wake(&core->waiters, &core->running);
+    return t;
+}
+
+/* The stream is done with the item: it ran, or capture dropped it. */
+static void item_release(void *arg)
+{
+    cpn_item *it = arg;
+    atomic_store(&it->released, 1);
+    if (!atomic_load(&it->ran)) {
+        if (it->worker) {
+            ticket_done(it->core, it->ticket);
+            if (it->join) {
+                atomic_store(&it->join->finished, 1);
+                cpn_futex_wake(&it->join->finished, 0);
+            }
+        } else if (it->join) {
+            atomic_fetch_add(&it->join->started, 1);
+            cpn_futex_wake(&it->join->started, 0);
+        }
+    }
+    item_unref(it);
+}
+
+double cpn_op_model_ns(const cpn_core *core, const cpn_op *op)
+{
+    size_t bytes = op->count * cpn_dtype_size(op->dtype);
+    int n = core->nranks;
+    switch (op->kind) {
+    case CP_OP_ALLGATHER: case CP_OP_REDUCESCATTER: case CP_OP_ALLTOALL:
+    case CP_OP_GATHER: case CP_OP_SCATTER:
+        bytes *= (size_t)n;   /* nccl-tests' S: the whole buffer */
+        break;
+    default:
+        break;
+    }
+    return cpemu_model_ns(&core->topo, op->kind, bytes, core->places, n);
+}
+
+static cpn_item *item_new(ncclComm_t comm, cpn_join *join, int worker)
+{
+    cpn_item *it = calloc(1, sizeof *it);
+    if (!it)
+        return NULL;
+    atomic_store(&it->refs, 2);
+    it->core = comm->core;
+    it->join = join;
+    it->worker = worker;
+    atomic_fetch_add(&comm->core->refs, 1);
+    atomic_fetch_add(&comm->core->inflight, 1);
+    if (join)
+        atomic_fetch_add(&join->refs, 1);
+    return it;
+}
+
+/* Puts one item on its stream; when the stream refused it without taking it, runs its
+ * release here so its ticket and join are still accounted for. */
+static ncclResult_t enqueue(cpn_item *it, CUstream s)
+{
+    CUresult r = cpemu_stream_enqueue(s, item_run, it, item_release);
+    if (r != CUDA_SUCCESS && !atomic_load(&it->released))
+        item_release(it);
+    item_unref(it);
+    if (r != CUDA_SUCCESS) {
+        cpn_warn("Cuda failure %d 'cuLaunchKernel'", (int)r);
+        return ncclUnhandledCudaError;
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t cpn_issue_comm_ops(ncclComm_t comm, cpn_op *ops)
+{
+    int ncoll = 0, np2p = 0, nstreams = 0;
+    CUstream streams[64];
+    for (cpn_op *o = ops; o; o = o->next) {
+        if (o->kind == CP_OP_SEND || o->kind == CP_OP_RECV)
+            np2p++;
+        else
+            ncoll++;
+        int seen = 0;
+        for (int i = 0; i < nstreams; i++)
+            seen |= streams[i] == o->stream;
+        if (!seen && nstreams < 64)
+            streams[nstreams++] = o->stream;
+    }
+    if (ncoll + np2p == 0)
+        return ncclSuccess;
+    cpn_join *join = NULL;
+    if (nstreams > 1) {
+        join = calloc(1, sizeof *join);
+        if (!join)
+            return ncclSystemError;
+        atomic_store(&join->refs, 1);
+        join->nstreams = nstreams;
+    }
+    cpn_item *it = item_new(comm, join, 1);
+    if (!it) {
+        join_unref(join);
+        return ncclSystemError;
+    }
+    it->ops = calloc((size_t)(ncoll + np2p), sizeof *it->ops);
+    if (!it->ops) {
+        item_release(it);
+        item_unref(it);
+        join_unref(join);
+        return ncclSystemError;
+    }
+    int c = 0, p = ncoll;
+    cpn_core *core = comm->core;
+    for (cpn_op *o = ops; o; o = o->next) {
+        int is_p2p = o->kind == CP_OP_SEND || o->kind == CP_OP_RECV;
+        cpn_op *dst = &it->ops[is_p2p ? p++ : c++];
+        *dst = *o;
+        dst->next = NULL;
+        if (!is_p2p && cpemu_fault_hangs_at(&core->topo, core->fault_rank, comm->coll_issued++))
+            it->hang = 1;
+    }
+    it->ncoll = ncoll;
+    it->np2p = np2p;
+    it->delay_ms = cpemu_fault_delay_ms(&core->topo, core->fault_rank);
+    it->ticket = (uint32_t)comm->issue_ticket++;
+
+    ncclResult_t res = ncclSuccess;
+    if (cpn_push_device(comm) != 0) {
+        res = ncclUnhandledCudaError;
+        item_release(it);
+        item_unref(it);
+    } else {
+        res = enqueue(it, streams[0]);
+        for (int i = 1; i < nstreams; i++) {
+            cpn_item *j = item_new(comm, join, 0);
+            if (!j) {
+                /* the worker still waits for this stream: count it as arrived */
+                atomic_fetch_add(&join->started, 1);
+                continue;
+            }
+            ncclResult_t r2 = enqueue(j, streams[i]);
+            if (res == ncclSuccess)
+                res = r2;
+        }
+        cpn_pop_device();
+    }
+    join_unref(join);
+    return res;
+}

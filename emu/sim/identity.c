@@ -1,0 +1,112 @@
+/* identity: who this process is in the job, from the launcher's environment.
+ *
+ * The launchers collprof supports each name rank, world size and local rank their own way;
+ * the first family whose rank variable is set wins, in the order collprof's shim uses, so the
+ * simulator and the profiler always agree on who a process is. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emu/sim/sim.h"
+
+struct family {
+    const char *source;
+    const char *rank, *world, *local_rank;
+    /* ranks on this host, tried in order; the first set one counts. `leading` marks a
+     * variable read by its leading number: SLURM_TASKS_PER_NODE reads "4(x2)" or "4,3", whose
+     * first number is this node's count for the usual even split (what the TP size needs). */
+    struct { const char *name; int leading; } local_world[2];
+};
+
+static const struct family families[] = {
+    { "torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", { { "LOCAL_WORLD_SIZE", 0 } } },
+    { "OpenMPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+      { { "OMPI_COMM_WORLD_LOCAL_SIZE", 0 } } },
+    { "PMI", "PMI_RANK", "PMI_SIZE", "PMI_LOCAL_RANK",
+      { { "PMI_LOCAL_SIZE", 0 }, { "MPI_LOCALNRANKS", 0 } } },
+    { "Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+      { { "SLURM_NTASKS_PER_NODE", 0 }, { "SLURM_TASKS_PER_NODE", 1 } } },
+};
+
+/* -1: unset; -2: malformed; else the value. `prefix_ok` accepts trailing text ("4(x2)"). */
+static long env_int(const char *name, int prefix_ok)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return -1;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || x < 0 || x > (1L << 24) || (*end && !prefix_ok))
+        return -2;
+    return x;
+}
+
+static int bad(const char *name)
+{
+    sim_say("%s='%s' is not a non-negative number", name, getenv(name));
+    return -1;
+}
+
+int sim_identity_read(struct sim_identity *id)
+{
+    memset(id, 0, sizeof *id);
+    id->world = 1;
+    id->local_world = -1;
+    id->source = "default";
+    for (size_t f = 0; f < sizeof families / sizeof *families; f++) {
+        const struct family *fam = &families[f];
+        long rank = env_int(fam->rank, 0);
+        if (rank == -1)
+            continue;
+        if (rank == -2)
+            return bad(fam->rank);
+        long world = env_int(fam->world, 0), local = env_int(fam->local_rank, 0);
+        if (world == -2)
+            return bad(fam->world);
+        if (local == -2)
+            return bad(fam->local_rank);
+        if (world == -1) {
+            sim_say("%s is set but %s is not: cannot tell the world size", fam->rank,
+                    fam->world);
+            return -1;
+        }
+        if (world < 1 || rank >= world) {
+            sim_say("%s=%ld is not below %s=%ld", fam->rank, rank, fam->world, world);
+            return -1;
+        }
+        id->rank = (int)rank;
+        id->world = (int)world;
+        id->local_rank = local >= 0 ? (int)local : (int)rank;
+        id->source = fam->source;
+        for (int k = 0; k < 2 && fam->local_world[k].name && id->local_world < 1; k++) {
+            long lw = env_int(fam->local_world[k].name, fam->local_world[k].leading);
+            if (lw == -2)
+                return bad(fam->local_world[k].name);
+            if (lw >= 1)
+                id->local_world = (int)lw;
+        }
+        break;
+    }
+    if (id->local_world < 1 || id->local_world > id->world)
+        id->local_world = id->world;
+
+    const char *dir = getenv("COLLPROF_SIM_RENDEZVOUS");
+    id->rendezvous_dir = dir && *dir ? dir : NULL;
+    const char *addr = getenv("MASTER_ADDR");
+    id->master_addr = addr && *addr ? addr : NULL;
+    long port = env_int("MASTER_PORT", 0);
+    if (port == -2 || port > 65535) {
+        sim_say("MASTER_PORT='%s' is not a port number", getenv("MASTER_PORT"));
+        return -1;
+    }
+    id->master_port = port > 0 ? (int)port : 0;
+    if (id->world > 1 && !id->rendezvous_dir && !(id->master_addr && id->master_port)) {
+        sim_say("%s says %d ranks but there is no way to share the NCCL id: set "
+                "COLLPROF_SIM_RENDEZVOUS=DIR or MASTER_ADDR and MASTER_PORT", id->source,
+                id->world);
+        return -1;
+    }
+    return 0;
+}
