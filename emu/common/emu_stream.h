@@ -29,6 +29,14 @@ typedef uint64_t (*cpemu_work_fn)(void *arg, uint64_t start_ns);
  * free_fn called, as a captured NCCL kernel would wait for a graph launch. */
 CUresult cpemu_stream_enqueue(CUstream s, cpemu_work_fn fn, void *arg, void (*free_fn)(void *));
 
+/* COLLPROF_EMU_DELAY: the stream spends ns more right before the work about to be enqueued,
+ * as a kernel running late would. When the last item enqueued on the stream is an event
+ * record (a profiler's start event), the delay goes before that record: the record's stamp
+ * moves ns later, so the late start shows in the events around the collective. (With
+ * sampled timing, a lone trailing record may be the previous operation's end event; it then
+ * moves too.) Model time and wall time both. */
+CUresult cpemu_stream_delay(CUstream s, uint64_t ns);
+
 /* The device ordinal of a stream's context (NULL: the current context's device), or -1. */
 int cpemu_stream_device(CUstream s);
 

@@ -90,7 +90,7 @@ CUresult cu_ctx_sync(struct CUctx_st *ctx);
 void cu_ctx_wait_all(struct CUctx_st *ctx);
 
 /* ---- streams (streams.c, capture.c) ---- */
-enum cu_item_kind { ITEM_WORK, ITEM_RECORD, ITEM_WAIT };
+enum cu_item_kind { ITEM_WORK, ITEM_RECORD, ITEM_WAIT, ITEM_HOLD };
 
 typedef struct cu_item {
     struct cu_item *next;
@@ -102,6 +102,7 @@ typedef struct cu_item {
     struct CUevent_st *ev;
     uint64_t gen;
     uint64_t stamp;          /* a record's model time, set when reached */
+    uint64_t hold_ns;        /* ITEM_HOLD: how long the stream is held */
 } cu_item;
 
 struct CUstream_st {
@@ -115,6 +116,8 @@ struct CUstream_st {
     cu_item *head, *tail;
     uint64_t enq_seq, done_seq;    /* items ever enqueued / completed (monotonic) */
     uint64_t vtime;                /* model clock, worker-only */
+    struct CUevent_st *last_rec;   /* the last item enqueued, when it is a record (else NULL) */
+    uint64_t last_rec_gen, last_rec_enq;
     int stop;                      /* destroyed: drain, then the worker retires it */
     int worker;                    /* a worker thread serves it */
     int capture;                   /* CUstreamCaptureStatus */
@@ -157,6 +160,11 @@ extern pthread_cond_t g_ev_cv;
 struct CUevent_st *cu_event_internal(void);
 /* Runs a record / wait item on the worker; *vtime is the stream's model clock. */
 void cu_event_reach(struct CUevent_st *ev, uint64_t gen, uint64_t stamp);
+/* A reference on ev if its handle is still alive (item_drop gives it back), else NULL:
+ * a record item may be gone, and its event destroyed, by the time the stream looks back. */
+struct CUevent_st *cu_event_ref_live(struct CUevent_st *ev);
+/* cpemu_stream_delay: moves the stamp of record `gen` (if it is still ev's latest) to stamp. */
+void cu_event_restamp(struct CUevent_st *ev, uint64_t gen, uint64_t stamp);
 void cu_event_await(struct CUevent_st *ev, uint64_t gen, uint64_t *vtime);
 void cu_event_unref(struct CUevent_st *ev);
 /* Records ev on s / makes s wait for ev's latest record (s->mu not held); barrier as for

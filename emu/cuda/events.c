@@ -72,6 +72,24 @@ void cu_event_reach(struct CUevent_st *e, uint64_t gen, uint64_t stamp)
     pthread_mutex_unlock(&g_ev_mu);
 }
 
+struct CUevent_st *cu_event_ref_live(struct CUevent_st *e)
+{
+    pthread_mutex_lock(&g_ev_mu);
+    int live = e->magic == EVENT_MAGIC;
+    if (live)
+        e->refs++;
+    pthread_mutex_unlock(&g_ev_mu);
+    return live ? e : NULL;
+}
+
+void cu_event_restamp(struct CUevent_st *e, uint64_t gen, uint64_t stamp)
+{
+    pthread_mutex_lock(&g_ev_mu);
+    if (e->done_gen == gen && e->gen == gen && stamp > e->stamp_ns)
+        e->stamp_ns = stamp;
+    pthread_mutex_unlock(&g_ev_mu);
+}
+
 void cu_event_await(struct CUevent_st *e, uint64_t gen, uint64_t *vtime)
 {
     pthread_mutex_lock(&g_ev_mu);

@@ -66,6 +66,16 @@ static void run_item(struct CUstream_st *s, cu_item *it)
     case ITEM_WAIT:
         cu_event_await(it->ev, it->gen, &s->vtime);
         break;
+    case ITEM_HOLD: {
+        /* Enqueued as of the held record's own enqueue time, so it starts right where that
+         * record stood; the record then completes where the hold ends. */
+        uint64_t end = start + it->hold_ns;
+        cu_sleep_until(end);
+        s->vtime = end;
+        if (it->ev)
+            cu_event_restamp(it->ev, it->gen, end);
+        break;
+    }
     }
 }
 
@@ -227,6 +237,13 @@ static CUresult push_raw(struct CUstream_st *s, cu_item *it)
         s->head = it;
     s->tail = it;
     s->enq_seq++;
+    if (it->kind == ITEM_RECORD) {
+        s->last_rec = it->ev;
+        s->last_rec_gen = it->gen;
+        s->last_rec_enq = it->enq_ns;
+    } else {
+        s->last_rec = NULL;
+    }
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->mu);
     return CUDA_SUCCESS;
@@ -338,6 +355,25 @@ CUresult cpemu_stream_enqueue(CUstream h, cpemu_work_fn fn, void *arg, void (*fr
     it->fn = fn;
     it->arg = arg;
     it->free_fn = free_fn;
+    return cu_stream_push(s, it, 1);
+}
+
+CUresult cpemu_stream_delay(CUstream h, uint64_t ns)
+{
+    struct CUstream_st *s;
+    CUresult r = cu_stream_resolve(h, &s);
+    if (r != CUDA_SUCCESS || ns == 0)
+        return r;
+    cu_item *it = cu_item_new(ITEM_HOLD);
+    if (!it)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    it->hold_ns = ns;
+    pthread_mutex_lock(&s->mu);
+    if (s->last_rec && (it->ev = cu_event_ref_live(s->last_rec)) != NULL) {
+        it->gen = s->last_rec_gen;
+        it->enq_ns = s->last_rec_enq;
+    }
+    pthread_mutex_unlock(&s->mu);
     return cu_stream_push(s, it, 1);
 }
 

@@ -168,14 +168,6 @@ static uint64_t item_run(void *arg, uint64_t start_ns)
         w = CPN_WAIT_ABORTED;
         goto out;
     }
-    if (it->delay_ms > 0) {
-        /* COLLPROF_EMU_DELAY: the stream starts the collective late, in model and wall time */
-        t = start_ns + (uint64_t)(it->delay_ms * 1e6);
-        if (cpn_sleep_until(&core->abort_word, t)) {
-            w = CPN_WAIT_ABORTED;
-            goto out;
-        }
-    }
     for (int i = 0; i < it->ncoll && w == CPN_WAIT_OK; i++)
         w = fail_item(core, cpn_exec_coll(core, &it->ops[i], &t));
     if (w == CPN_WAIT_OK && it->np2p) {
@@ -328,6 +320,11 @@ ncclResult_t cpn_issue_comm_ops(ncclComm_t comm, cpn_op *ops)
         item_release(it);
         item_unref(it);
     } else {
+        /* COLLPROF_EMU_DELAY: each stream of the operation is busy that long before it, as
+         * if a kernel ran late, and ahead of a start event recorded for it (emu_stream.h). */
+        if (it->delay_ms > 0)
+            for (int i = 0; i < nstreams; i++)
+                cpemu_stream_delay(streams[i], (uint64_t)(it->delay_ms * 1e6));
         res = enqueue(it, streams[0]);
         for (int i = 1; i < nstreams; i++) {
             cpn_item *j = item_new(comm, join, 0);

@@ -90,26 +90,40 @@ static int delay_rank(int me, int n, const ncclUniqueId *id, void *arg)
     ncclComm_t comm;
     if (setup(me, n, id, &s, &comm))
         return 1;
-    CUevent a, b, c;
+    CUevent z, a, b, c;
+    TN_CU(cuEventCreate(&z, 0));
     TN_CU(cuEventCreate(&a, 0));
     TN_CU(cuEventCreate(&b, 0));
     TN_CU(cuEventCreate(&c, 0));
     int v = 1, sum = 0;
-    /* queued back to back: both streams reach `a` at the same model time */
+    /* z, a and b frame the second collective as a profiler does: a start event just before
+     * it, an end event just after. */
+    TN_CU(cuEventRecord(z, s));
     TN_NCCL(ncclAllReduce(&v, &sum, 1, ncclInt32, ncclSum, comm, s));
     TN_CU(cuEventRecord(a, s));
     TN_NCCL(ncclAllReduce(&v, &sum, 1, ncclInt32, ncclSum, comm, s));
     TN_CU(cuEventRecord(b, s));
     TN_CU(cuStreamSynchronize(s));
-    float late = elapsed_ms(a, b);
-    TN_CHECK(late >= 50.0f && late < 1000.0f, "rank %d: collective took %.2f ms", me,
-             (double)late);
+    float took = elapsed_ms(a, b);
+    if (me == 1) {
+        /* the delayed rank's stream is busy before the collective, ahead of its start
+         * event: the start is late, the collective itself waits for no one */
+        float start_late = elapsed_ms(z, a);
+        TN_CHECK(start_late >= 50.0f, "rank 1: start event only %.2f ms late",
+                 (double)start_late);
+        TN_CHECK(took < 45.0f, "rank 1: its own collective took %.2f ms", (double)took);
+    } else {
+        /* the peer arrives on time and waits inside the collective for rank 1 */
+        TN_CHECK(took >= 50.0f && took < 1000.0f, "rank %d: collective took %.2f ms", me,
+                 (double)took);
+    }
     /* work that is not a collective is never delayed: the stream itself is on time */
     uint64_t t0 = tn_now_ns();
     TN_CU(cuEventRecord(c, s));
     TN_CU(cuEventSynchronize(c));
     TN_CHECK(tn_now_ns() - t0 < 45000000ull, "an event alone took %.1f ms",
              (double)(tn_now_ns() - t0) / 1e6);
+    TN_CU(cuEventDestroy_v2(z));
     TN_CU(cuEventDestroy_v2(a));
     TN_CU(cuEventDestroy_v2(b));
     TN_CU(cuEventDestroy_v2(c));
