@@ -298,6 +298,16 @@ ncclResult_t cpn_init_run(cpn_init_job *job)
     ncclResult_t r = cpn_link_attach(&comm->core->link, job->key, job->nranks, job->rank, &mine,
                                      &comm->core->abort_word);
     uint64_t t1 = cpn_now_ns();
+    /* NCCL refuses two ranks of one communicator on the same GPU (init.cc); a job that
+     * launches more ranks than a host has GPUs must fail here too, not run on. */
+    for (int i = 0; r == ncclSuccess && i < job->nranks; i++) {
+        const cpn_rank_info *p = &comm->core->link.peers[i];
+        if (i != job->rank && p->host == mine.host && p->dev == mine.dev) {
+            cpn_warn("Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx",
+                     job->rank, i, (unsigned long)mine.bus_id);
+            r = ncclInvalidUsage;
+        }
+    }
     if (r == ncclSuccess && cpn_retain_device(comm) != 0) {
         cpn_warn("Cuda failure 'invalid device ordinal' (device %d)", comm->dev);
         r = ncclUnhandledCudaError;

@@ -167,6 +167,10 @@ static int model_rank(int me, int n, const ncclUniqueId *id, void *arg)
     int keeper = me == n - 1, m = n - 1;
     CUstream s;
     ncclComm_t world, comm = NULL;
+    /* The keeper is in the world comm only, never in the measured one: an emulated host of
+     * its own keeps it off the measuring ranks' GPUs (NCCL refuses two ranks on one GPU). */
+    if (keeper)
+        setenv("COLLPROF_EMU_HOST_ID", "63", 1);
     if (setup_on(keeper ? 0 : me, me, n, id, &s, &world))
         return 1;
     TN_NCCL(ncclCommSplit(world, keeper ? NCCL_SPLIT_NOCOLOR : 0, me, &comm, NULL));

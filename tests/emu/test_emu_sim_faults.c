@@ -37,6 +37,27 @@ static void hung_rank_trips_the_watchdog_of_the_waiting_ranks(void **state)
     sim_result_free(&r);
 }
 
+/* Nine ranks on an eight-GPU node: two share device 0, which NCCL refuses at init. */
+static void two_ranks_on_one_gpu_fail_init_as_nccl_does(void **state)
+{
+    (void)state;
+    struct sim_result r;
+    sim_run(&r, NULL,
+            ARGS("--launch", "9", "--pattern", "ddp", "--steps", "1", "--scale", "0.001",
+                 "--timeout", "10"), 60);
+    int dup0 = sim_count_lines(r.err, "Duplicate GPU detected : rank 0 and rank 8 both on "
+                                      "CUDA device 18000");
+    int dup8 = sim_count_lines(r.err, "Duplicate GPU detected : rank 8 and rank 0 both on "
+                                      "CUDA device 18000");
+    if (r.status == 0 || dup0 != 1 || dup8 != 1)
+        sim_show("--launch 9", &r);
+    assert_int_not_equal(r.status, 0);
+    assert_int_equal(dup0, 1);
+    assert_int_equal(dup8, 1);
+    assert_int_equal(sim_count_lines(r.out, "nccl calls"), 0);
+    sim_result_free(&r);
+}
+
 static void launcher_forwards_sigterm(void **state)
 {
     (void)state;
@@ -58,6 +79,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(hung_rank_trips_the_watchdog_of_the_waiting_ranks),
+        cmocka_unit_test(two_ranks_on_one_gpu_fail_init_as_nccl_does),
         cmocka_unit_test(launcher_forwards_sigterm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
