@@ -83,7 +83,7 @@ static int child(long calls)
 {
     cudaStream_t stream = bench_stream();
     long batch = stream ? 2048 : BATCH;
-    useconds_t pause = stream ? 25000 : 3000;
+    useconds_t pause = stream ? 25000 : 12000; /* > the writer's 10 ms tick */
     ncclUniqueId id;
     memset(&id, 1, sizeof id);
     ncclComm_t comm;
