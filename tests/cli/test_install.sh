@@ -13,8 +13,10 @@ for f in bin/collprof bin/collprof-sim share/man/man1/collprof.1 "$libdir/pkgcon
   [ -e "$prefix/$f" ] || fail "missing $f"
 done
 "$prefix/bin/collprof" --version | grep -q '^collprof ' || fail "installed collprof --version"
-# The installed cli finds the installed shim (../lib beside bin, or its libdir).
-pre=$("$prefix/bin/collprof" run --dir "$prefix/trace" -- sh -c 'echo "$LD_PRELOAD"' 2>/dev/null)
+# The installed cli finds the installed shim (../lib beside bin, or its libdir). In the
+# sanitizer build that shim is instrumented: sh must tolerate a late ASan runtime.
+pre=$(ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0 \
+      "$prefix/bin/collprof" run --dir "$prefix/trace" -- sh -c 'echo "$LD_PRELOAD"' 2>/dev/null)
 case "$pre" in
   "$prefix/"*libcollprof.so*) ;;
   *) fail "collprof run set LD_PRELOAD='$pre'" ;;
