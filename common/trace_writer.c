@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define CP_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -64,11 +65,29 @@ void cp_file_header_init(cp_file_header *h)
     h->world_size = -1;
 }
 
+/* A write that would take the file past the soft RLIMIT_FSIZE makes the kernel send
+ * SIGXFSZ, whose default action kills the job: `ulimit -f` meant for the job's own files
+ * must not take it down because of ours. So such a write is refused here, before the
+ * kernel sees it, and fails like any other (EFBIG). The limit is read at every write, not
+ * once at open, because the job may lower it at any time; a chunk write is rare enough
+ * that one getrlimit(2) beside the pwrite(2) costs nothing. */
+static int past_fsize_limit(uint64_t end)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return 0;
+    return end > (uint64_t)rl.rlim_cur;
+}
+
 /* Writes all of [data, data+len) at `off`, going on after a short write (a signal, a file
  * that reached a limit mid-way) until the kernel refuses outright. */
 static int write_all_at(int fd, const void *data, size_t len, uint64_t off)
 {
     const unsigned char *p = data;
+    if (past_fsize_limit(off + len)) {
+        errno = EFBIG;
+        return -1;
+    }
     while (len > 0) {
         ssize_t n = pwrite(fd, p, len, (off_t)off);
         if (n < 0 && errno == EINTR)

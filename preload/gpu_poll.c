@@ -174,9 +174,21 @@ static int finish(cp_trace_writer *w, const cp_pending_slot *p)
         }
     }
     cp_trace_writer_append(w, &d);
+    cp_live_done(&d);
     if (p->release)
         cp_ev_pair_put(p->ctx, p->pair);
     return 1;
+}
+
+int cp_gpu_oldest_pending(cp_pending_slot *out)
+{
+    /* Pairs whose events were never recorded finish at the next poll: not in flight. */
+    for (size_t i = 0; i < g_n; i++)
+        if (g_q[i].recorded) {
+            *out = g_q[i];
+            return 1;
+        }
+    return 0;
 }
 
 static void poll_once(cp_trace_writer *w)

@@ -76,8 +76,10 @@ void cp_shutdown(int signal_number)
     pthread_mutex_lock(&g_start_mu);
     int started = g_started && g_start_rc == 0;
     pthread_mutex_unlock(&g_start_mu);
-    if (started)
+    if (started) {
         cp_writer_stop(signal_number);
+        cp_live_close(0);
+    }
 }
 
 static void on_signal(int sig, siginfo_t *info, void *uctx)
@@ -89,6 +91,7 @@ static void on_signal(int sig, siginfo_t *info, void *uctx)
      * may well let it live on (Python's SIGINT handler does). */
     cp_writer_flush_from_signal(fatal ? sig : 0);
     if (fatal) {
+        cp_live_close(1);
         atomic_store(&cp_mode, CP_MODE_OFF);
         atomic_store(&g_shut, 1);
         sigaction(sig, &prev, NULL);
@@ -128,6 +131,7 @@ static void after_fork_child(void)
 {
     pthread_mutex_init(&g_start_mu, NULL);
     cp_writer_forget_after_fork();
+    cp_live_forget_after_fork();
     /* The forking thread starts over too: its next record starts the child's trace. */
     cp_ring_reset_after_fork(NULL);
     cp_tls.ring = NULL;
@@ -195,8 +199,12 @@ static int start_locked(void)
 
     char path[4096 + 256];
     cp_identity_file_name(&g_id, dir, path, sizeof path);
-    if (cp_writer_start(path, &h, g_settings.flush_ms) != 0)
+    /* Before the writer thread, which feeds it from its first tick. */
+    cp_live_start(&g_id, path, g_nccl_version);
+    if (cp_writer_start(path, &h, g_settings.flush_ms) != 0) {
+        cp_live_close(0);
         return -1;
+    }
     install_hooks();
     cp_info("tracing to '%s'", path);
     return 0;

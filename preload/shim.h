@@ -20,6 +20,7 @@
  *   gpu_poll.c      the writer's side: in-order polling, reference events, DONE records
  *   sites.c         call sites: return address -> index (one probe), stacks captured once
  *   site_symbols.c  the writer's side: symbolizing a new site's stack into a SITE record
+ *   stats_live.c    the writer's side: the live stats block in /dev/shm and the hang watchdog
  *
  * The hot path (a recorded call on a thread that already has its ring) takes no lock, makes
  * no system call (clock_gettime is the vDSO) and allocates nothing. Everything that may block
@@ -352,6 +353,8 @@ void cp_gpu_pending_add(const cp_pending_slot *slot);
  * `final`: the process is ending: waits up to a short bound for what is still in flight. */
 void cp_gpu_poll(cp_trace_writer *w, int final);
 int cp_gpu_poll_wanted(void);
+/* The oldest pair whose events are still in flight (issue order): 1 and *out, or 0. */
+int cp_gpu_oldest_pending(cp_pending_slot *out);
 
 /* ---- sites.c ---- */
 #define CP_SITES_MAX 4096
@@ -366,6 +369,24 @@ typedef struct cp_site_slot {
 void cp_site_write(cp_trace_writer *w, uint32_t site);
 /* The raw stack of a site (sites.c to site_symbols.c). */
 int cp_site_stack(uint32_t site, void *const **pcs, uint64_t *return_addr);
+
+/* ---- stats_live.c: live stats block and watchdog (writer thread, but start and close) ----
+ * common/stats_block.h is the block's layout. All of it is fed from what the writer drains;
+ * nothing on the hot path. */
+/* At process start, before the writer thread: the private state, and the block unless
+ * COLLPROF_LIVE=0 (a failure: one WARN, no block, tracing goes on). */
+void cp_live_start(const cp_identity *id, const char *trace_path, uint32_t nccl_version);
+/* A record as the writer drains it (CALL with its times in ns, COMM, PROCESS; others are
+ * ignored), and a DONE as gpu_poll makes it. */
+void cp_live_observe(const void *record);
+void cp_live_done(const cp_rec_done *d);
+/* Every writer tick that polled: in-flight operation, watchdog (WARN, HANG record, flag),
+ * publication under the seqlock. */
+void cp_live_tick(cp_trace_writer *w);
+/* Exit (after the writer stopped) or a fatal signal (`in_signal`: async-signal-safe only):
+ * marks the block exited and unlinks it. Only the process that created it does. */
+void cp_live_close(int in_signal);
+void cp_live_forget_after_fork(void);
 
 /* ---- time ----
  * Records are stamped in ticks (common/clock.h: the TSC where the kernel trusts it, ~10 ns

@@ -80,6 +80,7 @@ static void drain(int in_signal)
             uint16_t size;
             memcpy(&size, g_ctl + off + offsetof(cp_record_header, size), 2);
             cp_trace_writer_append(g_w, g_ctl + off);
+            cp_live_observe(g_ctl + off);
             off += size;
         }
         g_ctl_len = 0;
@@ -116,6 +117,7 @@ static void drain(int in_signal)
                                    : cp_tick_span_to_ns(&g_calib, rec.host_ns);
             rec.host_ns = host_ns > UINT32_MAX ? UINT32_MAX : (uint32_t)host_ns;
             cp_trace_writer_append(g_w, &rec);
+            cp_live_observe(&rec);
         }
         atomic_store_explicit(&r->tail, t, memory_order_release);
         uint64_t lost = atomic_load_explicit(&r->lost, memory_order_relaxed);
@@ -136,12 +138,23 @@ static int take_token(void)
 
 static void give_token(void) { atomic_store_explicit(&g_busy, 0, memory_order_release); }
 
+/* Once per process, whichever write fails first: a job short enough never to flush before
+ * exit (a full disk, `ulimit -f`) still says why its trace lacks records. */
+static void warn_write_failed(void)
+{
+    static int warned;
+    if (warned)
+        return;
+    warned = 1;
+    cp_warn("cannot write the trace (%s): records are counted as lost until writes succeed "
+            "again", strerror(errno));
+}
+
 static void *writer_main(void *arg)
 {
     (void)arg;
     int tick_ms = g_flush_ms < CP_TICK_MS ? g_flush_ms : CP_TICK_MS;
     uint64_t next_flush = cp_mono_ns() + (uint64_t)g_flush_ms * 1000000u;
-    int warned = 0;
     pthread_mutex_lock(&g_wait_mu);
     while (!atomic_load(&g_stop)) {
         struct timespec until;
@@ -161,12 +174,10 @@ static void *writer_main(void *arg)
         if (wanted || flush_due)
             drain(0);
         cp_gpu_poll(g_w, 0);
+        cp_live_tick(g_w);
         if (flush_due) {
-            if (cp_trace_writer_flush(g_w) != 0 && !warned) {
-                warned = 1;
-                cp_warn("cannot write the trace (%s): records are counted as lost until "
-                        "writes succeed again", strerror(errno));
-            }
+            if (cp_trace_writer_flush(g_w) != 0)
+                warn_write_failed();
             next_flush = now + (uint64_t)g_flush_ms * 1000000u;
         }
         give_token();
@@ -242,7 +253,8 @@ void cp_writer_stop(int end_signal)
     drain(0);
     cp_gpu_poll(g_w, 1);
     append_end(end_signal);
-    cp_trace_writer_close(g_w);
+    if (cp_trace_writer_close(g_w) != 0)
+        warn_write_failed();
     g_w = NULL; /* the token stays taken: nothing writes after END */
 }
 

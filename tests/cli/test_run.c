@@ -25,6 +25,8 @@ static int setup(void **state)
     setenv("LD_PRELOAD", "libm.so.6", 1);
 #endif
     unsetenv("COLLPROF_DIR");
+    /* the jobs' live stats blocks go to the test's own directory, not /dev/shm */
+    setenv("COLLPROF_LIVE_DIR", g_tmp, 1);
     return 0;
 }
 

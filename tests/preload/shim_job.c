@@ -13,7 +13,10 @@
  *   sigterm-handled  the same with a handler installed before NCCL use: prints and goes on
  *   fork-nccl / fork-plain  a fork whose child does / does not call NCCL
  *   nonblocking a non-blocking init, polled with GetAsyncError, then one AllReduce
+ *   lookup-shrink  ncclCommShrink looked up with dlsym(RTLD_DEFAULT) and called if found, as
+ *               a job written for several NCCL versions would
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -218,6 +221,17 @@ int main(int argc, char **argv)
         ncclCommDestroy(c);
     } else if (!strcmp(what, "fork-nccl") || !strcmp(what, "fork-plain")) {
         return forked(!strcmp(what, "fork-nccl"));
+    } else if (!strcmp(what, "lookup-shrink")) {
+        typedef ncclResult_t (*shrink_fn)(ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *,
+                                          int);
+        shrink_fn shrink = (shrink_fn)dlsym(RTLD_DEFAULT, "ncclCommShrink");
+        printf("ncclCommShrink %s\n", shrink ? "found" : "absent");
+        ncclComm_t c = make_comm(4, 1), sh = NULL;
+        int excl = 0;
+        if (shrink)
+            SHOW(shrink(c, &excl, 1, &sh, NULL, NCCL_SHRINK_DEFAULT));
+        few_calls(c, 2);
+        SHOW(ncclCommDestroy(c));
     } else if (!strcmp(what, "nonblocking")) {
         ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
         cfg.blocking = 0;

@@ -38,8 +38,22 @@ static inline void st_read_fd(int fd, char *buf, size_t cap)
     buf[n] = '\0';
 }
 
+/* Live stats blocks of test jobs go to a directory of this test process, not /dev/shm: a
+ * job a test kills would leave its block there for every later `collprof top`. */
+static inline const char *st_live_dir_env(void)
+{
+    static char var[64];
+    if (!var[0]) {
+        char dir[] = "/tmp/collprof-live-XXXXXX";
+        if (mkdtemp(dir))
+            snprintf(var, sizeof var, "COLLPROF_LIVE_DIR=%s", dir);
+    }
+    return var;
+}
+
 /* Runs bin/<prog> with argv, the caller's environment minus launcher and COLLPROF_
- * variables, plus `env` (NULL-terminated "K=V"), with the shim preloaded when `preload`. */
+ * variables, plus `env` (NULL-terminated "K=V"), with the shim preloaded when `preload`.
+ * COLLPROF_LIVE_DIR defaults to a private directory (st_live_dir_env). */
 static inline void st_run_prog(job_result *res, const char *prog, int preload,
                                const char *const *env, const char *const *argv)
 {
@@ -67,8 +81,13 @@ static inline void st_run_prog(job_result *res, const char *prog, int preload,
     }
     if (preload)
         envp[n++] = preload_var;
-    for (; env && *env && n < 510; env++)
+    int live_given = 0;
+    for (; env && *env && n < 510; env++) {
+        live_given |= !strncmp(*env, "COLLPROF_LIVE_DIR=", 18);
         envp[n++] = *env;
+    }
+    if (!live_given && st_live_dir_env()[0])
+        envp[n++] = st_live_dir_env();
     envp[n] = NULL;
     const char *args[32] = {job};
     size_t a = 1;

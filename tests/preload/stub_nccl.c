@@ -154,6 +154,8 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
     }
     return new_comm(newcomm, comm->nranks, comm->rank, comm->dev, is_blocking(config));
 }
+/* stub_nccl_min, built without it, stands for an NCCL older than the shim's list. */
+#ifndef STUB_WITHOUT_SHRINK
 ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
                             ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags)
 {
@@ -165,6 +167,7 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
     return new_comm(newcomm, n, comm->rank < n ? comm->rank : n - 1, comm->dev,
                     is_blocking(config));
 }
+#endif
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
 {
     if (!comm_ok(comm) || !asyncError)
