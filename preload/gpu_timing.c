@@ -136,14 +136,8 @@ static struct group_stream *group_stream_of(cudaStream_t stream)
     return gs->pair >= 0 ? gs : NULL;
 }
 
-void cp_gpu_before(cp_gpu_mark *m, cudaStream_t stream, uint32_t group_depth)
+void cp_gpu_before_events(cp_gpu_mark *m, cudaStream_t stream)
 {
-    m->ctx = NULL;
-    m->pair = -1;
-    m->flags = 0;
-    m->grouped = group_depth > 0;
-    if (CP_LIKELY(atomic_load_explicit(&cp_gpu_state, memory_order_relaxed) != CP_GPU_EVENTS))
-        return;
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     if (cp_cu.cuStreamIsCapturing((CUstream)stream, &cs) != CUDA_SUCCESS)
         return; /* not a stream the driver knows: NCCL will say so */
@@ -205,10 +199,8 @@ static void push_pending(cp_gpu_ctx *c, uint32_t pair, int release, int recorded
     cp_ring_commit(r);
 }
 
-void cp_gpu_after(cp_gpu_mark *m, cudaStream_t stream, int accepted)
+void cp_gpu_after_timed(cp_gpu_mark *m, cudaStream_t stream, int accepted)
 {
-    if (CP_LIKELY(m->pair < 0))
-        return;
     if (m->grouped) {
         if (!accepted) {
             m->pair = -1;
@@ -226,11 +218,9 @@ void cp_gpu_after(cp_gpu_mark *m, cudaStream_t stream, int accepted)
     }
 }
 
-void cp_gpu_emit(const cp_gpu_mark *m, uint32_t comm_index, uint64_t seq, int32_t peer,
-                 uint8_t op)
+void cp_gpu_emit_timed(const cp_gpu_mark *m, uint32_t comm_index, uint64_t seq, int32_t peer,
+                       uint8_t op)
 {
-    if (CP_LIKELY(m->pair < 0))
-        return;
     if (!m->grouped) {
         push_pending(m->ctx, (uint32_t)m->pair, 1, 1, comm_index, seq, peer, op);
         return;

@@ -266,8 +266,10 @@ static inline int cp_call_begin(void)
     return 1;
 }
 static inline void cp_call_end(void) { cp_tls.depth = 0; }
-/* Stamps the exit time (ticks) and puts the CALL record in this thread's ring (or counts it lost). */
+/* Stamps the exit time (ticks) and puts the CALL record in this thread's ring (or counts it
+ * lost). */
 void cp_record_emit(const cp_call_info *ci);
+
 
 /* ---- ring records that never reach the file ----
  * The hot path hands the writer what it must finish off the hot path through the thread's
@@ -321,13 +323,36 @@ typedef struct cp_gpu_mark {
     uint8_t flags;  /* CP_CALL_CAPTURED / CP_CALL_TIMED for the CALL */
     uint8_t grouped;
 } cp_gpu_mark;
-void cp_gpu_before(cp_gpu_mark *m, cudaStream_t stream, uint32_t group_depth);
+/* Inline, because they run on every call: without events (off, sampled out, no driver)
+ * each is a load and a branch; the timed work is out of line in gpu_timing.c. */
+void cp_gpu_before_events(cp_gpu_mark *m, cudaStream_t stream);
+void cp_gpu_after_timed(cp_gpu_mark *m, cudaStream_t stream, int accepted);
+void cp_gpu_emit_timed(const cp_gpu_mark *m, uint32_t comm_index, uint64_t seq, int32_t peer,
+                       uint8_t op);
+
+static inline void cp_gpu_before(cp_gpu_mark *m, cudaStream_t stream, uint32_t group_depth)
+{
+    m->ctx = NULL;
+    m->pair = -1;
+    m->flags = 0;
+    m->grouped = group_depth > 0;
+    if (CP_UNLIKELY(atomic_load_explicit(&cp_gpu_state, memory_order_relaxed) == CP_GPU_EVENTS))
+        cp_gpu_before_events(m, stream);
+}
 /* After the real call: records the end event (a grouped op waits for GroupEnd).
  * `accepted`: NCCL enqueued the op; otherwise the mark is dropped and TIMED cleared. */
-void cp_gpu_after(cp_gpu_mark *m, cudaStream_t stream, int accepted);
+static inline void cp_gpu_after(cp_gpu_mark *m, cudaStream_t stream, int accepted)
+{
+    if (CP_UNLIKELY(m->pair >= 0))
+        cp_gpu_after_timed(m, stream, accepted);
+}
 /* Once the CALL is in the ring: hands the pair to the writer (or files the grouped op). */
-void cp_gpu_emit(const cp_gpu_mark *m, uint32_t comm_index, uint64_t seq, int32_t peer,
-                 uint8_t op);
+static inline void cp_gpu_emit(const cp_gpu_mark *m, uint32_t comm_index, uint64_t seq,
+                               int32_t peer, uint8_t op)
+{
+    if (CP_UNLIKELY(m->pair >= 0))
+        cp_gpu_emit_timed(m, comm_index, seq, peer, op);
+}
 /* Around the real outermost ncclGroupEnd: events on every stream of the group. */
 void cp_gpu_group_end_before(void);
 void cp_gpu_group_end_after(void);
