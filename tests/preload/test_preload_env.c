@@ -8,6 +8,10 @@
 #include <cmocka.h>
 
 #include <dlfcn.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <sys/stat.h>
+#include <dirent.h>
 
 #include "common/nccl_abi.h"
 #include "common/nccl_api_list.h"
@@ -60,6 +64,43 @@ static void a_job_without_nccl_calls_leaves_no_file_and_no_directory(void **stat
     assert_false(st_exists(g_dir));
 }
 
+/* Nor a live stats block, looked for while the program still runs: a block made at load
+ * time and removed at exit would pass a check made afterwards. */
+static void a_program_without_nccl_calls_has_no_stats_block_while_it_runs(void **state)
+{
+    (void)state;
+    char live[4200], live_env[4300], preload[8400];
+    snprintf(live, sizeof live, "%s/live", g_tmp);
+    assert_int_equal(mkdir(live, 0700), 0);
+    snprintf(live_env, sizeof live_env, "COLLPROF_LIVE_DIR=%s", live);
+#ifdef CP_TEST_ASAN_RUNTIME
+    snprintf(preload, sizeof preload, "LD_PRELOAD=%s %s/lib/libcollprof.so",
+             CP_TEST_ASAN_RUNTIME, st_build_dir());
+#else
+    snprintf(preload, sizeof preload, "LD_PRELOAD=%s/lib/libcollprof.so", st_build_dir());
+#endif
+    char *const envp[] = {preload, live_env, (char *)g_dir_env,
+                          "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0", NULL};
+    char *const argv[] = {"sleep", "1", NULL};
+    pid_t pid = fork();
+    if (pid == 0) {
+        execve("/bin/sleep", argv, envp);
+        _exit(127);
+    }
+    usleep(400000);
+    DIR *d = opendir(live);
+    assert_non_null(d);
+    int entries = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        entries += e->d_name[0] != '.';
+    closedir(d);
+    int status;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(entries, 0);
+    assert_false(st_exists(g_dir));
+}
+
 static void a_bad_value_is_one_warning_and_tracing_goes_on(void **state)
 {
     (void)state;
@@ -100,6 +141,7 @@ static void an_unwritable_directory_is_one_warning_and_the_job_is_untouched(void
 }
 
 /* libcollprof.so must load beside whichever NCCL the job has, or none. */
+/* Beside NCCL's names, only the exec family (exec_wrap.c flushes the trace before exec). */
 static void the_library_needs_no_nccl_or_cuda_and_exports_only_nccl_names(void **state)
 {
     (void)state;
@@ -108,7 +150,8 @@ static void the_library_needs_no_nccl_or_cuda_and_exports_only_nccl_names(void *
     snprintf(cmd, sizeof cmd, "readelf -d '%s' | grep NEEDED | grep -E 'nccl|cuda'", lib);
     assert_int_not_equal(system(cmd), 0); /* grep found nothing */
     snprintf(cmd, sizeof cmd,
-             "nm -D --defined-only '%s' | awk '{print $3}' | grep -v '^nccl' | grep .", lib);
+             "nm -D --defined-only '%s' | awk '{print $3}' | grep -v '^nccl' | "
+             "grep -vxE 'exec(ve|v|vp|vpe|l|lp|le)|fexecve' | grep .", lib);
     assert_int_not_equal(system(cmd), 0);
 
     void *h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
@@ -116,6 +159,9 @@ static void the_library_needs_no_nccl_or_cuda_and_exports_only_nccl_names(void *
 #define CHECK_EXPORTED(ret, name, params, args) assert_non_null(dlsym(h, #name));
     CP_NCCL_API(CHECK_EXPORTED)
     CP_NCCL_API_DEPRECATED(CHECK_EXPORTED)
+    void *own_execve = dlsym(h, "execve");
+    assert_non_null(own_execve);
+    assert_ptr_not_equal(own_execve, dlsym(RTLD_NEXT, "execve")); /* ours, not libc's */
     assert_null(dlsym(h, "pncclAllReduce"));
     assert_null(dlsym(h, "cp_trace_hash"));
     /* deliberately not dlclose'd: the library is marked nodelete */
@@ -125,6 +171,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(enable_0_is_pure_pass_through, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_program_without_nccl_calls_has_no_stats_block_while_it_runs, setup, teardown),
         cmocka_unit_test_setup_teardown(a_job_without_nccl_calls_leaves_no_file_and_no_directory,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(a_bad_value_is_one_warning_and_tracing_goes_on, setup,
