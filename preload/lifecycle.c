@@ -10,6 +10,10 @@
  *               a signal is never swallowed. SIG_IGN dispositions are left alone.
  *   fork        the child forgets the parent's trace, rings and comms and starts its own
  *               file at its first record; the parent goes on untouched
+ *   exec        exec_wrap.c flushes what the rings hold (no END: the pid lives on) and execs;
+ *               a failed exec returns to a trace that goes on as before
+ *   exit codes  END's exit_code stays -1: atexit and destructors are not told the status,
+ *               and interposing exit() would miss a return from main (libc calls its own)
  */
 #include "preload/shim.h"
 
@@ -40,6 +44,9 @@ static _Atomic int g_shut;
 static _Atomic uint32_t g_thread_count;
 static _Atomic int g_no_ring_warned;
 static _Atomic int g_rank_learnt;
+/* The pid whose trace is open, 0 when none: a vfork child shares our memory but has a pid of
+ * its own, and must not touch the parent's writer. */
+static _Atomic int g_trace_pid;
 static pthread_key_t g_ring_key;
 static cp_identity g_id;
 static uint32_t g_nccl_version;
@@ -72,6 +79,7 @@ void cp_shutdown(int signal_number)
 {
     if (atomic_exchange(&g_shut, 1))
         return;
+    atomic_store(&g_trace_pid, 0);
     atomic_store(&cp_mode, CP_MODE_OFF);
     pthread_mutex_lock(&g_start_mu);
     int started = g_started && g_start_rc == 0;
@@ -94,6 +102,7 @@ static void on_signal(int sig, siginfo_t *info, void *uctx)
         cp_live_close(1);
         atomic_store(&cp_mode, CP_MODE_OFF);
         atomic_store(&g_shut, 1);
+        atomic_store(&g_trace_pid, 0);
         sigaction(sig, &prev, NULL);
         raise(sig); /* blocked while we run: delivered, with the default action, on return */
     } else if (prev.sa_flags & SA_SIGINFO) {
@@ -124,8 +133,19 @@ static void install_signals(void)
     }
 }
 
-static void before_fork(void) { pthread_mutex_lock(&g_start_mu); }
-static void after_fork_parent(void) { pthread_mutex_unlock(&g_start_mu); }
+static int g_fork_held; /* the writer's token, held across fork (cp_writer_hold_for_fork) */
+
+static void before_fork(void)
+{
+    pthread_mutex_lock(&g_start_mu);
+    g_fork_held = cp_writer_hold_for_fork();
+}
+
+static void after_fork_parent(void)
+{
+    cp_writer_release_after_fork(g_fork_held);
+    pthread_mutex_unlock(&g_start_mu);
+}
 
 static void after_fork_child(void)
 {
@@ -140,6 +160,7 @@ static void after_fork_child(void)
     cp_gpu_timing_reset_after_fork();
     g_started = 0;
     g_start_rc = 0;
+    atomic_store(&g_trace_pid, 0);
     atomic_store(&g_shut, 0);
     atomic_store(&g_rank_learnt, 0);
     atomic_store(&g_thread_count, 1);
@@ -219,11 +240,21 @@ int cp_process_start(void)
         g_start_rc = start_locked();
         if (g_start_rc != 0)
             atomic_store(&cp_mode, CP_MODE_OFF);
+        else
+            atomic_store(&g_trace_pid, (int)getpid());
     }
     int rc = g_started ? g_start_rc : -1;
     pthread_mutex_unlock(&g_start_mu);
     errno = saved;
     return rc;
+}
+
+/* No lock: a vfork child must not take the parent's mutex, and the pid check is what
+ * tells it apart. */
+int cp_trace_open_here(void)
+{
+    int pid = atomic_load(&g_trace_pid);
+    return pid != 0 && pid == (int)getpid() && !atomic_load(&g_shut);
 }
 
 cp_ring *cp_thread_attach(void)

@@ -194,6 +194,13 @@ void cp_writer_stop(int end_signal);
 void cp_writer_flush_from_signal(int end_signal);
 /* Fork child: forget the parent's writer and thread without touching its file. */
 void cp_writer_forget_after_fork(void);
+/* fork's prepare/parent handlers: the writer parked outside its drain across the fork. */
+int cp_writer_hold_for_fork(void);
+void cp_writer_release_after_fork(int held);
+/* Before exec: drains and writes everything, keeps the file open (a failed exec goes on). */
+void cp_writer_flush_now(void);
+/* Whether this process (not a vfork child sharing our memory) has a trace open. Lock-free. */
+int cp_trace_open_here(void);
 
 /* ---- comm_table.c ---- */
 typedef struct cp_comm {

@@ -275,6 +275,29 @@ void cp_writer_flush_from_signal(int end_signal)
         give_token(); /* the process lives on (a user handler took the signal) */
 }
 
+/* pthread_atfork's prepare: the writer thread allocates and takes locks only while it holds
+ * the token (its drain), so holding the token across fork keeps it parked outside them, and
+ * the child never inherits a lock (malloc's, a sanitizer allocator's) owned by a thread it
+ * does not have. Waits at most a second for a drain in progress. Returns 1 if it took it. */
+int cp_writer_hold_for_fork(void)
+{
+    if (!g_w || !g_thread_running || pthread_equal(pthread_self(), g_thread))
+        return 0;
+    for (int i = 0; i < 1000; i++) {
+        if (take_token())
+            return 1;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    return 0;
+}
+
+void cp_writer_release_after_fork(int held)
+{
+    if (held)
+        give_token();
+}
+
 void cp_writer_forget_after_fork(void)
 {
     /* The parent's writer, thread and queued records are the parent's. Its struct is kept
@@ -289,4 +312,27 @@ void cp_writer_forget_after_fork(void)
     pthread_mutex_init(&g_wait_mu, NULL);
     pthread_mutex_init(&g_ctl_mu, NULL);
     g_ctl_len = 0;
+}
+
+/* Before exec: everything the rings hold reaches the file, but the file stays open and the
+ * token is given back, because a failed exec returns and the job records on. No END: the
+ * pid lives on as another program, and a reader already treats a file without END as a
+ * process that ended unannounced. Waits for the token like cp_writer_stop; gives up (the
+ * records stay in the rings) only if a dying signal handler keeps it. */
+void cp_writer_flush_now(void)
+{
+    if (!g_w || (g_thread_running && pthread_equal(pthread_self(), g_thread)))
+        return;
+    int got = 0;
+    for (int i = 0; i < 1000 && !(got = take_token()); i++)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    if (!got)
+        return;
+    if (g_w) {
+        drain(0);
+        cp_gpu_poll(g_w, 0);
+        if (cp_trace_writer_flush(g_w) != 0)
+            warn_write_failed();
+    }
+    give_token();
 }

@@ -13,10 +13,17 @@
  *   sigterm-handled  the same with a handler installed before NCCL use: prints and goes on
  *   fork-nccl / fork-plain  a fork whose child does / does not call NCCL
  *   nonblocking a non-blocking init, polled with GetAsyncError, then one AllReduce
+ *   exits N MS M HOW [PIDFILE]  N AllReduces, sleep MS (past a flush), M more, then leave by
+ *               HOW: return, exit (3), _exit (4), sigterm (raise, default action), abort,
+ *               kill (write the pid to PIDFILE and wait for the test's SIGKILL)
+ *   exec N PATH  N AllReduces, then execv PATH; if that fails, print its errno, 2 more calls
+ *               and return
  *   lookup-shrink  ncclCommShrink looked up with dlsym(RTLD_DEFAULT) and called if found, as
  *               a job written for several NCCL versions would
  */
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -186,6 +193,57 @@ static int forked(int child_uses_nccl)
     return 0;
 }
 
+/* Output is flushed by hand before each way out: _exit and the signals would drop stdio's
+ * buffer, and the test compares stdout with and without the shim. */
+static ncclComm_t g_kept; /* reachable at exit: LeakSanitizer would fail the bare run */
+
+static int leave(int n, int ms, int m, const char *how, const char *pidfile)
+{
+    g_kept = make_comm(2, 0);
+    few_calls(g_kept, n);
+    usleep((useconds_t)ms * 1000);
+    few_calls(g_kept, m);
+    printf("leaving by %s\n", how);
+    fflush(stdout);
+    if (!strcmp(how, "return"))
+        return 0;
+    if (!strcmp(how, "exit"))
+        exit(3);
+    if (!strcmp(how, "_exit"))
+        _exit(4);
+    if (!strcmp(how, "sigterm"))
+        raise(SIGTERM);
+    else if (!strcmp(how, "abort"))
+        abort();
+    else if (!strcmp(how, "kill") && pidfile) {
+        char tmp[4200], pid[32];
+        snprintf(tmp, sizeof tmp, "%s.tmp", pidfile);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+        if (fd < 0 || write(fd, pid, (size_t)len) != len || close(fd) != 0 ||
+            rename(tmp, pidfile) != 0)
+            return 5;
+        for (;;)
+            pause();
+    }
+    fprintf(stderr, "shim_job: unknown way out '%s'\n", how);
+    return 2;
+}
+
+static int exec_after_calls(int n, const char *path)
+{
+    ncclComm_t c = make_comm(2, 0);
+    few_calls(c, n);
+    fflush(stdout);
+    char *const args[] = {(char *)path, NULL};
+    errno = 0;
+    execv(path, args);
+    printf("execv failed: errno %d\n", errno);
+    few_calls(c, 2);
+    ncclCommDestroy(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "basic";
@@ -221,6 +279,10 @@ int main(int argc, char **argv)
         ncclCommDestroy(c);
     } else if (!strcmp(what, "fork-nccl") || !strcmp(what, "fork-plain")) {
         return forked(!strcmp(what, "fork-nccl"));
+    } else if (!strcmp(what, "exits") && argc > 5) {
+        return leave(a1, a2, a3, argv[5], argc > 6 ? argv[6] : NULL);
+    } else if (!strcmp(what, "exec") && argc > 3) {
+        return exec_after_calls(a1, argv[3]);
     } else if (!strcmp(what, "lookup-shrink")) {
         typedef ncclResult_t (*shrink_fn)(ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *,
                                           int);

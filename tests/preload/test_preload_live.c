@@ -139,6 +139,11 @@ static void *hammer(void *arg)
             g_shared->recent[i].seq = v;
         g_shared->lost_records = v;
         cp_stats_write_end(g_shared);
+        /* The shim's writer updates once a tick; a writer that never pauses would starve
+         * a slow reader (a sanitizer build) of every window and test nothing but speed.
+         * A pause shorter than a read keeps reads overlapping updates. */
+        struct timespec pause = {0, 20000};
+        nanosleep(&pause, NULL);
     }
     return NULL;
 }
