@@ -1,0 +1,162 @@
+/* analyzer/stats.c: per op and power-of-two size bucket, what nccl-tests would print.
+ * The formulas are in analyzer.h's header comment.
+ *
+ * An operation counts once, whatever number of ranks took part. One that some rank had
+ * timed but never finished (no DONE: in flight when the trace ended, or hung) has no known
+ * duration and is left out, rather than counted with the host's enqueue time.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyzer/analyzer.h"
+
+uint64_t cpa_op_bytes(unsigned op, uint64_t count, unsigned dtype, int nranks)
+{
+    uint64_t s = count * cp_dtype_size(dtype);
+    switch (op) {
+    case CP_OP_ALLGATHER:
+    case CP_OP_REDUCESCATTER:
+    case CP_OP_ALLTOALL:
+    case CP_OP_GATHER:
+    case CP_OP_SCATTER:
+        return s * (uint64_t)(nranks > 0 ? nranks : 1);
+    default:
+        return s;
+    }
+}
+
+double cpa_busbw_factor(unsigned op, int nranks)
+{
+    if (nranks <= 0)
+        return 1.0;
+    double n = nranks;
+    switch (op) {
+    case CP_OP_ALLREDUCE:
+        return 2.0 * (n - 1) / n;
+    case CP_OP_ALLGATHER:
+    case CP_OP_REDUCESCATTER:
+    case CP_OP_ALLTOALL:
+    case CP_OP_GATHER:
+    case CP_OP_SCATTER:
+        return (n - 1) / n;
+    default: /* Broadcast, Reduce, Send/Recv */
+        return 1.0;
+    }
+}
+
+typedef struct sample {
+    uint64_t bucket;
+    uint64_t bytes;
+    double time_ns;
+    double bus_bytes; /* bytes * factor: a bucket may mix communicators of different n */
+    uint8_t op;
+} sample;
+
+static int cmp_sample(const void *x, const void *y)
+{
+    const sample *p = x, *q = y;
+    if (p->op != q->op)
+        return p->op < q->op ? -1 : 1;
+    if (p->bucket != q->bucket)
+        return p->bucket < q->bucket ? -1 : 1;
+    return (p->time_ns > q->time_ns) - (p->time_ns < q->time_ns);
+}
+
+static uint64_t pow2_floor(uint64_t v)
+{
+    if (!v)
+        return 0;
+    return 1ull << (63 - __builtin_clzll(v));
+}
+
+/* Mean duration over the op's ranks, GPU times preferred; -1 when it has none. */
+static double op_time_ns(const cpa_model *m, const cpa_matched *mt, const cpa_op *o)
+{
+    double gpu = 0, host = 0;
+    unsigned ngpu = 0, nhost = 0;
+    for (uint32_t i = 0; i < o->nparts; i++) {
+        const cpa_part *p = &mt->parts[o->first_part + i];
+        const cpa_call *c = &m->ranks[p->rank_idx].calls[p->call_idx];
+        if (c->gpu_timed) {
+            gpu += (double)(c->gpu_end_ns - c->gpu_start_ns);
+            ngpu++;
+        } else if ((c->flags & CP_CALL_TIMED) && !c->done) {
+            return -1;
+        } else {
+            host += c->host_ns;
+            nhost++;
+        }
+    }
+    if (ngpu)
+        return gpu / ngpu;
+    return nhost ? host / nhost : -1;
+}
+
+/* Nearest rank: the ceil(pct/100 * n)-th smallest, in integers so that 99% of 100 is 99. */
+static double percentile(const sample *s, size_t n, unsigned pct)
+{
+    size_t k = (size_t)(((uint64_t)pct * n + 99) / 100);
+    return s[k ? k - 1 : 0].time_ns;
+}
+
+int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_stats *out, char *err,
+                      size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    sample *s = malloc((mt->nops ? mt->nops : 1) * sizeof *s);
+    if (!s)
+        goto oom;
+    size_t ns = 0;
+    for (size_t i = 0; i < mt->nops; i++) {
+        const cpa_op *o = &mt->ops[i];
+        if (!o->nparts)
+            continue;
+        double t = op_time_ns(m, mt, o);
+        if (t < 0)
+            continue;
+        const cpa_part *p0 = &mt->parts[o->first_part];
+        const cpa_call *c = &m->ranks[p0->rank_idx].calls[p0->call_idx];
+        int n = o->nranks > 0 ? o->nranks : (int)o->nparts;
+        uint64_t bytes = cpa_op_bytes(o->op, c->count, c->dtype, n);
+        s[ns++] = (sample){.bucket = pow2_floor(bytes), .bytes = bytes, .time_ns = t,
+                           .bus_bytes = (double)bytes * cpa_busbw_factor(o->op, n),
+                           .op = o->op};
+    }
+    qsort(s, ns, sizeof *s, cmp_sample);
+    size_t cap = 0;
+    for (size_t i = 0; i < ns;) {
+        size_t j = i;
+        double t = 0, bus = 0;
+        uint64_t bytes = 0;
+        for (; j < ns && s[j].op == s[i].op && s[j].bucket == s[i].bucket; j++) {
+            t += s[j].time_ns;
+            bus += s[j].bus_bytes;
+            bytes += s[j].bytes;
+        }
+        if (cpa_grow((void **)&out->rows, &cap, out->nrows + 1, sizeof *out->rows))
+            goto oom;
+        /* bytes per ns is GB/s (1e9 B/s). A bucket of zero-time operations has no rate. */
+        out->rows[out->nrows++] = (cpa_stat){
+            .op = s[i].op, .bucket = s[i].bucket, .calls = j - i, .bytes = bytes,
+            .time_us_total = t / 1e3, .time_us_p50 = percentile(s + i, j - i, 50) / 1e3,
+            .time_us_p99 = percentile(s + i, j - i, 99) / 1e3,
+            .algbw_gbps = t > 0 ? (double)bytes / t : 0, .busbw_gbps = t > 0 ? bus / t : 0};
+        i = j;
+    }
+    free(s);
+    return 0;
+oom:
+    free(s);
+    cpa_stats_free(out);
+    snprintf(err, errlen, "out of memory computing statistics");
+    return -1;
+}
+
+void cpa_stats_free(cpa_stats *st)
+{
+    if (!st)
+        return;
+    free(st->rows);
+    memset(st, 0, sizeof *st);
+}

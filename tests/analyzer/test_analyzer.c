@@ -1,0 +1,515 @@
+/* The analyzer over synthetic traces: a 4-rank job written with common/trace_writer, whose
+ * every time is chosen here, so counts, matching and bandwidths are checked against values
+ * worked out by hand rather than against the code's own arithmetic. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analyzer/analyzer.h"
+#include "common/trace_writer.h"
+#include "tests/common/test_trace_util.h"
+
+#define NRANKS 4
+#define COMM_ID 0x9f2c0000abcdull
+#define F32 7                      /* ncclFloat32 */
+#define MIB (1024ull * 1024ull)
+#define N_AR 100                   /* AllReduces of 1 MiB, 10 us on the GPU */
+#define N_AG 5                     /* AllGathers of 256 KiB per rank, 20 us */
+#define BASE_NS 1000000000ull
+
+static cp_trace_writer *open_rank(const char *dir, int file_no, int header_rank,
+                                  const char *host, size_t chunk)
+{
+    char path[1024], err[256];
+    snprintf(path, sizeof path, "%s/rank%02d%s", dir, file_no, CP_TRACE_FILE_SUFFIX);
+    cp_file_header h;
+    cp_file_header_init(&h);
+    h.rank = header_rank;
+    h.pid = 1000 + (uint32_t)file_no;
+    h.flags = CP_FILE_GPU_TIMING;
+    snprintf(h.hostname, sizeof h.hostname, "%s", host);
+    cp_trace_writer *w = cp_trace_writer_open(path, &h, chunk, err, sizeof err);
+    if (!w)
+        fail_msg("%s", err);
+    return w;
+}
+
+static void put_comm(cp_trace_writer *w, uint32_t index, uint64_t id, int nranks, int rank)
+{
+    cp_rec_comm c = {.h = {CP_REC_COMM, sizeof c}, .comm_index = index, .comm_id = id,
+                     .nranks = nranks, .rank = rank, .cuda_dev = rank,
+                     .origin = CP_COMM_INIT_RANK};
+    assert_int_equal(cp_trace_writer_append(w, &c), 0);
+}
+
+static void put_call(cp_trace_writer *w, uint8_t op, uint64_t seq, uint64_t count, int peer,
+                     uint64_t enter_ns, int timed)
+{
+    cp_rec_call c = {.h = {CP_REC_CALL, sizeof c}, .op = op, .dtype = F32,
+                     .redop = op == CP_OP_ALLREDUCE ? 0 : CP_REDOP_NONE,
+                     .flags = timed ? CP_CALL_TIMED : 0, .comm_index = 0,
+                     .site_index = UINT32_MAX, .seq = seq, .count = count, .stream = 1,
+                     .enter_ns = enter_ns, .host_ns = 3000, .peer = peer};
+    assert_int_equal(cp_trace_writer_append(w, &c), 0);
+}
+
+static void put_done(cp_trace_writer *w, uint8_t op, uint64_t seq, int peer, uint64_t start,
+                     uint64_t end)
+{
+    cp_rec_done d = {.h = {CP_REC_DONE, sizeof d}, .comm_index = 0, .seq = seq,
+                     .gpu_start_ns = start, .gpu_end_ns = end, .peer = peer, .op = op,
+                     .timing = CP_TIMING_EVENTS};
+    assert_int_equal(cp_trace_writer_append(w, &d), 0);
+}
+
+static uint64_t ar_start(int i) { return BASE_NS + (uint64_t)i * 100000 + 1000; }
+static uint64_t ag_start(int i) { return BASE_NS + 50000000ull + (uint64_t)i * 100000; }
+
+/* The job: rank r's file; rank 3's header does not know its rank (a PROCESS record tells).
+ * Rank 2 writes its DONEs only at the end, newest first, as a late-polling shim could. */
+static void write_job(const char *dir)
+{
+    for (int r = 0; r < NRANKS; r++) {
+        cp_trace_writer *w = open_rank(dir, r, r == 3 ? -1 : r, r == 3 ? "" : "node-a", 0);
+        if (r == 3) {
+            unsigned char buf[256];
+            cp_rec_process fixed = {.rank = 3, .local_rank = 3, .world_size = NRANKS,
+                                    .pid = 4242};
+            size_t n = cp_rec_process_build(buf, sizeof buf, &fixed, "node-b", "job", "none");
+            assert_true(n > 0);
+            assert_int_equal(cp_trace_writer_append(w, buf), 0);
+        }
+        put_comm(w, 0, COMM_ID, NRANKS, r);
+        for (int i = 0; i < N_AR; i++) {
+            /* Each rank enters a little later than the last (host side). */
+            put_call(w, CP_OP_ALLREDUCE, (uint64_t)i, MIB / 4, -1,
+                     ar_start(i) - 900 + (uint64_t)r * 10, 1);
+            if (r != 2)
+                put_done(w, CP_OP_ALLREDUCE, (uint64_t)i, -1, ar_start(i), ar_start(i) + 10000);
+        }
+        for (int i = 0; i < N_AG; i++) {
+            put_call(w, CP_OP_ALLGATHER, (uint64_t)(N_AR + i), 65536, -1, ag_start(i) - 500, 1);
+            put_done(w, CP_OP_ALLGATHER, (uint64_t)(N_AR + i), -1, ag_start(i),
+                     ag_start(i) + 20000);
+        }
+        if (r == 2)
+            for (int i = N_AR - 1; i >= 0; i--)
+                put_done(w, CP_OP_ALLREDUCE, (uint64_t)i, -1, ar_start(i), ar_start(i) + 10000);
+        /* One Send/Recv pair, 4 KiB, 2 us: rank 0 -> rank 1. */
+        uint64_t p2p = BASE_NS + 90000000ull;
+        if (r == 0 || r == 1) {
+            uint8_t op = r == 0 ? CP_OP_SEND : CP_OP_RECV;
+            int peer = r == 0 ? 1 : 0;
+            put_call(w, op, 0, 1024, peer, p2p - 100, 1);
+            put_done(w, op, 0, peer, p2p, p2p + 2000);
+        }
+        cp_rec_end e = {.h = {CP_REC_END, sizeof e}, .exit_code = 0, .at_ns = p2p + 1000000};
+        assert_int_equal(cp_trace_writer_append(w, &e), 0);
+        assert_int_equal(cp_trace_writer_close(w), 0);
+    }
+}
+
+static int has_warning(const cpa_model *m, const char *needle)
+{
+    for (size_t i = 0; i < m->nwarnings; i++)
+        if (strstr(m->warnings[i], needle))
+            return 1;
+    return 0;
+}
+
+static void test_load_job(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    write_job(dir);
+    cpa_model *m = NULL;
+    char err[256] = "";
+    assert_int_equal(cpa_model_load(dir, &m, err, sizeof err), 0);
+    assert_int_equal(m->nranks, NRANKS);
+    assert_int_equal(m->nwarnings, 0);
+    assert_int_equal(m->lost_records, 0);
+    for (int r = 0; r < NRANKS; r++) {
+        const cpa_rank *k = &m->ranks[r];
+        assert_int_equal(k->rank, r);
+        assert_string_equal(k->hostname, r == 3 ? "node-b" : "node-a");
+        assert_int_equal(k->pid, r == 3 ? 4242 : 1000 + r);
+        assert_int_equal(k->ncomms, 1);
+        assert_int_equal(k->comms[0].comm_id, COMM_ID);
+        assert_int_equal(k->comms[0].rank, r);
+        assert_int_equal(k->ncalls, N_AR + N_AG + (r < 2 ? 1 : 0));
+        assert_int_equal(k->unmatched_done, 0);
+        assert_true(k->ended);
+        assert_int_equal(k->walk_stop, CP_WALK_END);
+        for (size_t i = 0; i < k->ncalls; i++) {
+            const cpa_call *c = &k->calls[i];
+            assert_int_equal(c->comm_id, COMM_ID);
+            assert_int_equal(c->nranks, NRANKS);
+            assert_int_equal(c->comm_rank, r);
+            assert_true(c->done && c->gpu_timed);
+        }
+        const cpa_call *c = &k->calls[7];
+        assert_int_equal(c->op, CP_OP_ALLREDUCE);
+        assert_int_equal(c->seq, 7);
+        assert_int_equal(c->count, MIB / 4);
+        assert_int_equal(c->gpu_start_ns, ar_start(7));
+        assert_int_equal(c->gpu_end_ns, ar_start(7) + 10000);
+        assert_int_equal(c->enter_ns, ar_start(7) - 900 + (uint64_t)r * 10);
+    }
+    /* Records: PROCESS (rank 3), COMM, CALL+DONE per op, END. */
+    assert_int_equal(m->records, 4 * (1 + 2 * (N_AR + N_AG) + 1) + 1 + 2 * 2);
+    cpa_model_free(m);
+    tt_rmtree(dir);
+    free(dir);
+}
+
+/* A file cut inside its last chunk (a SIGKILLed rank) loads every whole chunk before the
+ * cut and says so in a warning. */
+static void test_load_cut(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    cp_trace_writer *w = open_rank(dir, 0, 0, "node-a", 0);
+    put_comm(w, 0, COMM_ID, 1, 0);
+    for (int i = 0; i < 30; i++) {
+        put_call(w, CP_OP_ALLREDUCE, (uint64_t)i, 256, -1, BASE_NS + (uint64_t)i * 1000, 0);
+        if (i % 10 == 9)
+            assert_int_equal(cp_trace_writer_flush(w), 0);
+    }
+    assert_int_equal(cp_trace_writer_close(w), 0);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/rank00%s", dir, CP_TRACE_FILE_SUFFIX);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(truncate(path, sb.st_size - 100), 0);
+
+    cpa_model *m = NULL;
+    char err[256] = "";
+    assert_int_equal(cpa_model_load(dir, &m, err, sizeof err), 0);
+    assert_int_equal(m->nranks, 1);
+    assert_int_equal(m->ranks[0].ncalls, 20);
+    assert_int_equal(m->ranks[0].walk_stop, CP_WALK_TRUNCATED);
+    assert_false(m->ranks[0].ended);
+    assert_int_equal(m->nwarnings, 1);
+    assert_true(has_warning(m, "is cut at byte"));
+    assert_true(has_warning(m, "rank00.cptrace"));
+    cpa_model_free(m);
+    tt_rmtree(dir);
+    free(dir);
+}
+
+/* No trace: an error naming the directory, not an empty report. So is a directory whose
+ * only trace file is not one. */
+static void test_load_empty(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    cpa_model *m = (cpa_model *)1;
+    char err[256] = "";
+    assert_int_equal(cpa_model_load(dir, &m, err, sizeof err), -1);
+    assert_null(m);
+    assert_non_null(strstr(err, "no trace file"));
+    assert_non_null(strstr(err, dir));
+
+    char path[1024];
+    snprintf(path, sizeof path, "%s/junk%s", dir, CP_TRACE_FILE_SUFFIX);
+    tt_write_file(path, "not a trace", 11);
+    assert_int_equal(cpa_model_load(dir, &m, err, sizeof err), -1);
+    assert_null(m);
+    assert_non_null(strstr(err, "no readable trace file"));
+
+    snprintf(path, sizeof path, "%s/missing", dir);
+    assert_int_equal(cpa_model_load(path, &m, err, sizeof err), -1);
+    assert_true(err[0] != '\0');
+    tt_rmtree(dir);
+    free(dir);
+}
+
+static cpa_model *load_or_fail(const char *dir)
+{
+    cpa_model *m = NULL;
+    char err[256] = "";
+    if (cpa_model_load(dir, &m, err, sizeof err))
+        fail_msg("%s", err);
+    return m;
+}
+
+/* Every operation of the job has all its ranks, in rank order, with GPU arrival times. */
+static void test_match_job(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    write_job(dir);
+    cpa_model *m = load_or_fail(dir);
+    cpa_matched mt;
+    char err[256];
+    assert_int_equal(cpa_match(m, &mt, err, sizeof err), 0);
+    assert_int_equal(mt.nops, N_AR + N_AG + 1);
+    assert_int_equal(mt.unmatchable, 0);
+    assert_int_equal(mt.nparts, NRANKS * (N_AR + N_AG) + 2);
+    for (size_t i = 0; i < N_AR + N_AG; i++) {
+        const cpa_op *o = &mt.ops[i];
+        assert_int_equal(o->comm_id, COMM_ID);
+        assert_int_equal(o->seq, i);
+        assert_int_equal(o->op, i < N_AR ? CP_OP_ALLREDUCE : CP_OP_ALLGATHER);
+        assert_int_equal(o->nparts, NRANKS);
+        assert_int_equal(o->nranks, NRANKS);
+        assert_true(o->complete);
+        assert_int_equal(o->sender, -1);
+        uint64_t start = i < N_AR ? ar_start((int)i) : ag_start((int)(i - N_AR));
+        uint64_t len = i < N_AR ? 10000 : 20000;
+        for (uint32_t k = 0; k < NRANKS; k++) {
+            const cpa_part *p = &mt.parts[o->first_part + k];
+            assert_int_equal(m->ranks[p->rank_idx].rank, k);
+            assert_int_equal(m->ranks[p->rank_idx].calls[p->call_idx].seq, i);
+            assert_int_equal(p->arrival_ns, start);
+            assert_int_equal(p->end_ns, start + len);
+        }
+    }
+    const cpa_op *o = &mt.ops[N_AR + N_AG];
+    assert_int_equal(o->op, CP_OP_SEND);
+    assert_int_equal(o->sender, 0);
+    assert_int_equal(o->receiver, 1);
+    assert_int_equal(o->nparts, 2);
+    assert_true(o->complete);
+    const cpa_part *send = &mt.parts[o->first_part];
+    assert_int_equal(m->ranks[send->rank_idx].calls[send->call_idx].op, CP_OP_SEND);
+    cpa_matched_free(&mt);
+    cpa_model_free(m);
+    tt_rmtree(dir);
+    free(dir);
+}
+
+/* Untimed calls arrive at their host entry; a rank that never joined leaves its operation
+ * incomplete; sends and receives between the same two ranks pair by direction, whatever
+ * order each rank issued them in. */
+static void test_match_partial_and_p2p(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    for (int r = 0; r < 2; r++) {
+        cp_trace_writer *w = open_rank(dir, r, r, "node-a", 0);
+        put_comm(w, 0, COMM_ID, 2, r);
+        for (int i = 0; i < 3; i++)
+            if (!(r == 1 && i == 2))
+                put_call(w, CP_OP_BROADCAST, (uint64_t)i, 8, 0,
+                         BASE_NS + (uint64_t)(i * 100 + r), 0);
+        uint8_t first = r == 0 ? CP_OP_SEND : CP_OP_RECV;
+        uint8_t second = r == 0 ? CP_OP_RECV : CP_OP_SEND;
+        put_call(w, first, 0, 16, 1 - r, BASE_NS + 5000, 0);
+        put_call(w, second, 0, 32, 1 - r, BASE_NS + 6000, 0);
+        put_call(w, CP_OP_SEND, CPA_SEQ_NONE, 16, 1 - r, BASE_NS + 7000, 0); /* failed call */
+        assert_int_equal(cp_trace_writer_close(w), 0);
+    }
+    cpa_model *m = load_or_fail(dir);
+    cpa_matched mt;
+    char err[256];
+    assert_int_equal(cpa_match(m, &mt, err, sizeof err), 0);
+    assert_int_equal(mt.unmatchable, 2);
+    assert_int_equal(mt.nops, 3 + 2);
+    for (int i = 0; i < 3; i++) {
+        const cpa_op *o = &mt.ops[i];
+        assert_int_equal(o->op, CP_OP_BROADCAST);
+        assert_int_equal(o->nparts, i == 2 ? 1 : 2);
+        assert_int_equal(o->complete, i != 2);
+        const cpa_part *p = &mt.parts[o->first_part];
+        assert_int_equal(p->arrival_ns, BASE_NS + (uint64_t)(i * 100));
+        assert_int_equal(p->end_ns, BASE_NS + (uint64_t)(i * 100) + 3000);
+    }
+    for (int i = 0; i < 2; i++) {
+        const cpa_op *o = &mt.ops[3 + i];
+        assert_int_equal(o->op, CP_OP_SEND);
+        assert_int_equal(o->sender, i);
+        assert_int_equal(o->receiver, 1 - i);
+        assert_int_equal(o->nparts, 2);
+        assert_true(o->complete);
+        /* Both sides of one pair carry the same count: the pairing is right. */
+        const cpa_part *p = &mt.parts[o->first_part];
+        const cpa_call *a = &m->ranks[p[0].rank_idx].calls[p[0].call_idx];
+        const cpa_call *b = &m->ranks[p[1].rank_idx].calls[p[1].call_idx];
+        assert_int_equal(a->op, CP_OP_SEND);
+        assert_int_equal(b->op, CP_OP_RECV);
+        assert_int_equal(a->count, i == 0 ? 16 : 32);
+        assert_int_equal(b->count, a->count);
+    }
+    cpa_matched_free(&mt);
+    cpa_model_free(m);
+    tt_rmtree(dir);
+    free(dir);
+}
+
+static void assert_close(double got, double want)
+{
+    if (fabs(got - want) > 1e-9 * fabs(want) + 1e-12)
+        fail_msg("got %.12g, want %.12g", got, want);
+}
+
+static const cpa_stat *find_row(const cpa_stats *st, unsigned op, uint64_t bucket)
+{
+    for (size_t i = 0; i < st->nrows; i++)
+        if (st->rows[i].op == op && st->rows[i].bucket == bucket)
+            return &st->rows[i];
+    fail_msg("no row for %s bucket %llu", cp_op_name(op), (unsigned long long)bucket);
+    return NULL;
+}
+
+/* The job's figures, worked out by hand:
+ *   AllReduce 1 MiB in 10 us: algbw 1048576 B / 10 us = 104.8576 GB/s, busbw x 2(3)/4 =
+ *   157.2864; AllGather 65536 float32 per rank on 4 ranks: S = 1 MiB, 20 us: 52.4288 and
+ *   x 3/4 = 39.3216; Send/Recv 4096 B in 2 us: 2.048 both. */
+static void test_stats_job(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    write_job(dir);
+    cpa_model *m = load_or_fail(dir);
+    cpa_matched mt;
+    cpa_stats st;
+    char err[256];
+    assert_int_equal(cpa_match(m, &mt, err, sizeof err), 0);
+    assert_int_equal(cpa_stats_compute(m, &mt, &st, err, sizeof err), 0);
+    assert_int_equal(st.nrows, 3);
+    assert_int_equal(st.rows[0].op, CP_OP_ALLREDUCE);
+    assert_int_equal(st.rows[1].op, CP_OP_ALLGATHER);
+    assert_int_equal(st.rows[2].op, CP_OP_SEND);
+
+    const cpa_stat *ar = find_row(&st, CP_OP_ALLREDUCE, MIB);
+    assert_int_equal(ar->calls, N_AR);
+    assert_int_equal(ar->bytes, N_AR * MIB);
+    assert_close(ar->time_us_p50, 10.0);
+    assert_close(ar->time_us_p99, 10.0);
+    assert_close(ar->time_us_total, 1000.0);
+    assert_close(ar->algbw_gbps, 104.8576);
+    assert_close(ar->busbw_gbps, 157.2864);
+
+    const cpa_stat *ag = find_row(&st, CP_OP_ALLGATHER, MIB);
+    assert_int_equal(ag->calls, N_AG);
+    assert_int_equal(ag->bytes, N_AG * MIB);
+    assert_close(ag->time_us_p50, 20.0);
+    assert_close(ag->algbw_gbps, 52.4288);
+    assert_close(ag->busbw_gbps, 39.3216);
+
+    const cpa_stat *p2p = find_row(&st, CP_OP_SEND, 4096);
+    assert_int_equal(p2p->calls, 1);
+    assert_int_equal(p2p->bytes, 4096);
+    assert_close(p2p->time_us_p50, 2.0);
+    assert_close(p2p->algbw_gbps, 2.048);
+    assert_close(p2p->busbw_gbps, 2.048);
+    cpa_stats_free(&st);
+    cpa_matched_free(&mt);
+    cpa_model_free(m);
+    tt_rmtree(dir);
+    free(dir);
+}
+
+/* Percentiles by nearest rank over durations 1..100 us (p50 = 50, p99 = 99); an operation
+ * still in flight (timed, no DONE) is left out; an untimed one counts with its host time;
+ * sizes fall in power-of-two buckets (6000 B -> 4096). */
+static void test_stats_percentiles(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    cp_trace_writer *w = open_rank(dir, 0, 0, "node-a", 0);
+    put_comm(w, 0, COMM_ID, 1, 0);
+    uint64_t sum_ns = 0;
+    for (int i = 0; i < 100; i++) {
+        uint64_t start = BASE_NS + (uint64_t)i * 1000000, len = (uint64_t)(100 - i) * 1000;
+        put_call(w, CP_OP_REDUCE, (uint64_t)i, i % 2 ? 1024 : 1500, 0, start - 10, 1);
+        put_done(w, CP_OP_REDUCE, (uint64_t)i, 0, start, start + len);
+        sum_ns += len;
+    }
+    put_call(w, CP_OP_REDUCE, 100, 1024, 0, BASE_NS + 200000000ull, 1); /* in flight */
+    put_call(w, CP_OP_REDUCE, 101, 1, 0, BASE_NS + 200000000ull, 0);    /* untimed */
+    assert_int_equal(cp_trace_writer_close(w), 0);
+
+    cpa_model *m = load_or_fail(dir);
+    cpa_matched mt;
+    cpa_stats st;
+    char err[256];
+    assert_int_equal(cpa_match(m, &mt, err, sizeof err), 0);
+    assert_int_equal(cpa_stats_compute(m, &mt, &st, err, sizeof err), 0);
+    assert_int_equal(st.nrows, 2);
+    const cpa_stat *small = find_row(&st, CP_OP_REDUCE, 4);
+    assert_int_equal(small->calls, 1);
+    assert_close(small->time_us_p50, 3.0);
+    const cpa_stat *r = find_row(&st, CP_OP_REDUCE, 4096);
+    assert_int_equal(r->calls, 100);
+    assert_int_equal(r->bytes, 50 * 4096 + 50 * 6000);
+    assert_close(r->time_us_p50, 50.0);
+    assert_close(r->time_us_p99, 99.0);
+    assert_close(r->algbw_gbps, (50.0 * 4096 + 50.0 * 6000) / (double)sum_ns);
+    assert_close(r->busbw_gbps, r->algbw_gbps); /* Reduce: factor 1 */
+    cpa_stats_free(&st);
+    cpa_matched_free(&mt);
+    cpa_model_free(m);
+    tt_rmtree(dir);
+    free(dir);
+}
+
+static void test_formulas(void **state)
+{
+    (void)state;
+    assert_int_equal(cpa_op_bytes(CP_OP_ALLREDUCE, 1000, F32, 8), 4000);
+    assert_int_equal(cpa_op_bytes(CP_OP_BROADCAST, 1000, F32, 8), 4000);
+    assert_int_equal(cpa_op_bytes(CP_OP_REDUCE, 1000, 8, 8), 8000);
+    assert_int_equal(cpa_op_bytes(CP_OP_SEND, 1000, F32, 8), 4000);
+    static const unsigned times_n[] = {CP_OP_ALLGATHER, CP_OP_REDUCESCATTER, CP_OP_ALLTOALL,
+                                       CP_OP_GATHER, CP_OP_SCATTER};
+    for (size_t i = 0; i < sizeof times_n / sizeof *times_n; i++) {
+        assert_int_equal(cpa_op_bytes(times_n[i], 1000, 6, 8), 16000);
+        assert_close(cpa_busbw_factor(times_n[i], 8), 7.0 / 8);
+    }
+    assert_close(cpa_busbw_factor(CP_OP_ALLREDUCE, 8), 14.0 / 8);
+    assert_close(cpa_busbw_factor(CP_OP_BROADCAST, 8), 1.0);
+    assert_close(cpa_busbw_factor(CP_OP_REDUCE, 8), 1.0);
+    assert_close(cpa_busbw_factor(CP_OP_SEND, 2), 1.0);
+    assert_int_equal(cpa_op_bytes(CP_OP_ALLREDUCE, 5, CP_DTYPE_UNKNOWN, 8), 0);
+}
+
+/* Losses and a DONE with no CALL are kept as warnings; the calls around them still load. */
+static void test_load_losses(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    cp_trace_writer *w = open_rank(dir, 0, 0, "node-a", 0);
+    put_comm(w, 0, COMM_ID, 1, 0);
+    put_call(w, CP_OP_ALLREDUCE, 0, 256, -1, BASE_NS, 1);
+    cp_trace_writer_count_lost(w, 5);
+    assert_int_equal(cp_trace_writer_flush(w), 0);
+    put_done(w, CP_OP_ALLREDUCE, 0, -1, BASE_NS + 10, BASE_NS + 20);
+    put_done(w, CP_OP_ALLREDUCE, 9, -1, BASE_NS + 30, BASE_NS + 40);
+    assert_int_equal(cp_trace_writer_close(w), 0);
+    cpa_model *m = load_or_fail(dir);
+    assert_int_equal(m->lost_records, 5);
+    assert_int_equal(m->ranks[0].unmatched_done, 1);
+    assert_true(m->ranks[0].calls[0].gpu_timed);
+    assert_true(has_warning(m, "lost 5 records"));
+    assert_true(has_warning(m, "1 DONE records match no CALL"));
+    cpa_model_free(m);
+    tt_rmtree(dir);
+    free(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_load_job),
+        cmocka_unit_test(test_load_cut),
+        cmocka_unit_test(test_load_empty),
+        cmocka_unit_test(test_load_losses),
+        cmocka_unit_test(test_match_job),
+        cmocka_unit_test(test_match_partial_and_p2p),
+        cmocka_unit_test(test_stats_job),
+        cmocka_unit_test(test_stats_percentiles),
+        cmocka_unit_test(test_formulas),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
