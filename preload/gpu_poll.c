@@ -22,11 +22,6 @@
 #include "common/trace_writer.h"
 
 #define CP_REANCHOR_NS 1000000000ull
-/* The reference's host time is the midpoint of its record call, so its error is half the
- * call's length: a call the scheduler interrupted is not used (the next tick tries again),
- * unless no tight one came in CP_REF_TRIES tries. */
-#define CP_REF_MAX_WIDTH_NS 5000ull
-#define CP_REF_TRIES 50
 #define CP_FINAL_WAIT_NS 200000000ull
 
 struct ref {
@@ -35,7 +30,6 @@ struct ref {
     CUevent ev[2];
     uint64_t host_ns[2];
     int cur, pending; /* -1 none */
-    int tries;        /* wide record calls since the last accepted one */
     int state;        /* 0 not set up, 1 usable, 2 failed: pairs get DONE with timing none */
 };
 
@@ -83,20 +77,13 @@ static void ref_record(struct ref *r, int k)
     int pushed = push(r);
     if (pushed < 0)
         return;
-    /* A few tries back to back: one preemption rarely hits them all. Re-recording the event
-     * replaces the earlier record, so the last call made is the one measured. */
-    uint64_t t0 = 0, t1 = UINT64_MAX;
-    CUresult rc = CUDA_SUCCESS;
-    for (int i = 0; i < 8 && rc == CUDA_SUCCESS && t1 - t0 > CP_REF_MAX_WIDTH_NS; i++) {
-        t0 = cp_mono_ns();
-        rc = cp_cu.cuEventRecord(r->ev[k], r->stream);
-        t1 = cp_mono_ns();
-    }
+    uint64_t t0 = cp_mono_ns();
+    CUresult rc = cp_cu.cuEventRecord(r->ev[k], r->stream);
+    uint64_t t1 = cp_mono_ns();
     pop(pushed);
-    if (rc == CUDA_SUCCESS && (t1 - t0 <= CP_REF_MAX_WIDTH_NS || ++r->tries >= CP_REF_TRIES)) {
+    if (rc == CUDA_SUCCESS) {
         r->host_ns[k] = t0 + (t1 - t0) / 2;
         r->pending = k;
-        r->tries = 0;
     }
 }
 
