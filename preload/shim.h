@@ -273,6 +273,15 @@ static inline int cp_call_begin(void)
     return 1;
 }
 static inline void cp_call_end(void) { cp_tls.depth = 0; }
+/* NCCL took the call: it enqueued work (or, non-blocking, will). */
+static inline int cp_nccl_accepted(ncclResult_t r)
+{
+    return r == ncclSuccess || r == ncclInProgress;
+}
+/* A CALL with no data (groups, communicator life): op, comm (NULL: none), seq, count.
+ * Communicator life passes CP_SITE_UNKNOWN: it is rare, and sites are for the hot calls. */
+void cp_record_plain(uint8_t op, cp_comm *c, uint64_t seq, uint64_t count, uint64_t t0,
+                     uint32_t gd, ncclResult_t r, uint32_t site);
 /* Stamps the exit time (ticks) and puts the CALL record in this thread's ring (or counts it
  * lost). */
 void cp_record_emit(const cp_call_info *ci);

@@ -91,7 +91,7 @@ static void record_op(uint8_t op, ncclComm_t comm, size_t count, ncclDataType_t 
         .site = cp_site_of(ra),
     };
     cp_comm *c = ci.comm;
-    if (c && (r == ncclSuccess || r == ncclInProgress)) {
+    if (c && cp_nccl_accepted(r)) {
         int ready = atomic_load_explicit(&c->ready, memory_order_acquire);
         if (CP_UNLIKELY(!ready))
             ready = cp_comm_make_ready(c);
@@ -131,7 +131,7 @@ static void record_op(uint8_t op, ncclComm_t comm, size_t count, ncclDataType_t 
     cp_gpu_mark gm;                                                                      \
     cp_gpu_before(&gm, stream, gd);                                                      \
     ncclResult_t r = real call_args;                                                     \
-    cp_gpu_after(&gm, stream, r == ncclSuccess || r == ncclInProgress);                  \
+    cp_gpu_after(&gm, stream, cp_nccl_accepted(r));                                      \
     record_op(op, comm, count, dtype, redop, peer, stream, sb, rb, inplace, t0, gd, r, &gm, \
               __builtin_return_address(0));                                              \
     cp_call_end();                                                                       \
@@ -228,23 +228,6 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
                 count, datatype, -1, peer, stream, NULL, recvbuff, INPLACE_NO);
 }
 
-static void record_group(uint8_t op, uint64_t t0, uint32_t gd, ncclResult_t r, void *ra)
-{
-    cp_call_info ci = {
-        .op = op,
-        .dtype = CP_DTYPE_UNKNOWN,
-        .redop = CP_REDOP_NONE,
-        .flags = gd ? CP_CALL_IN_GROUP : 0,
-        .peer = -1,
-        .group_depth = gd,
-        .result = r,
-        .seq = CP_SEQ_NONE,
-        .enter_ticks = t0,
-        .site = cp_site_of(ra),
-    };
-    cp_record_emit(&ci);
-}
-
 /* The thread's group depth mirrors NCCL's own (thread-local in NCCL too): GroupStart adds
  * one when it succeeds; GroupEnd takes one off whenever there was one, as NCCL does even
  * when the group fails. It is kept while tracing is off too, so it is right if tracing
@@ -265,7 +248,8 @@ ncclResult_t ncclGroupStart(void)
     ncclResult_t r = real();
     if (r == ncclSuccess)
         cp_tls.group_depth++;
-    record_group(CP_OP_GROUP_START, t0, gd, r, __builtin_return_address(0));
+    cp_record_plain(CP_OP_GROUP_START, NULL, CP_SEQ_NONE, 0, t0, gd, r,
+                    cp_site_of(__builtin_return_address(0)));
     cp_call_end();
     return r;
 }
@@ -292,7 +276,8 @@ ncclResult_t ncclGroupEnd(void)
         cp_gpu_group_end_after();
     if (cp_tls.group_depth > 0)
         cp_tls.group_depth--;
-    record_group(CP_OP_GROUP_END, t0, gd, r, __builtin_return_address(0));
+    cp_record_plain(CP_OP_GROUP_END, NULL, CP_SEQ_NONE, 0, t0, gd, r,
+                    cp_site_of(__builtin_return_address(0)));
     cp_call_end();
     return r;
 }

@@ -23,10 +23,8 @@
 
 static _Atomic uint64_t g_init_all_count;
 
-static int accepted(ncclResult_t r) { return r == ncclSuccess || r == ncclInProgress; }
-
-static void record_life(uint8_t op, cp_comm *c, uint64_t seq, uint64_t count, uint64_t t0,
-                        uint32_t gd, ncclResult_t r)
+void cp_record_plain(uint8_t op, cp_comm *c, uint64_t seq, uint64_t count, uint64_t t0,
+                     uint32_t gd, ncclResult_t r, uint32_t site)
 {
     cp_call_info ci = {
         .op = op,
@@ -40,7 +38,7 @@ static void record_life(uint8_t op, cp_comm *c, uint64_t seq, uint64_t count, ui
         .seq = seq,
         .count = count,
         .enter_ticks = t0,
-        .site = CP_SITE_UNKNOWN, /* comm life is rare: sites are for the hot calls */
+        .site = site,
     };
     cp_record_emit(&ci);
 }
@@ -63,10 +61,10 @@ static void after_init(ncclComm_t *comm, uint64_t id, int nranks, int rank, uint
                        uint32_t gd, ncclResult_t r)
 {
     cp_comm *c = NULL;
-    if (accepted(r) && comm && *comm)
+    if (cp_nccl_accepted(r) && comm && *comm)
         c = cp_comm_create(*comm, id, 0, CP_COMM_INIT_RANK, 0, 0, r == ncclSuccess, rank,
                            nranks);
-    record_life(CP_OP_COMM_INIT, c, CP_SEQ_NONE, 0, t0, gd, r);
+    cp_record_plain(CP_OP_COMM_INIT, c, CP_SEQ_NONE, 0, t0, gd, r, CP_SITE_UNKNOWN);
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
@@ -94,7 +92,7 @@ static void after_init_all(ncclComm_t *comm, int ndev, uint64_t t0, uint32_t gd,
                            ncclResult_t r)
 {
     cp_comm *first = NULL;
-    if (accepted(r) && comm && ndev > 0) {
+    if (cp_nccl_accepted(r) && comm && ndev > 0) {
         char host[CP_HOSTNAME_BYTES] = "";
         gethostname(host, sizeof host - 1);
         uint64_t id = cp_comm_id_init_all(host, atomic_fetch_add(&g_init_all_count, 1));
@@ -105,8 +103,8 @@ static void after_init_all(ncclComm_t *comm, int ndev, uint64_t t0, uint32_t gd,
                 first = c;
         }
     }
-    record_life(CP_OP_COMM_INIT, first, CP_SEQ_NONE, ndev > 0 ? (uint64_t)ndev : 0, t0, gd,
-                r);
+    cp_record_plain(CP_OP_COMM_INIT, first, CP_SEQ_NONE, ndev > 0 ? (uint64_t)ndev : 0, t0, gd,
+                    r, CP_SITE_UNKNOWN);
 }
 
 ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
@@ -120,7 +118,7 @@ static void after_split(uint8_t op, ncclComm_t parent, ncclComm_t *newcomm, int 
 {
     cp_comm *p = cp_comm_lookup(parent);
     uint64_t index = CP_SEQ_NONE;
-    if (p && accepted(r)) {
+    if (p && cp_nccl_accepted(r)) {
         index = atomic_fetch_add(&p->split_seq, 1);
         int shrink = op == CP_OP_COMM_SHRINK;
         if ((shrink || color != NCCL_SPLIT_NOCOLOR) && newcomm && *newcomm)
@@ -128,7 +126,7 @@ static void after_split(uint8_t op, ncclComm_t parent, ncclComm_t *newcomm, int 
                            p->comm_id, shrink ? CP_COMM_SHRINK : CP_COMM_SPLIT,
                            shrink ? 0 : color, shrink ? 0 : key, r == ncclSuccess, -1, -1);
     }
-    record_life(op, p, index, 0, t0, gd, r);
+    cp_record_plain(op, p, index, 0, t0, gd, r, CP_SITE_UNKNOWN);
 }
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
@@ -149,7 +147,7 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
 /* Finalize, destroy, abort, revoke: one CALL naming the comm. The comm's table entry stays
  * (see comm_table.c); NCCL reusing the address for a new comm replaces it. */
 #define CP_END_OF_LIFE(op)                                                               \
-    record_life(op, cp_comm_lookup(comm), CP_SEQ_NONE, 0, t0, gd, r)
+    cp_record_plain(op, cp_comm_lookup(comm), CP_SEQ_NONE, 0, t0, gd, r, CP_SITE_UNKNOWN)
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm)
 {
