@@ -97,4 +97,193 @@ int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_stats *out,
                       size_t errlen);
 void cpa_stats_free(cpa_stats *s);
 
+/* ---- clocks (clock.c): every rank's monotonic times on one job time line ----
+ *
+ * Ranks with the same hostname share one clock domain (one CLOCK_MONOTONIC). A domain's
+ * monotonic time maps to job time through its wall-clock anchors (the header's and CLOCK
+ * records: realtime - mono), then an offset (and drift) refined from the ends of blocking
+ * collectives that span domains, which finish within microseconds of each other on every
+ * rank. Job time is nanoseconds since the Unix epoch as the first domain's wall clock reads
+ * it. */
+
+typedef struct cpa_clock_domain {
+    char hostname[CP_HOSTNAME_BYTES + 1];
+    double offset_ns;      /* added after the anchors: job = local + anchor + offset + drift */
+    double drift;          /* ns per ns of local time since drift_t0_ns (0: none measured) */
+    uint64_t drift_t0_ns;  /* local monotonic time the drift counts from */
+    double error_ns;       /* how far its ends stray from the reference after refinement */
+    uint64_t samples;      /* collectives that tied it to the others */
+    int refined;           /* offset from collectives; 0: anchors only */
+} cpa_clock_domain;
+
+typedef struct cpa_clock {
+    cpa_clock_domain *domains;   /* domains[0] is the reference: offset 0 */
+    size_t ndomains;
+    uint32_t *rank_domain;       /* per model rank index */
+    double error_us;             /* the alignment error the report states: 0 on one host */
+    int aligned;                 /* one domain, or every domain refined */
+} cpa_clock;
+
+int cpa_clock_align(const cpa_model *m, const cpa_matched *mt, cpa_clock *out, char *err,
+                    size_t errlen);
+void cpa_clock_free(cpa_clock *c);
+/* A rank's local monotonic time on the job time line. */
+uint64_t cpa_clock_job_ns(const cpa_model *m, const cpa_clock *c, size_t rank_idx,
+                          uint64_t local_ns);
+
+/* ---- stragglers (straggler.c) ----
+ *
+ * Per collective (complete, at least two ranks): each rank's arrival on the job time line
+ * (GPU start when timed, else host entry); the latest arrival; each rank's wait (latest minus
+ * its own). The last rank is late in that collective when its arrival exceeds the median of
+ * the others' by more than the threshold: max(CPA_LATE_MIN_US, 4 x the clock error). Durations
+ * are never used: a straggler's peers are the ones with long durations. */
+
+#define CPA_LATE_MIN_US 200.0
+
+enum cpa_straggler_kind {
+    CPA_STRAGGLER_NONE = 0,
+    CPA_STRAGGLER_PERSISTENT = 1,   /* one rank is the late one in most late collectives */
+    CPA_STRAGGLER_ROTATING = 2,     /* lateness spread over several ranks */
+};
+
+typedef struct cpa_straggler {
+    uint32_t rank_idx;
+    int32_t rank;
+    uint64_t late_count;     /* collectives in which it was the late one */
+    double late_us_total;    /* sum of its lateness over those */
+    double late_us_p50;
+    double share;            /* late_count / the collectives it took part in that were judged */
+    double wait_us_total;    /* time it spent waiting for others (its arrivals before the last) */
+} cpa_straggler;
+
+typedef struct cpa_stragglers {
+    cpa_straggler *rows;     /* ranks with late_count > 0, worst (late_us_total) first */
+    size_t nrows;
+    uint64_t judged;         /* collectives judged */
+    uint64_t late;           /* of them, with a late rank */
+    double threshold_us;
+    int kind;                /* enum cpa_straggler_kind */
+    int32_t *op_late_rank_idx; /* per matched op: model rank index of its late rank, or -1 */
+    float *op_late_us;       /* per matched op: that lateness, 0 when none */
+} cpa_stragglers;
+
+int cpa_stragglers_compute(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c,
+                           cpa_stragglers *out, char *err, size_t errlen);
+void cpa_stragglers_free(cpa_stragglers *s);
+
+/* ---- hangs (hang.c) ----
+ *
+ * Per communicator, the first collective (or send/recv pair) that did not finish everywhere
+ * at the end of the trace, or one a watchdog HANG record names:
+ *   RANK_NOT_JOINED  some ranks entered it, others never did (no call at that seq, or their
+ *                    GPU never started it); the missing rank's last operation is told;
+ *   RANK_EXITED      as RANK_NOT_JOINED, but a missing rank's trace ended without a clean
+ *                    exit (no END record: killed);
+ *   STUCK_IN_NCCL    every rank entered it and none finished. */
+
+enum cpa_hang_verdict {
+    CPA_HANG_RANK_NOT_JOINED = 1,
+    CPA_HANG_STUCK_IN_NCCL = 2,
+    CPA_HANG_RANK_EXITED = 3,
+};
+const char *cpa_hang_verdict_name(int verdict);
+
+typedef struct cpa_hang {
+    uint64_t comm_id;
+    uint64_t seq;
+    uint8_t op;
+    int verdict;
+    int32_t *missing_ranks;   /* global ranks, ascending */
+    size_t nmissing;
+    int32_t *waiting_ranks;
+    size_t nwaiting;
+    double age_s;             /* longest in flight any rank's watchdog saw; 0 unknown */
+    char last[256];           /* what the (first) missing rank did last, or "" */
+} cpa_hang;
+
+typedef struct cpa_hangs {
+    cpa_hang *rows;           /* worst first: more waiting ranks first */
+    size_t nrows;
+} cpa_hangs;
+
+int cpa_hangs_find(const cpa_model *m, const cpa_matched *mt, cpa_hangs *out, char *err,
+                   size_t errlen);
+void cpa_hangs_free(cpa_hangs *h);
+
+/* ---- mismatches (mismatch.c) ----
+ *
+ * At the same (comm, seq) of a collective, ranks that disagree on op, count, dtype, redop or
+ * root; in a send/recv pair, a count or dtype that differs between the two sides (peer: a
+ * send whose receiver never posted the matching receive, while it received from another).
+ * Culprits are the minority of values (ties: the ranks away from the lowest rank's value). */
+
+enum cpa_field {
+    CPA_FIELD_OP = 0,
+    CPA_FIELD_COUNT = 1,
+    CPA_FIELD_DTYPE = 2,
+    CPA_FIELD_REDOP = 3,
+    CPA_FIELD_ROOT = 4,
+    CPA_FIELD_PEER = 5,
+};
+const char *cpa_field_name(int field);
+
+typedef struct cpa_mismatch_value {
+    int32_t rank;             /* global rank */
+    int64_t value;            /* op / dtype / redop as enum numbers; count; root or peer */
+    const char *site;         /* that rank's call site, NULL unknown (owned by the model) */
+} cpa_mismatch_value;
+
+typedef struct cpa_mismatch {
+    uint64_t comm_id;
+    uint64_t seq;
+    int field;
+    cpa_mismatch_value *values; /* every rank's, by rank */
+    size_t nvalues;
+    int32_t *culprit_ranks;
+    size_t nculprits;
+} cpa_mismatch;
+
+typedef struct cpa_mismatches {
+    cpa_mismatch *rows;       /* by (comm, seq); the first of a comm is the one that matters */
+    size_t nrows;
+    uint64_t total;           /* found, including those past the kept rows */
+} cpa_mismatches;
+
+int cpa_mismatches_find(const cpa_model *m, const cpa_matched *mt, cpa_mismatches *out,
+                        char *err, size_t errlen);
+void cpa_mismatches_free(cpa_mismatches *x);
+
+/* ---- the whole analysis (analysis.c) ---- */
+
+typedef struct cpa_rank_summary {
+    double nccl_time_s;       /* union of its operations' intervals (GPU when timed) */
+    double duration_s;        /* first to last record */
+    double share;             /* nccl_time_s / duration_s */
+    uint64_t calls;
+} cpa_rank_summary;
+
+typedef struct cpa_analysis {
+    cpa_model *model;
+    cpa_matched matched;
+    cpa_stats stats;
+    cpa_clock clock;
+    cpa_stragglers stragglers;
+    cpa_hangs hangs;
+    cpa_mismatches mismatches;
+    cpa_rank_summary *ranks;  /* per model rank */
+    char **hosts;             /* distinct hostnames, first seen first */
+    size_t nhosts;
+    double duration_s;        /* job time line: first to last record of any rank */
+    uint64_t start_ns;        /* job time of the first record */
+} cpa_analysis;
+
+typedef void (*cpa_progress_fn)(void *ctx, const char *stage, double fraction);
+
+/* Everything above, in order. 0, or -1 with one line in err (nothing readable, out of
+ * memory). progress, when given, hears of each stage. */
+int cpa_analyze(const char *dir, cpa_analysis *out, cpa_progress_fn progress, void *ctx,
+                char *err, size_t errlen);
+void cpa_analysis_free(cpa_analysis *a);
+
 #endif

@@ -17,6 +17,8 @@
 typedef struct load_ctx {
     cpa_model *m;
     cpa_rank *r;
+    uint32_t *hang_comm_index; /* each HANG's comm_index, resolved to an id after the walk */
+    uint32_t last_stream;      /* the stream index the previous call used: calls repeat it */
     uint32_t *slots;   /* call index + 1; 0 empty */
     size_t nslots;     /* power of two */
     size_t used;
@@ -88,6 +90,12 @@ static int on_process(void *ctx, const cp_rec_process *p)
     load_ctx *x = ctx;
     if (p->rank >= 0)
         x->r->rank = p->rank;
+    if (p->local_rank >= 0)
+        x->r->local_rank = p->local_rank;
+    if (p->world_size > 0)
+        x->r->world_size = p->world_size;
+    if (p->nccl_version)
+        x->r->nccl_version = p->nccl_version;
     if (p->pid)
         x->r->pid = p->pid;
     size_t pos = 0, len;
@@ -109,8 +117,130 @@ static int on_comm(void *ctx, const cp_rec_comm *c)
         x->oom = 1;
         return 1;
     }
-    r->comms[r->ncomms++] = (cpa_comm){.comm_id = c->comm_id, .index = c->comm_index,
-                                       .nranks = c->nranks, .rank = c->rank};
+    r->comms[r->ncomms++] = (cpa_comm){.comm_id = c->comm_id, .parent_id = c->parent_id,
+                                       .index = c->comm_index, .nranks = c->nranks,
+                                       .rank = c->rank, .cuda_dev = c->cuda_dev};
+    return 0;
+}
+
+static void saw_time(cpa_rank *r, uint64_t ns)
+{
+    if (!ns)
+        return;
+    if (!r->first_ns || ns < r->first_ns)
+        r->first_ns = ns;
+    if (ns > r->last_ns)
+        r->last_ns = ns;
+}
+
+/* Streams by index: a job uses a handful, and consecutive calls mostly repeat one. */
+static int stream_index(load_ctx *x, uint64_t handle, uint16_t *out)
+{
+    cpa_rank *r = x->r;
+    if (x->last_stream < r->nstreams && r->streams[x->last_stream] == handle) {
+        *out = (uint16_t)x->last_stream;
+        return 0;
+    }
+    for (size_t i = 0; i < r->nstreams; i++)
+        if (r->streams[i] == handle) {
+            x->last_stream = (uint32_t)i;
+            *out = (uint16_t)i;
+            return 0;
+        }
+    if (r->nstreams >= UINT16_MAX) { /* a hostile file: the rest share the last index */
+        *out = UINT16_MAX - 1;
+        return 0;
+    }
+    if (cpa_grow((void **)&r->streams, &r->cap_streams, r->nstreams + 1, sizeof *r->streams))
+        return -1;
+    r->streams[r->nstreams] = handle;
+    x->last_stream = (uint32_t)r->nstreams;
+    *out = (uint16_t)r->nstreams++;
+    return 0;
+}
+
+/* A site's frames joined into one line, innermost first; the first site record of an
+ * index wins. Indexes are small and dense (the shim numbers them from 0); a larger one
+ * than the file could plausibly hold is ignored rather than sized for. */
+static int on_site(void *ctx, const cp_rec_site *s)
+{
+    load_ctx *x = ctx;
+    cpa_rank *r = x->r;
+    if (s->site_index >= (1u << 20))
+        return 0;
+    if (s->site_index >= r->nsites) {
+        size_t n = r->nsites ? r->nsites : 16;
+        while (n <= s->site_index)
+            n *= 2;
+        char **p = realloc(r->sites, n * sizeof *p);
+        if (!p) {
+            x->oom = 1;
+            return 1;
+        }
+        memset(p + r->nsites, 0, (n - r->nsites) * sizeof *p);
+        r->sites = p;
+        r->nsites = n;
+    }
+    if (r->sites[s->site_index])
+        return 0;
+    char line[512];
+    size_t used = 0, pos = 0, len;
+    const char *str;
+    line[0] = '\0';
+    for (unsigned f = 0; f < s->frame_count && cp_rec_next_string(&s->h, &pos, &str, &len);
+         f++) {
+        int n = snprintf(line + used, sizeof line - used, "%s%.*s", f ? " < " : "", (int)len,
+                         str);
+        if (n < 0 || (size_t)n >= sizeof line - used)
+            break;
+        used += (size_t)n;
+    }
+    if (!used)
+        snprintf(line, sizeof line, "0x%llx", (unsigned long long)s->return_addr);
+    r->sites[s->site_index] = strdup(line);
+    if (!r->sites[s->site_index]) {
+        x->oom = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static int on_clock(void *ctx, const cp_rec_clock *c)
+{
+    load_ctx *x = ctx;
+    cpa_rank *r = x->r;
+    if (!c->mono_ns || !c->realtime_ns)
+        return 0;
+    if (cpa_grow((void **)&r->clocks, &r->cap_clocks, r->nclocks + 1, sizeof *r->clocks)) {
+        x->oom = 1;
+        return 1;
+    }
+    r->clocks[r->nclocks++] = (cpa_clock_sample){c->mono_ns, c->realtime_ns};
+    return 0;
+}
+
+static int on_hang(void *ctx, const cp_rec_hang *h)
+{
+    load_ctx *x = ctx;
+    cpa_rank *r = x->r;
+    size_t cap = r->cap_hangs;
+    if (cpa_grow((void **)&r->hangs, &r->cap_hangs, r->nhangs + 1, sizeof *r->hangs)) {
+        x->oom = 1;
+        return 1;
+    }
+    if (r->cap_hangs != cap) {
+        uint32_t *p = realloc(x->hang_comm_index, r->cap_hangs * sizeof *p);
+        if (!p) {
+            x->oom = 1;
+            return 1;
+        }
+        x->hang_comm_index = p;
+    }
+    x->hang_comm_index[r->nhangs] = h->comm_index;
+    r->hangs[r->nhangs++] = (cpa_hang_seen){.seq = h->seq, .at_ns = h->at_ns,
+                                            .age_ns = h->age_ns, .peer = h->peer,
+                                            .op = h->op, .gpu_state = h->gpu_state};
+    saw_time(r, h->at_ns);
     return 0;
 }
 
@@ -127,11 +257,20 @@ static int on_call(void *ctx, const cp_rec_call *c)
         return 1;
     }
     uint32_t idx = (uint32_t)r->ncalls;
+    uint16_t stream;
+    if (stream_index(x, c->stream, &stream)) {
+        x->oom = 1;
+        return 1;
+    }
     r->calls[idx] = (cpa_call){.seq = c->seq, .count = c->count, .enter_ns = c->enter_ns,
                                .comm_index = c->comm_index, .host_ns = c->host_ns,
-                               .peer = c->peer, .nranks = -1, .comm_rank = -1, .op = c->op,
-                               .dtype = c->dtype, .redop = c->redop, .flags = c->flags};
+                               .site_index = c->site_index, .peer = c->peer, .nranks = -1,
+                               .comm_rank = -1, .stream = stream, .thread = c->thread,
+                               .op = c->op, .dtype = c->dtype, .redop = c->redop,
+                               .flags = c->flags};
     r->ncalls++;
+    saw_time(r, c->enter_ns + c->host_ns);
+    saw_time(r, c->enter_ns);
     if (index_call(x, idx)) {
         x->oom = 1;
         return 1;
@@ -153,6 +292,7 @@ static int on_done(void *ctx, const cp_rec_done *d)
         c->gpu_timed = 1;
         c->gpu_start_ns = d->gpu_start_ns;
         c->gpu_end_ns = d->gpu_end_ns;
+        saw_time(x->r, d->gpu_end_ns);
     }
     return 0;
 }
@@ -166,8 +306,12 @@ static int on_lost(void *ctx, const cp_rec_lost *l)
 
 static int on_end(void *ctx, const cp_rec_end *e)
 {
-    (void)e;
-    ((load_ctx *)ctx)->r->ended = 1;
+    cpa_rank *r = ((load_ctx *)ctx)->r;
+    r->ended = 1;
+    r->end_signal = e->signal;
+    r->end_exit_code = e->exit_code;
+    r->end_ns = e->at_ns;
+    saw_time(r, e->at_ns);
     return 0;
 }
 
@@ -195,7 +339,7 @@ static const cpa_comm *comm_of(const cpa_rank *r, uint32_t index)
 /* Gives each call its communicator's identity. Done after the walk, so the model does not
  * depend on COMM records preceding the CALLs that name them (the shim's order, not the
  * format's promise). */
-static void resolve_comms(cpa_model *m, cpa_rank *r)
+static void resolve_comms(cpa_model *m, cpa_rank *r, const uint32_t *hang_comm_index)
 {
     qsort(r->comms, r->ncomms, sizeof *r->comms, cmp_comm);
     size_t dup = 0;
@@ -222,6 +366,10 @@ static void resolve_comms(cpa_model *m, cpa_rank *r)
     if (orphans)
         cpa_model_warn(m, "'%s': %" PRIu64 " calls name no known communicator; not matched",
                        r->path, orphans);
+    for (size_t i = 0; i < r->nhangs; i++) {
+        const cpa_comm *k = comm_of(r, hang_comm_index[i]);
+        r->hangs[i].comm_id = k ? k->comm_id : 0;
+    }
 }
 
 static void walk_warnings(cpa_model *m, const cpa_rank *r, const cp_walk_result *res)
@@ -255,27 +403,47 @@ static int load_file(cpa_model *m, cpa_rank *r, const char *path)
     memset(r, 0, sizeof *r);
     r->path = strdup(path);
     r->rank = h->rank;
+    r->local_rank = h->local_rank;
+    r->world_size = h->world_size;
     r->pid = h->pid;
+    r->file_flags = h->flags;
+    r->nccl_version = h->nccl_version;
+    r->end_exit_code = -1;
     memcpy(r->hostname, h->hostname, CP_HOSTNAME_BYTES);
     r->hostname[CP_HOSTNAME_BYTES] = '\0';
+    memcpy(r->job_id, h->job_id, CP_JOBID_BYTES);
+    r->job_id[CP_JOBID_BYTES] = '\0';
+    if (h->mono_anchor_ns && h->realtime_anchor_ns) {
+        r->clocks = malloc(sizeof *r->clocks);
+        if (!r->clocks) {
+            cp_trace_reader_close(rd);
+            return -1;
+        }
+        r->clocks[0] = (cpa_clock_sample){h->mono_anchor_ns, h->realtime_anchor_ns};
+        r->nclocks = r->cap_clocks = 1;
+    }
 
     load_ctx x = {.m = m, .r = r};
     cp_trace_visitor v = {.ctx = &x, .on_process = on_process, .on_comm = on_comm,
-                          .on_call = on_call, .on_done = on_done, .on_lost = on_lost,
+                          .on_site = on_site, .on_call = on_call, .on_done = on_done,
+                          .on_clock = on_clock, .on_lost = on_lost, .on_hang = on_hang,
                           .on_end = on_end};
     cp_walk_result res;
     cp_trace_walk(rd, &v, &res);
     cp_trace_reader_close(rd);
     free(x.slots);
-    if (x.oom || !r->path)
+    if (x.oom || !r->path) {
+        free(x.hang_comm_index);
         return -1;
+    }
     r->records = res.records;
     r->walk_stop = res.stop;
     /* The chunk headers' running total counts every cause, but only up to the last whole
      * chunk; LOST records may tell of more in a chunk that survived a later cut. */
     r->lost_records = res.lost_records > x.lost_in_records ? res.lost_records
                                                             : x.lost_in_records;
-    resolve_comms(m, r);
+    resolve_comms(m, r, x.hang_comm_index);
+    free(x.hang_comm_index);
     walk_warnings(m, r, &res);
     return 0;
 }

@@ -24,6 +24,11 @@ int cpa_grow(void **arr, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+const char *cpa_call_site(const cpa_rank *r, const cpa_call *c)
+{
+    return c->site_index < r->nsites ? r->sites[c->site_index] : NULL;
+}
+
 int cpa_model_warn(cpa_model *m, const char *fmt, ...)
 {
     if (m->nwarnings >= CPA_MAX_WARNINGS) {
@@ -52,6 +57,12 @@ void cpa_model_free(cpa_model *m)
         free(m->ranks[i].path);
         free(m->ranks[i].comms);
         free(m->ranks[i].calls);
+        free(m->ranks[i].clocks);
+        free(m->ranks[i].streams);
+        free(m->ranks[i].hangs);
+        for (size_t k = 0; k < m->ranks[i].nsites; k++)
+            free(m->ranks[i].sites[k]);
+        free(m->ranks[i].sites);
     }
     free(m->ranks);
     for (size_t i = 0; i < m->nwarnings; i++)

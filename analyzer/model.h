@@ -13,10 +13,29 @@
 
 typedef struct cpa_comm {
     uint64_t comm_id;   /* the same on every rank of the communicator */
+    uint64_t parent_id; /* split/shrink parent, 0 none */
     uint32_t index;     /* this file's comm_index */
     int32_t nranks;
     int32_t rank;       /* this process's rank in the communicator */
+    int32_t cuda_dev;   /* -1 unknown */
 } cpa_comm;
+
+/* A watchdog HANG record: this rank saw the operation in flight for age_ns. */
+typedef struct cpa_hang_seen {
+    uint64_t comm_id;   /* 0 when the file has no COMM record for comm_index */
+    uint64_t seq;
+    uint64_t at_ns;
+    uint64_t age_ns;
+    int32_t peer;
+    uint8_t op;
+    uint8_t gpu_state;  /* enum cp_hang_gpu_state: had its GPU work begun */
+} cpa_hang_seen;
+
+/* A monotonic/realtime pair read back to back (the header's anchor and CLOCK records). */
+typedef struct cpa_clock_sample {
+    uint64_t mono_ns;
+    uint64_t realtime_ns;
+} cpa_clock_sample;
 
 #define CPA_MAX_WARNINGS 1000  /* a directory of broken files must not flood the report */
 #define CPA_SEQ_NONE UINT64_MAX  /* the shim's "no sequence" (a failed call) */
@@ -30,9 +49,12 @@ typedef struct cpa_call {
     uint64_t gpu_end_ns;
     uint32_t comm_index;
     uint32_t host_ns;      /* host time inside the call */
+    uint32_t site_index;   /* into the rank's sites; UINT32_MAX unknown */
     int32_t peer;          /* root of rooted collectives, peer of send/recv, -1 none */
     int32_t nranks;        /* the communicator's, -1 unknown */
     int32_t comm_rank;     /* this rank in the communicator, -1 unknown */
+    uint16_t stream;       /* into the rank's streams (first seen first) */
+    uint16_t thread;       /* the shim's small per-process thread number */
     uint8_t op;            /* enum cp_op: a collective or CP_OP_SEND / CP_OP_RECV */
     uint8_t dtype;
     uint8_t redop;
@@ -44,8 +66,26 @@ typedef struct cpa_call {
 typedef struct cpa_rank {
     char *path;
     int32_t rank;          /* header's, superseded by a PROCESS record's when >= 0 */
+    int32_t local_rank;    /* -1 unknown */
+    int32_t world_size;    /* -1 unknown */
     uint32_t pid;
+    uint32_t file_flags;   /* enum cp_file_flags */
+    uint32_t nccl_version;
     char hostname[CP_HOSTNAME_BYTES + 1];
+    char job_id[CP_JOBID_BYTES + 1];
+    cpa_clock_sample *clocks; /* the header's anchor first, then CLOCK records in order */
+    size_t nclocks, cap_clocks;
+    uint64_t first_ns;     /* earliest and latest monotonic time any record names */
+    uint64_t last_ns;
+    uint64_t *streams;     /* the user's stream handles; calls name them by index */
+    size_t nstreams, cap_streams;
+    char **sites;          /* by site index: "frame < frame < ..." innermost first; NULL unknown */
+    size_t nsites;
+    cpa_hang_seen *hangs;  /* watchdog HANG records, in file order */
+    size_t nhangs, cap_hangs;
+    int32_t end_signal;    /* END record: 0 normal exit, else the signal; when ended */
+    int32_t end_exit_code;
+    uint64_t end_ns;
     cpa_comm *comms;       /* sorted by index after load */
     size_t ncomms;
     cpa_call *calls;       /* in file order */
@@ -68,6 +108,9 @@ typedef struct cpa_model {
     uint64_t records;
     uint64_t lost_records;
 } cpa_model;
+
+/* The call site of a call as one line, or NULL when the file did not say. */
+const char *cpa_call_site(const cpa_rank *r, const cpa_call *c);
 
 /* Loads every trace file of dir. Returns 0 and *out, or -1 with one line in err when dir
  * cannot be listed, holds no trace file, or no file in it could be read. */

@@ -253,8 +253,18 @@ typedef struct cp_rec_hang {
     uint64_t age_ns;
     int32_t peer;
     uint8_t op;
-    uint8_t reserved[3];  /* must be zero */
+    uint8_t gpu_state;    /* enum cp_hang_gpu_state */
+    uint8_t reserved[2];  /* must be zero */
 } cp_rec_hang;
+
+/* Whether the hung operation's GPU work had begun when the watchdog looked: a rank whose
+ * stream never reached it did not join, the others wait inside it. Zero (unknown) is what a
+ * writer that does not look writes. */
+enum cp_hang_gpu_state {
+    CP_HANG_GPU_UNKNOWN = 0,
+    CP_HANG_GPU_NOT_STARTED = 1,  /* its start event had not completed */
+    CP_HANG_GPU_STARTED = 2,      /* started, not finished */
+};
 
 /* 24 bytes: the process ended its trace on purpose (exit, a handled signal). */
 typedef struct cp_rec_end {

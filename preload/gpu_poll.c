@@ -178,6 +178,16 @@ int cp_gpu_oldest_pending(cp_pending_slot *out)
     return 0;
 }
 
+int cp_gpu_started(const cp_pending_slot *p)
+{
+    if (!p->recorded || atomic_load_explicit(&cp_gpu_state, memory_order_relaxed) != CP_GPU_EVENTS)
+        return CP_HANG_GPU_UNKNOWN;
+    CUresult q = cp_cu.cuEventQuery(cp_ev_start(p->ctx, p->pair));
+    if (q == CUDA_SUCCESS)
+        return CP_HANG_GPU_STARTED;
+    return q == CUDA_ERROR_NOT_READY ? CP_HANG_GPU_NOT_STARTED : CP_HANG_GPU_UNKNOWN;
+}
+
 static void poll_once(cp_trace_writer *w)
 {
     uint64_t now = cp_mono_ns();

@@ -396,6 +396,8 @@ void cp_gpu_poll(cp_trace_writer *w, int final);
 int cp_gpu_poll_wanted(void);
 /* The oldest pair whose events are still in flight (issue order): 1 and *out, or 0. */
 int cp_gpu_oldest_pending(cp_pending_slot *out);
+/* Whether a pending pair's start event has completed: enum cp_hang_gpu_state. */
+int cp_gpu_started(const cp_pending_slot *p);
 
 /* ---- sites.c ---- */
 #define CP_SITES_MAX 4096

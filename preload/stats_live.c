@@ -279,9 +279,13 @@ static void watchdog(cp_trace_writer *w, uint64_t now)
         fmt_duration(typ, sizeof typ, typical);
     cp_warn("suspected hang: %s comm=%016" PRIx64 " seq=%" PRIu64 " in flight for %s "
             "(typical %s)", cp_op_name(f->op), f->comm_id, f->seq, age, typ);
+    /* Whether this rank's GPU had begun it tells a rank that never joined (its stream is
+     * stuck before the operation) from one waiting inside it for the others. */
+    cp_pending_slot p;
+    int gpu_state = cp_gpu_oldest_pending(&p) ? cp_gpu_started(&p) : CP_HANG_GPU_UNKNOWN;
     cp_rec_hang rec = {.h = {CP_REC_HANG, sizeof rec}, .comm_index = g.inflight_key.comm_index,
                        .seq = f->seq, .at_ns = now, .age_ns = f->age_ns, .peer = f->peer,
-                       .op = f->op};
+                       .op = f->op, .gpu_state = (uint8_t)gpu_state};
     cp_trace_writer_append(w, &rec);
     cp_trace_writer_flush(w);
     g.local.flags |= CP_STATS_HANG;

@@ -1,0 +1,160 @@
+/* analyzer/analysis.c: the whole analysis of a trace directory, stage after stage, and what
+ * is said of each rank and of the job as a whole. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyzer/analyzer.h"
+
+typedef struct span {
+    uint64_t a, b;
+} span;
+
+static int cmp_span(const void *x, const void *y)
+{
+    const span *p = x, *q = y;
+    return (p->a > q->a) - (p->a < q->a);
+}
+
+/* Time in NCCL is the union of a rank's operation intervals: operations on several streams
+ * overlap, and a sum would count the overlap twice (and exceed the job's duration). */
+static int summarize_rank(const cpa_rank *r, cpa_rank_summary *out)
+{
+    memset(out, 0, sizeof *out);
+    out->calls = r->ncalls;
+    if (r->last_ns > r->first_ns)
+        out->duration_s = (double)(r->last_ns - r->first_ns) / 1e9;
+    if (!r->ncalls)
+        return 0;
+    span *s = malloc(r->ncalls * sizeof *s);
+    if (!s)
+        return -1;
+    size_t n = 0;
+    for (size_t i = 0; i < r->ncalls; i++) {
+        const cpa_call *c = &r->calls[i];
+        if (c->gpu_timed)
+            s[n++] = (span){c->gpu_start_ns, c->gpu_end_ns};
+        else if (!(c->flags & CP_CALL_TIMED))
+            s[n++] = (span){c->enter_ns, c->enter_ns + c->host_ns};
+    }
+    qsort(s, n, sizeof *s, cmp_span);
+    uint64_t total = 0, cur_a = 0, cur_b = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || s[i].a > cur_b) {
+            total += cur_b - cur_a;
+            cur_a = s[i].a;
+            cur_b = s[i].b;
+        } else if (s[i].b > cur_b) {
+            cur_b = s[i].b;
+        }
+    }
+    total += cur_b - cur_a;
+    free(s);
+    out->nccl_time_s = (double)total / 1e9;
+    out->share = out->duration_s > 0 ? out->nccl_time_s / out->duration_s : 0;
+    if (out->share > 1)
+        out->share = 1;
+    return 0;
+}
+
+static int collect_hosts(cpa_analysis *a)
+{
+    const cpa_model *m = a->model;
+    a->hosts = calloc(m->nranks ? m->nranks : 1, sizeof *a->hosts);
+    if (!a->hosts)
+        return -1;
+    for (size_t i = 0; i < m->nranks; i++) {
+        size_t k = 0;
+        while (k < a->nhosts && strcmp(a->hosts[k], m->ranks[i].hostname))
+            k++;
+        if (k == a->nhosts && !(a->hosts[a->nhosts++] = strdup(m->ranks[i].hostname)))
+            return -1;
+    }
+    return 0;
+}
+
+/* The job's span on the job time line: from the earliest record of any rank to the latest. */
+static void job_span(cpa_analysis *a)
+{
+    const cpa_model *m = a->model;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < m->nranks; i++) {
+        const cpa_rank *r = &m->ranks[i];
+        if (!r->first_ns)
+            continue;
+        uint64_t f = cpa_clock_job_ns(m, &a->clock, i, r->first_ns);
+        uint64_t l = cpa_clock_job_ns(m, &a->clock, i, r->last_ns);
+        if (f < lo)
+            lo = f;
+        if (l > hi)
+            hi = l;
+    }
+    if (lo == UINT64_MAX)
+        return;
+    a->start_ns = lo;
+    a->duration_s = hi > lo ? (double)(hi - lo) / 1e9 : 0;
+}
+
+static void say(cpa_progress_fn progress, void *ctx, const char *stage, double f)
+{
+    if (progress)
+        progress(ctx, stage, f);
+}
+
+int cpa_analyze(const char *dir, cpa_analysis *a, cpa_progress_fn progress, void *ctx,
+                char *err, size_t errlen)
+{
+    memset(a, 0, sizeof *a);
+    say(progress, ctx, "loading", 0.0);
+    if (cpa_model_load(dir, &a->model, err, errlen))
+        return -1;
+    const cpa_model *m = a->model;
+    say(progress, ctx, "matching", 0.5);
+    if (cpa_match(m, &a->matched, err, errlen))
+        goto fail;
+    say(progress, ctx, "statistics", 0.6);
+    if (cpa_stats_compute(m, &a->matched, &a->stats, err, errlen))
+        goto fail;
+    say(progress, ctx, "clocks", 0.7);
+    if (cpa_clock_align(m, &a->matched, &a->clock, err, errlen))
+        goto fail;
+    say(progress, ctx, "stragglers", 0.8);
+    if (cpa_stragglers_compute(m, &a->matched, &a->clock, &a->stragglers, err, errlen))
+        goto fail;
+    say(progress, ctx, "hangs", 0.9);
+    if (cpa_hangs_find(m, &a->matched, &a->hangs, err, errlen) ||
+        cpa_mismatches_find(m, &a->matched, &a->mismatches, err, errlen))
+        goto fail;
+    a->ranks = calloc(m->nranks ? m->nranks : 1, sizeof *a->ranks);
+    if (!a->ranks || collect_hosts(a))
+        goto oom;
+    for (size_t i = 0; i < m->nranks; i++)
+        if (summarize_rank(&m->ranks[i], &a->ranks[i]))
+            goto oom;
+    job_span(a);
+    say(progress, ctx, "done", 1.0);
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory summarizing the ranks of '%s'", dir);
+fail:
+    cpa_analysis_free(a);
+    return -1;
+}
+
+void cpa_analysis_free(cpa_analysis *a)
+{
+    if (!a)
+        return;
+    cpa_mismatches_free(&a->mismatches);
+    cpa_hangs_free(&a->hangs);
+    cpa_stragglers_free(&a->stragglers);
+    cpa_clock_free(&a->clock);
+    cpa_stats_free(&a->stats);
+    cpa_matched_free(&a->matched);
+    cpa_model_free(a->model);
+    free(a->ranks);
+    for (size_t i = 0; i < a->nhosts; i++)
+        free(a->hosts[i]);
+    free(a->hosts);
+    memset(a, 0, sizeof *a);
+}
