@@ -291,6 +291,11 @@ static int print_hang(void *ctx, const cp_rec_hang *rec)
     dump_line_u64(l, "at_ns", rec->at_ns);
     dump_line_u64(l, "age_ns", rec->age_ns);
     dump_line_fixed3(l, "age_s", (double)rec->age_ns / 1e9);
+    static const char *const gpu[] = {"unknown", "not_started", "started"};
+    if (rec->gpu_state < sizeof gpu / sizeof gpu[0])
+        put_name(l, "gpu", gpu[rec->gpu_state]);
+    else
+        dump_line_u64(l, "gpu", rec->gpu_state);
     return end(d);
 }
 

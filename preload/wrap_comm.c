@@ -149,13 +149,17 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
 #define CP_END_OF_LIFE(op)                                                               \
     cp_record_plain(op, cp_comm_lookup(comm), CP_SEQ_NONE, 0, t0, gd, r, CP_SITE_UNKNOWN)
 
+/* A job often destroys its context right after its communicators: the GPU times of what
+ * already completed are read now, while its events can still be queried. */
 ncclResult_t ncclCommFinalize(ncclComm_t comm)
 {
+    cp_writer_flush_now();
     CP_LIFE(ncclCommFinalize, (comm), CP_END_OF_LIFE(CP_OP_COMM_FINALIZE));
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
+    cp_writer_flush_now();
     CP_LIFE(ncclCommDestroy, (comm), CP_END_OF_LIFE(CP_OP_COMM_DESTROY));
 }
 

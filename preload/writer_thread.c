@@ -168,10 +168,14 @@ static void *writer_main(void *arg)
         int wanted = atomic_exchange_explicit(&cp_drain_wanted, 0, memory_order_relaxed);
         uint64_t now = cp_mono_ns();
         int flush_due = now >= next_flush;
-        int gpu = cp_gpu_poll_wanted();
+        /* With GPU events on, every tick drains and polls: a pair must become a DONE while
+         * its context lives, and a short job (or the tail of any job) that destroys its
+         * context before the next flush would otherwise lose its GPU times. */
+        int gpu = cp_gpu_poll_wanted() ||
+                  atomic_load_explicit(&cp_gpu_state, memory_order_relaxed) == CP_GPU_EVENTS;
         if (!(wanted || flush_due || gpu) || !take_token())
             continue;
-        if (wanted || flush_due)
+        if (wanted || flush_due || gpu)
             drain(0);
         cp_gpu_poll(g_w, 0);
         cp_live_tick(g_w);

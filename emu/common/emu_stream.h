@@ -37,6 +37,11 @@ CUresult cpemu_stream_enqueue(CUstream s, cpemu_work_fn fn, void *arg, void (*fr
  * moves too.) Model time and wall time both. */
 CUresult cpemu_stream_delay(CUstream s, uint64_t ns);
 
+/* COLLPROF_EMU_HANG: as cpemu_stream_delay, but the stream is held until *until becomes
+ * non-zero (an abort), so a start event recorded just before stays incomplete: to a profiler
+ * the rank's GPU never began the operation. */
+CUresult cpemu_stream_block(CUstream s, const _Atomic uint32_t *until);
+
 /* The device ordinal of a stream's context (NULL: the current context's device), or -1. */
 int cpemu_stream_device(CUstream s);
 

@@ -103,6 +103,7 @@ typedef struct cu_item {
     uint64_t gen;
     uint64_t stamp;          /* a record's model time, set when reached */
     uint64_t hold_ns;        /* ITEM_HOLD: how long the stream is held */
+    const _Atomic uint32_t *until; /* ITEM_HOLD: held until this word is non-zero instead */
 } cu_item;
 
 struct CUstream_st {
@@ -149,6 +150,7 @@ struct CUevent_st {
     uint64_t gen;        /* records issued */
     uint64_t done_gen;   /* highest record reached */
     uint64_t stamp_ns;   /* model time of the record done_gen */
+    uint64_t held_gen;   /* a hold queued behind this record: not complete until it ends */
     int captured;        /* the last record was made under capture */
     struct CUstream_st *cap_origin;
     struct CUevent_st *next_free;
@@ -163,7 +165,10 @@ void cu_event_reach(struct CUevent_st *ev, uint64_t gen, uint64_t stamp);
 /* A reference on ev if its handle is still alive (item_drop gives it back), else NULL:
  * a record item may be gone, and its event destroyed, by the time the stream looks back. */
 struct CUevent_st *cu_event_ref_live(struct CUevent_st *ev);
-/* cpemu_stream_delay: moves the stamp of record `gen` (if it is still ev's latest) to stamp. */
+/* cpemu_stream_delay/_block: record `gen` is held (incomplete to queries, synchronize and
+ * waiting streams) until the hold ends; then its stamp moves to stamp (if it is still ev's
+ * latest record). */
+void cu_event_hold(struct CUevent_st *ev, uint64_t gen);
 void cu_event_restamp(struct CUevent_st *ev, uint64_t gen, uint64_t stamp);
 void cu_event_await(struct CUevent_st *ev, uint64_t gen, uint64_t *vtime);
 void cu_event_unref(struct CUevent_st *ev);

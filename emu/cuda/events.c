@@ -34,6 +34,7 @@ static struct CUevent_st *event_alloc(unsigned flags, int handle)
     e->handle_alive = handle;
     e->gen = e->done_gen = 0;
     e->stamp_ns = 0;
+    e->held_gen = 0;
     e->captured = 0;
     e->cap_origin = NULL;
     e->next_free = NULL;
@@ -82,18 +83,29 @@ struct CUevent_st *cu_event_ref_live(struct CUevent_st *e)
     return live ? e : NULL;
 }
 
+void cu_event_hold(struct CUevent_st *e, uint64_t gen)
+{
+    pthread_mutex_lock(&g_ev_mu);
+    if (e->gen == gen)
+        e->held_gen = gen;
+    pthread_mutex_unlock(&g_ev_mu);
+}
+
 void cu_event_restamp(struct CUevent_st *e, uint64_t gen, uint64_t stamp)
 {
     pthread_mutex_lock(&g_ev_mu);
     if (e->done_gen == gen && e->gen == gen && stamp > e->stamp_ns)
         e->stamp_ns = stamp;
+    if (e->held_gen == gen)
+        e->held_gen = 0;
+    pthread_cond_broadcast(&g_ev_cv);
     pthread_mutex_unlock(&g_ev_mu);
 }
 
 void cu_event_await(struct CUevent_st *e, uint64_t gen, uint64_t *vtime)
 {
     pthread_mutex_lock(&g_ev_mu);
-    while (e->done_gen < gen)
+    while (e->done_gen < gen || (e->held_gen && e->held_gen == gen))
         pthread_cond_wait(&g_ev_cv, &g_ev_mu);
     /* The stamp of the newest reached record, at least that of `gen`. */
     if (e->stamp_ns > *vtime)
@@ -219,7 +231,8 @@ static CUresult state_locked(const struct CUevent_st *e)
 {
     if (e->captured)
         return CUDA_ERROR_CAPTURED_EVENT;
-    return e->done_gen == e->gen ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    int held = e->held_gen && e->held_gen == e->gen;
+    return e->done_gen == e->gen && !held ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult cuEventQuery(CUevent hEvent)
@@ -246,7 +259,7 @@ CUresult cuEventSynchronize(CUevent hEvent)
     }
     /* The record current at the call: a later re-record does not extend the wait. */
     uint64_t target = e->gen;
-    while (e->done_gen < target)
+    while (e->done_gen < target || (e->held_gen && e->held_gen == target))
         pthread_cond_wait(&g_ev_cv, &g_ev_mu);
     pthread_mutex_unlock(&g_ev_mu);
     return CUDA_SUCCESS;

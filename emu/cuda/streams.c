@@ -15,8 +15,10 @@
  * (a simplification: a per-thread default stream would not wait for other blocking streams).
  */
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "emu/cuda/cuda_internal.h"
 
@@ -70,6 +72,15 @@ static void run_item(struct CUstream_st *s, cu_item *it)
         /* Enqueued as of the held record's own enqueue time, so it starts right where that
          * record stood; the record then completes where the hold ends. */
         uint64_t end = start + it->hold_ns;
+        if (it->until) {
+            /* COLLPROF_EMU_HANG: a kernel that never starts; only an abort lets it go. */
+            struct timespec ms = {0, 1000000};
+            while (!atomic_load(it->until))
+                nanosleep(&ms, NULL);
+            end = cu_now_ns();
+            if (end < start)
+                end = start;
+        }
         cu_sleep_until(end);
         s->vtime = end;
         if (it->ev)
@@ -358,23 +369,32 @@ CUresult cpemu_stream_enqueue(CUstream h, cpemu_work_fn fn, void *arg, void (*fr
     return cu_stream_push(s, it, 1);
 }
 
-CUresult cpemu_stream_delay(CUstream h, uint64_t ns)
+static CUresult hold(CUstream h, uint64_t ns, const _Atomic uint32_t *until)
 {
     struct CUstream_st *s;
     CUresult r = cu_stream_resolve(h, &s);
-    if (r != CUDA_SUCCESS || ns == 0)
+    if (r != CUDA_SUCCESS || (ns == 0 && !until))
         return r;
     cu_item *it = cu_item_new(ITEM_HOLD);
     if (!it)
         return CUDA_ERROR_OUT_OF_MEMORY;
     it->hold_ns = ns;
+    it->until = until;
     pthread_mutex_lock(&s->mu);
     if (s->last_rec && (it->ev = cu_event_ref_live(s->last_rec)) != NULL) {
         it->gen = s->last_rec_gen;
         it->enq_ns = s->last_rec_enq;
+        cu_event_hold(it->ev, it->gen);
     }
     pthread_mutex_unlock(&s->mu);
     return cu_stream_push(s, it, 1);
+}
+
+CUresult cpemu_stream_delay(CUstream h, uint64_t ns) { return hold(h, ns, NULL); }
+
+CUresult cpemu_stream_block(CUstream h, const _Atomic uint32_t *until)
+{
+    return until ? hold(h, 0, until) : CUDA_ERROR_INVALID_VALUE;
 }
 
 int cpemu_stream_device(CUstream h)

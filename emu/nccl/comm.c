@@ -250,8 +250,16 @@ static void join_pending(ncclComm_t comm)
     wait_zero(&comm->group_jobs);
 }
 
+/* COLLPROF_EMU_HANG holds a stream in libcuda until this word is set (issue.c). A hold may
+ * outlive the communicator that made it, so the word is the process's, not the comm's: any
+ * abort releases every held stream, which only delays an abort's end for a hang already
+ * given up. */
+_Atomic uint32_t cpn_hang_release;
+
 static void set_abort(ncclComm_t comm, uint32_t v)
 {
+    if (v)
+        atomic_store(&cpn_hang_release, 1);
     atomic_store(&comm->core->abort_word, v);
     cpn_futex_wake(&comm->core->abort_word, 0);
     cpn_futex_wake(&comm->core->done_ticket, 0);

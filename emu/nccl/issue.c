@@ -321,10 +321,14 @@ ncclResult_t cpn_issue_comm_ops(ncclComm_t comm, cpn_op *ops)
         item_unref(it);
     } else {
         /* COLLPROF_EMU_DELAY: each stream of the operation is busy that long before it, as
-         * if a kernel ran late, and ahead of a start event recorded for it (emu_stream.h). */
-        if (it->delay_ms > 0)
-            for (int i = 0; i < nstreams; i++)
+         * if a kernel ran late, and ahead of a start event recorded for it (emu_stream.h).
+         * COLLPROF_EMU_HANG: busy until an abort, so the rank's GPU never begins it. */
+        for (int i = 0; i < nstreams; i++) {
+            if (it->hang)
+                cpemu_stream_block(streams[i], &cpn_hang_release);
+            else if (it->delay_ms > 0)
                 cpemu_stream_delay(streams[i], (uint64_t)(it->delay_ms * 1e6));
+        }
         res = enqueue(it, streams[0]);
         for (int i = 1; i < nstreams; i++) {
             cpn_item *j = item_new(comm, join, 0);

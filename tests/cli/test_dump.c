@@ -130,6 +130,7 @@ static void write_example(const char *path)
     hang.age_ns = 61500000000ull;
     hang.peer = -1;
     hang.op = CP_OP_ALLREDUCE;
+    hang.gpu_state = CP_HANG_GPU_NOT_STARTED;
     put(w, &hang);
 
     const char *frames[] = { "train_step+0x10 (train.so)", "main+0x20 (python)" };
@@ -165,7 +166,7 @@ static const char example_text[] =
     "stream=0x0 host_ns=1200 host_dur_ns=0 result=0 flags=in_group,timed thread=0 "
     "group_depth=1\n"
     "rank 3 HANG AllReduce comm=9f2c0e1d22aa4b01 seq=43 at_ns=9000000000 age_ns=61500000000 "
-    "age_s=61.500\n"
+    "age_s=61.500 gpu=not_started\n"
     "rank 3 SITE site=5 return_addr=0x401000 "
     "frames=\"train_step+0x10 (train.so)\",\"main+0x20 (python)\"\n"
     "rank 3 CLOCK mono_ns=100 realtime_ns=200\n"
