@@ -1,37 +1,772 @@
-/* PLACEHOLDER (replaced by the clock helper): anchors only, one domain per hostname. */
+/* analyzer/clock.c: every rank's CLOCK_MONOTONIC on one job time line.
+ *
+ * Three layers, each correcting what the one before cannot know:
+ *  1. Domains. Ranks with one hostname read one CLOCK_MONOTONIC, so they are one domain and
+ *     map alike; a rank whose file names no host is a domain of its own, since nothing says
+ *     which clock it shares. The lowest rank's domain is the reference (domains[0]).
+ *  2. Anchors. A domain's (realtime - mono) samples, from the headers and CLOCK records of all
+ *     its ranks, merged: samples within CLUSTER_NS of each other become one, their median, so
+ *     that one read preempted between its two clock reads is outvoted by its siblings'. Between
+ *     two samples the anchor follows the straight line joining them, so a wall clock that NTP
+ *     stepped or slewed during a long trace is followed instead of frozen at file creation.
+ *  3. Refinement. Hosts' wall clocks agree only to NTP's precision, far coarser than the
+ *     lateness we want to call. But a blocking collective (AllReduce, AllGather, ReduceScatter,
+ *     AlltoAll) ends within microseconds on every rank: no rank can finish before the last
+ *     one's data reached it. So the GPU ends of one such operation, put on the anchored time
+ *     line, differ between domains by those domains' remaining offset. Each operation that
+ *     spans domains gives one "tie" per domain it holds beyond its lowest: the difference of
+ *     their median ends (the median: ranks of one domain share a clock, one odd rank must not
+ *     move it; cpa_clk_consensus, better for clock_gpu.c, did worse here on the emulation).
+ *     Host-only times are enqueue times, which do not end together, so an operation counts
+ *     only when every rank's end is GPU-timed.
+ *     Offsets are solved as medians of ties: domains in the order of a maximum spanning tree
+ *     from the reference (the next domain is the one with most ties to those already solved,
+ *     so a domain tied only through another is still reached), then Gauss-Seidel passes that
+ *     re-solve each domain from all its ties until nothing moves.
+ *     Drift: when a domain's ties span at least DRIFT_MIN_SPAN_NS and DRIFT_MIN_TIES, a robust
+ *     line (medians of the first and last thirds) is fitted; it is kept only when the change
+ *     it predicts over the span is at least DRIFT_MIN_NS and 4 times the spread the line leaves
+ *     (otherwise a noisy slope would add error instead of removing it). Outside its ties' span
+ *     a drift is held at its end value: a line extrapolated past its data is a guess.
+ * Each rank's GPU times are then put right on top of this (clock_gpu.c: the shim converts
+ * them with a reference event of each rank's own), and since ends alone cannot tell a host's
+ * clock from its GPUs' conversion, each domain's offset is then checked against when its
+ * launches start (clock_gpu.c, causal_shift).
+ * error_us is the 90th percentile, over the operations that tie domains, of how far a
+ * domain's median end still is from the first domain's, on the finished time line: the
+ * spread a lateness across hosts must clear to be told from clock error. A domain with no tie
+ * to the reference is left on its anchors, aligned = 0, and the error is at least
+ * ANCHOR_ONLY_US.
+ */
+#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyzer/analyzer.h"
+#include "analyzer/clock_internal.h"
+
+#define CLUSTER_NS 100000000ull        /* 100 ms: NTP slews at most 500 ppm, i.e. 50 us here */
+#define DRIFT_MIN_SPAN_NS 10000000000ull /* 10 s: shorter traces cannot tell drift from noise */
+#define DRIFT_MIN_TIES 30              /* 10 per third of the line fit */
+#define DRIFT_MIN_NS 1000.0            /* a drift that moves the offset by < 1 us is noise */
+#define TIE_BUDGET 4096
+#define SOLVE_MAX_PASSES 50
+#define SOLVE_EPS_NS 0.5
+/* Anchors alone: NTP keeps hosts on one LAN within about 0.1 to 1 ms of each other (PTP does
+ * far better, but nothing in a trace says it is there). 1 ms is the figure we can defend
+ * without evidence, so lateness across such a domain must exceed 4 ms to be called. */
+#define ANCHOR_ONLY_US 1000.0
+
+/* One operation's word on two domains: job_b - job_a of their median ends, anchors only. */
+typedef struct tie {
+    uint32_t a, b;
+    uint64_t ta, tb;
+    int64_t diff;
+} tie;
+
+/* ---- small statistics ---- */
+
+/* The k-th smallest (0-based) of v[0..n), reordering v: Hoare's selection, O(n) expected,
+ * since the solver takes medians of every domain's ties on every pass. */
+double cpa_clk_select(double *v, size_t n, size_t k)
+{
+    ptrdiff_t lo = 0, hi = (ptrdiff_t)n - 1, kk = (ptrdiff_t)k;
+    while (hi > lo) {
+        double p = v[lo + (hi - lo) / 2];
+        ptrdiff_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < p)
+                i++;
+            while (v[j] > p)
+                j--;
+            if (i <= j) {
+                double x = v[i];
+                v[i++] = v[j];
+                v[j--] = x;
+            }
+        }
+        if (kk <= j)
+            hi = j;
+        else if (kk >= i)
+            lo = i;
+        else
+            break;
+    }
+    return v[k];
+}
+
+static double median(double *v, size_t n)
+{
+    return cpa_clk_select(v, n, (n - 1) / 2);
+}
+
+/* Nearest rank: the ceil(0.9 n)-th smallest. */
+static double p90(double *v, size_t n)
+{
+    size_t k = (size_t)ceil(0.9 * (double)n);
+    return cpa_clk_select(v, n, k ? k - 1 : 0);
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double p = *(const double *)x, q = *(const double *)y;
+    return (p > q) - (p < q);
+}
+
+/* Where an operation's ends agree: the median of the largest group lying within 2 x
+ * CPA_CLK_AGREE_NS, sorting v. Good references agree to microseconds and bad ones are each off by
+ * their own milliseconds, so when two ranks of four have bad references at once the good pair
+ * still agrees, where a median would split the difference and blame all four. With no single
+ * largest group (two ranks; four each on its own; two pairs), the median, halfway between the
+ * middle two: nothing says which side is right. */
+double cpa_clk_consensus(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    size_t best = 0, best_n = 0, ties = 0;
+    for (size_t a = 0, b = 0; a < n; a++) {
+        while (b < n && v[b] - v[a] <= 2 * CPA_CLK_AGREE_NS)
+            b++;
+        if (b - a > best_n) {
+            best_n = b - a;
+            best = a;
+            ties = 0;
+        } else if (b - a == best_n && v[a] - v[best] > 2 * CPA_CLK_AGREE_NS) {
+            ties++; /* another group as large, apart from the first */
+        }
+    }
+    if (best_n >= 2 && !ties)
+        return v[best + (best_n - 1) / 2];
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int cmp_anchor(const void *x, const void *y)
+{
+    const cpa_anchor *p = x, *q = y;
+    return (p->mono > q->mono) - (p->mono < q->mono);
+}
+
+static int cmp_i64(const void *x, const void *y)
+{
+    int64_t p = *(const int64_t *)x, q = *(const int64_t *)y;
+    return (p > q) - (p < q);
+}
+
+/* ---- anchors ---- */
+
+static int64_t anchor_at(const cpa_anchor *an, size_t n, uint64_t t)
+{
+    if (!n)
+        return 0;
+    if (t <= an[0].mono)
+        return an[0].a;
+    if (t >= an[n - 1].mono)
+        return an[n - 1].a;
+    size_t lo = 0, hi = n - 1; /* an[lo].mono <= t < an[hi].mono */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (an[mid].mono <= t)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    double f = (double)(t - an[lo].mono) / (double)(an[hi].mono - an[lo].mono);
+    return an[lo].a + (int64_t)llround(f * (double)(an[hi].a - an[lo].a));
+}
+
+/* Merges the samples of domain d's ranks into clustered anchors at map->anchors + *used. */
+static int build_anchors(const cpa_model *m, const cpa_clock *c, size_t d, cpa_anchor *dst,
+                         size_t *n_out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m->nranks; i++) {
+        if (c->rank_domain[i] != d)
+            continue;
+        const cpa_rank *r = &m->ranks[i];
+        for (size_t k = 0; k < r->nclocks; k++)
+            if (r->clocks[k].mono_ns && r->clocks[k].realtime_ns &&
+                r->clocks[k].realtime_ns <= (uint64_t)INT64_MAX)
+                dst[n++] = (cpa_anchor){r->clocks[k].mono_ns,
+                                    (int64_t)r->clocks[k].realtime_ns -
+                                        (int64_t)r->clocks[k].mono_ns};
+    }
+    qsort(dst, n, sizeof *dst, cmp_anchor);
+    int64_t *vals = malloc((n ? n : 1) * sizeof *vals);
+    if (!vals)
+        return -1;
+    size_t out = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && dst[j].mono - dst[i].mono < CLUSTER_NS)
+            j++;
+        for (size_t k = i; k < j; k++)
+            vals[k - i] = dst[k].a;
+        qsort(vals, j - i, sizeof *vals, cmp_i64);
+        dst[out++] = (cpa_anchor){dst[i + (j - i - 1) / 2].mono, vals[(j - i - 1) / 2]};
+        i = j;
+    }
+    free(vals);
+    *n_out = out;
+    return 0;
+}
+
+/* ---- the model of a domain's correction: offset + drift, the drift held past its ties ---- */
+
+static double corr_at(const cpa_clock_domain *dom, const cpa_dmap *dm, uint64_t t)
+{
+    if (dom->drift == 0)
+        return dom->offset_ns;
+    if (t < dm->lo)
+        t = dm->lo;
+    if (t > dm->hi)
+        t = dm->hi;
+    return dom->offset_ns + dom->drift * (double)(t - dom->drift_t0_ns);
+}
+
+/* ---- ties from the operations ---- */
+
+int cpa_clk_blocking(unsigned op)
+{
+    return op == CP_OP_ALLREDUCE || op == CP_OP_ALLGATHER || op == CP_OP_REDUCESCATTER ||
+           op == CP_OP_ALLTOALL;
+}
+
+uint8_t *cpa_clk_tying_ops(const cpa_model *m, const cpa_matched *mt)
+{
+    uint8_t *ok = calloc(mt->nops ? mt->nops : 1, 1);
+    for (size_t i = 0; ok && i < mt->nops; i++) {
+        const cpa_op *o = &mt->ops[i];
+        if (!o->complete || o->nparts < 2 || o->sender >= 0 || !cpa_clk_blocking(o->op))
+            continue;
+        uint32_t k = 0;
+        const cpa_part *p = &mt->parts[o->first_part];
+        while (k < o->nparts && m->ranks[p[k].rank_idx].calls[p[k].call_idx].gpu_timed)
+            k++;
+        ok[i] = k == o->nparts;
+    }
+    return ok;
+}
+
+typedef struct tscratch {
+    double *v;           /* an operation's ends, grouped by domain */
+    uint32_t *dom;       /* each part's domain */
+    uint32_t *touched;   /* the domains it holds */
+    uint32_t *cnt, *at;  /* per domain */
+    uint64_t *spans;     /* per domain: spanning operations it is in (beside the hub) */
+    uint64_t *seen;      /* ... so far, and every stride-th of them makes a tie */
+    uint64_t *stride;
+} tscratch;
+
+/* The domains operation o holds, ascending, in x->touched; x->cnt counts parts per domain
+ * (the caller zeroes the touched entries again). Returns how many. */
+static size_t op_domains(const cpa_matched *mt, const cpa_clock *c, const cpa_op *o,
+                         tscratch *x)
+{
+    const cpa_part *p = &mt->parts[o->first_part];
+    size_t nt = 0;
+    for (uint32_t k = 0; k < o->nparts; k++) {
+        uint32_t d = x->dom[k] = c->rank_domain[p[k].rank_idx];
+        if (!x->cnt[d]++)
+            x->touched[nt++] = d;
+    }
+    for (size_t i = 1; i < nt; i++) /* few domains: insertion sort */
+        for (size_t j = i; j > 0 && x->touched[j - 1] > x->touched[j]; j--) {
+            uint32_t tmp = x->touched[j];
+            x->touched[j] = x->touched[j - 1];
+            x->touched[j - 1] = tmp;
+        }
+    return nt;
+}
+
+/* One operation's ties into *t. Grouping by domain costs O(parts), not a sort: the bench's
+ * 1024-rank operations made a sort per operation the clocks' largest cost. */
+static int op_ties(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c, int final,
+                   const cpa_op *o, tscratch *x, tie **t, size_t *n, size_t *cap)
+{
+    const cpa_part *p = &mt->parts[o->first_part];
+    uint64_t base = final ? cpa_clock_gpu_job_ns(m, c, p[0].rank_idx, p[0].end_ns) : p[0].end_ns;
+    size_t nt = op_domains(mt, c, o, x);
+    int rc = 0, keep = 0;
+    for (size_t i = 1; i < nt; i++)
+        keep |= x->seen[x->touched[i]]++ % x->stride[x->touched[i]] == 0;
+    if (nt < 2 || !keep)
+        goto out;
+    uint32_t off = 0;
+    for (size_t i = 0; i < nt; i++) {
+        x->at[x->touched[i]] = off;
+        off += x->cnt[x->touched[i]];
+    }
+    for (uint32_t k = 0; k < o->nparts; k++) {
+        uint64_t e = final ? cpa_clock_gpu_job_ns(m, c, p[k].rank_idx, p[k].end_ns) : p[k].end_ns;
+        x->v[x->at[x->dom[k]]++] = (double)(int64_t)(e - base); /* exact: differences */
+    }
+    uint32_t hub = UINT32_MAX;
+    uint64_t th = 0;
+    int64_t jh = 0;
+    for (size_t i = 0; i < nt; i++) {
+        uint32_t d = x->touched[i], cn = x->cnt[d];
+        double med = cpa_clk_select(x->v + x->at[d] - cn, cn, (cn - 1) / 2);
+        uint64_t te = base + (uint64_t)(int64_t)med;
+        const cpa_dmap *dm = &c->map->d[d];
+        int64_t je = final ? (int64_t)te
+                           : (int64_t)te + anchor_at(c->map->anchors + dm->first, dm->n, te);
+        if (hub == UINT32_MAX) {
+            hub = d;
+            th = te;
+            jh = je;
+        } else if ((x->seen[d] - 1) % x->stride[d] == 0) {
+            if (cpa_grow((void **)t, cap, *n + 1, sizeof **t)) {
+                rc = -1;
+                goto out;
+            }
+            (*t)[(*n)++] = (tie){hub, d, th, te, je - jh};
+        }
+    }
+out:
+    for (size_t i = 0; i < nt; i++)
+        x->cnt[x->touched[i]] = 0;
+    return rc;
+}
+
+/* final 0: ends on the anchors alone, for solving; final 1: ends on the finished job time
+ * line (GPU frames included), whose differences are what is left to measure. A domain is
+ * tied to its operations' lowest domain in about TIE_BUDGET of them at most, every stride-th
+ * in (comm, seq) order, so spread over the trace: medians of thousands are as good as of
+ * millions (1024 ranks on 128 hosts made 4 million ties, and the solver's sorts took a second
+ * and a half), spans (may be NULL) gets each domain's count of the operations that tie it,
+ * kept or not. */
+static int collect_ties(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c,
+                        const uint8_t *tying, int final, tie **out, size_t *nout,
+                        uint64_t *spans)
+{
+    size_t maxp = 1, n = 0, cap = 0, nd = c->ndomains;
+    for (size_t i = 0; i < mt->nops; i++)
+        maxp = mt->ops[i].nparts > maxp ? mt->ops[i].nparts : maxp;
+    tscratch x = {.v = malloc(maxp * sizeof *x.v), .dom = malloc(maxp * sizeof *x.dom),
+                  .touched = malloc(maxp * sizeof *x.touched),
+                  .cnt = calloc(nd, sizeof *x.cnt), .at = malloc(nd * sizeof *x.at),
+                  .spans = calloc(nd, sizeof *x.spans), .seen = calloc(nd, sizeof *x.seen),
+                  .stride = malloc(nd * sizeof *x.stride)};
+    tie *t = NULL;
+    int rc = -1;
+    if (!x.v || !x.dom || !x.touched || !x.cnt || !x.at || !x.spans || !x.seen || !x.stride)
+        goto out;
+    for (size_t i = 0; i < mt->nops; i++) {
+        if (!tying[i])
+            continue;
+        size_t nt = op_domains(mt, c, &mt->ops[i], &x);
+        for (size_t k = 0; k < nt; k++) {
+            x.spans[x.touched[k]] += nt > 1;
+            x.cnt[x.touched[k]] = 0;
+        }
+    }
+    for (size_t d = 0; d < nd; d++) {
+        x.stride[d] = x.spans[d] / TIE_BUDGET + 1;
+        if (spans)
+            spans[d] = x.spans[d];
+    }
+    for (size_t i = 0; i < mt->nops; i++)
+        if (tying[i] && op_ties(m, mt, c, final, &mt->ops[i], &x, &t, &n, &cap))
+            goto out;
+    rc = 0;
+out:
+    free(x.v);
+    free(x.dom);
+    free(x.touched);
+    free(x.cnt);
+    free(x.at);
+    free(x.spans);
+    free(x.seen);
+    free(x.stride);
+    if (rc)
+        free(t);
+    *out = rc ? NULL : t;
+    *nout = rc ? 0 : n;
+    return rc;
+}
+
+/* ---- solving the offsets ---- */
+
+typedef struct solver {
+    cpa_clock *c;
+    const tie *t;
+    size_t nt;
+    size_t *adj_first;   /* CSR: domain d's ties are adj[adj_first[d] .. adj_first[d + 1]) */
+    size_t *adj;         /* ... sorted by d's local time */
+    uint8_t *solved;
+    uint8_t *drifts;     /* domains allowed a drift */
+    double *y, *tmp;     /* scratch, one per tie of a domain */
+    uint64_t *ts;
+} solver;
+
+static uint64_t tie_t(const tie *t, uint32_t d)
+{
+    return t->a == d ? t->ta : t->tb;
+}
+
+typedef struct tkey {
+    uint64_t t;
+    size_t idx;
+} tkey;
+
+static int cmp_tkey(const void *x, const void *y)
+{
+    const tkey *p = x, *q = y;
+    return (p->t > q->t) - (p->t < q->t);
+}
+
+/* What domain d's correction should be at each of its ties whose other side is solved:
+ * equal corrected ends. Returns how many; y[] and ts[] in local time order. */
+static size_t targets(solver *s, uint32_t d)
+{
+    size_t n = 0;
+    for (size_t k = s->adj_first[d]; k < s->adj_first[d + 1]; k++) {
+        const tie *t = &s->t[s->adj[k]];
+        uint32_t o = t->a == d ? t->b : t->a;
+        if (!s->solved[o])
+            continue;
+        const cpa_clock_domain *od = &s->c->domains[o];
+        const cpa_dmap *om = &s->c->map->d[o];
+        if (t->a == d) {
+            s->y[n] = corr_at(od, om, t->tb) + (double)t->diff;
+            s->ts[n] = t->ta;
+        } else {
+            s->y[n] = corr_at(od, om, t->ta) - (double)t->diff;
+            s->ts[n] = t->tb;
+        }
+        n++;
+    }
+    return n;
+}
+
+typedef struct fit {
+    double offset, drift, spread; /* spread: p90 of |target - fit| */
+} fit;
+
+static fit fit_const(solver *s, size_t n)
+{
+    memcpy(s->tmp, s->y, n * sizeof *s->tmp);
+    fit f = {.offset = median(s->tmp, n)};
+    for (size_t i = 0; i < n; i++)
+        s->tmp[i] = fabs(s->y[i] - f.offset);
+    f.spread = p90(s->tmp, n);
+    return f;
+}
+
+/* A line through the medians of the first and last thirds (robust to outlying ties, and
+ * linear in time unlike Theil-Sen), its offset the median at t0. */
+static fit fit_line(solver *s, size_t n, uint64_t t0)
+{
+    size_t k = n / 3;
+    memcpy(s->tmp, s->y, k * sizeof *s->tmp);
+    double y1 = median(s->tmp, k);
+    memcpy(s->tmp, s->y + n - k, k * sizeof *s->tmp);
+    double y3 = median(s->tmp, k);
+    uint64_t t1 = s->ts[(k - 1) / 2], t3 = s->ts[n - k + (k - 1) / 2];
+    fit f = {0};
+    f.drift = t3 > t1 ? (y3 - y1) / (double)(t3 - t1) : 0;
+    for (size_t i = 0; i < n; i++)
+        s->tmp[i] = s->y[i] - f.drift * ((double)s->ts[i] - (double)t0);
+    f.offset = median(s->tmp, n);
+    for (size_t i = 0; i < n; i++)
+        s->tmp[i] = fabs(s->y[i] - f.offset - f.drift * ((double)s->ts[i] - (double)t0));
+    f.spread = p90(s->tmp, n);
+    return f;
+}
+
+static int drift_pays(solver *s, size_t n, const cpa_dmap *dm, fit *out)
+{
+    if (n < DRIFT_MIN_TIES || dm->hi - dm->lo < DRIFT_MIN_SPAN_NS)
+        return 0;
+    fit f = fit_line(s, n, dm->lo);
+    double change = fabs(f.drift) * (double)(dm->hi - dm->lo);
+    if (change < DRIFT_MIN_NS || change < 4 * f.spread)
+        return 0;
+    *out = f;
+    return 1;
+}
+
+/* Re-solves domain d from its solved neighbours; returns how far its correction moved. */
+static double solve_one(solver *s, uint32_t d)
+{
+    size_t n = targets(s, d);
+    if (!n)
+        return 0;
+    cpa_clock_domain *dom = &s->c->domains[d];
+    const cpa_dmap *dm = &s->c->map->d[d];
+    fit f;
+    if (!s->drifts[d] || !drift_pays(s, n, dm, &f)) {
+        f = fit_const(s, n);
+        f.drift = 0;
+    }
+    double span = (double)(dm->hi - dm->lo);
+    double moved = fabs(f.offset - dom->offset_ns) + fabs(f.drift - dom->drift) * span;
+    dom->offset_ns = f.offset;
+    dom->drift = f.drift;
+    dom->drift_t0_ns = dm->lo;
+    return moved;
+}
+
+static void passes(solver *s, const uint32_t *order, size_t norder)
+{
+    for (int pass = 0; pass < SOLVE_MAX_PASSES; pass++) {
+        double moved = 0;
+        for (size_t i = 1; i < norder; i++) {
+            double d = solve_one(s, order[i]);
+            if (d > moved)
+                moved = d;
+        }
+        if (moved < SOLVE_EPS_NS)
+            break;
+    }
+}
+
+static int solve(cpa_clock *c, const tie *t, size_t nt)
+{
+    size_t nd = c->ndomains;
+    solver s = {.c = c, .t = t, .nt = nt};
+    s.adj_first = calloc(nd + 1, sizeof *s.adj_first);
+    s.adj = malloc((nt ? 2 * nt : 1) * sizeof *s.adj);
+    s.solved = calloc(nd, 1);
+    s.drifts = calloc(nd, 1);
+    uint32_t *order = malloc(nd * sizeof *order);
+    size_t *links = calloc(nd, sizeof *links);
+    size_t maxdeg = 0;
+    int rc = -1;
+    if (!s.adj_first || !s.adj || !s.solved || !s.drifts || !order || !links)
+        goto out;
+    for (size_t i = 0; i < nt; i++) {
+        s.adj_first[t[i].a + 1]++;
+        s.adj_first[t[i].b + 1]++;
+    }
+    for (size_t d = 0; d < nd; d++) {
+        if (s.adj_first[d + 1] > maxdeg)
+            maxdeg = s.adj_first[d + 1];
+        s.adj_first[d + 1] += s.adj_first[d];
+    }
+    {
+        size_t *fill = links; /* reused as a cursor before it counts links */
+        for (size_t i = 0; i < nt; i++) {
+            s.adj[s.adj_first[t[i].a] + fill[t[i].a]++] = i;
+            s.adj[s.adj_first[t[i].b] + fill[t[i].b]++] = i;
+        }
+        memset(links, 0, nd * sizeof *links);
+    }
+    /* Each domain's ties in its local time order (the drift fit's thirds), sorted by value
+     * rather than through the ties: the reference domain holds nearly all of them. */
+    tkey *keys = malloc((maxdeg ? maxdeg : 1) * sizeof *keys);
+    if (!keys)
+        goto out;
+    for (size_t d = 0; d < nd; d++) {
+        size_t *a = s.adj + s.adj_first[d], n = s.adj_first[d + 1] - s.adj_first[d];
+        for (size_t k = 0; k < n; k++)
+            keys[k] = (tkey){tie_t(&t[a[k]], (uint32_t)d), a[k]};
+        qsort(keys, n, sizeof *keys, cmp_tkey);
+        for (size_t k = 0; k < n; k++)
+            a[k] = keys[k].idx;
+        cpa_dmap *dm = &c->map->d[d];
+        if (s.adj_first[d + 1] > s.adj_first[d]) {
+            dm->lo = tie_t(&t[s.adj[s.adj_first[d]]], (uint32_t)d);
+            dm->hi = tie_t(&t[s.adj[s.adj_first[d + 1] - 1]], (uint32_t)d);
+        }
+    }
+    free(keys);
+    s.y = malloc((maxdeg ? maxdeg : 1) * sizeof *s.y);
+    s.tmp = malloc((maxdeg ? maxdeg : 1) * sizeof *s.tmp);
+    s.ts = malloc((maxdeg ? maxdeg : 1) * sizeof *s.ts);
+    if (!s.y || !s.tmp || !s.ts)
+        goto out;
+
+    /* Maximum spanning tree order from the reference: each next domain is the one with the
+     * most ties to those solved, and is solved from them alone. */
+    size_t norder = 0;
+    uint32_t next = 0;
+    for (;;) {
+        s.solved[next] = 1;
+        order[norder++] = next;
+        if (next)
+            solve_one(&s, next);
+        for (size_t k = s.adj_first[next]; k < s.adj_first[next + 1]; k++) {
+            const tie *x = &t[s.adj[k]];
+            links[x->a == next ? x->b : x->a]++;
+        }
+        size_t best = 0;
+        for (size_t d = 0; d < nd; d++)
+            if (!s.solved[d] && links[d] > best) {
+                best = links[d];
+                next = (uint32_t)d;
+            }
+        if (!best)
+            break;
+    }
+    passes(&s, order, norder);
+    /* Drift is weighed once the offsets have settled, against settled neighbours. */
+    int any = 0;
+    for (size_t i = 1; i < norder; i++) {
+        fit f;
+        size_t n = targets(&s, order[i]);
+        if (drift_pays(&s, n, &c->map->d[order[i]], &f))
+            s.drifts[order[i]] = 1, any = 1;
+    }
+    if (any)
+        passes(&s, order, norder);
+    for (size_t d = 0; d < nd; d++)
+        c->domains[d].refined = s.solved[d];
+    rc = 0;
+out:
+    free(s.adj_first);
+    free(s.adj);
+    free(s.solved);
+    free(s.drifts);
+    free(s.y);
+    free(s.tmp);
+    free(s.ts);
+    free(order);
+    free(links);
+    return rc;
+}
+
+/* What is left after everything: the spread of the domains' median ends on the finished
+ * job time line (ties collected with final = 1), per domain and over the job. Measured there
+ * rather than on the solver's own ties, because those also carry each rank's GPU reference
+ * error, which clock_gpu.c removes afterwards: a domain of two ranks, one with a bad
+ * reference, would otherwise report that rank's milliseconds as clock error. */
+static int measure_error(cpa_clock *c, const tie *t, size_t nt)
+{
+    size_t nd = c->ndomains;
+    size_t *first = calloc(nd + 1, sizeof *first), *fill = calloc(nd, sizeof *fill);
+    double *y = malloc((nt ? 2 * nt : 1) * sizeof *y), *all = malloc((nt ? nt : 1) * sizeof *all);
+    if (!first || !fill || !y || !all) {
+        free(first);
+        free(fill);
+        free(y);
+        free(all);
+        return -1;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < nt; i++)
+        if (c->domains[t[i].a].refined && c->domains[t[i].b].refined) {
+            first[t[i].a + 1]++;
+            first[t[i].b + 1]++;
+        }
+    for (size_t d = 0; d < nd; d++)
+        first[d + 1] += first[d];
+    for (size_t i = 0; i < nt; i++) {
+        if (!c->domains[t[i].a].refined || !c->domains[t[i].b].refined)
+            continue;
+        double r = fabs((double)t[i].diff);
+        y[first[t[i].a] + fill[t[i].a]++] = r;
+        y[first[t[i].b] + fill[t[i].b]++] = r;
+        all[n++] = r;
+    }
+    for (size_t d = 0; d < nd; d++)
+        c->domains[d].error_ns = fill[d] ? p90(y + first[d], fill[d]) : 0;
+    c->error_us = n ? p90(all, n) / 1e3 : 0;
+    c->aligned = 1;
+    for (size_t d = 0; d < nd; d++)
+        if (!c->domains[d].refined)
+            c->aligned = 0;
+    if (!c->aligned && c->error_us < ANCHOR_ONLY_US)
+        c->error_us = ANCHOR_ONLY_US;
+    free(first);
+    free(fill);
+    free(y);
+    free(all);
+    return 0;
+}
+
+static int assign_domains(const cpa_model *m, cpa_clock *c)
+{
+    for (size_t i = 0; i < m->nranks; i++) {
+        const char *h = m->ranks[i].hostname;
+        size_t d = 0;
+        if (h[0])
+            while (d < c->ndomains && strcmp(c->domains[d].hostname, h))
+                d++;
+        else
+            d = c->ndomains;
+        if (d == c->ndomains)
+            memcpy(c->domains[c->ndomains++].hostname, h, sizeof c->domains[0].hostname);
+        c->rank_domain[i] = (uint32_t)d;
+    }
+    return 0;
+}
 
 int cpa_clock_align(const cpa_model *m, const cpa_matched *mt, cpa_clock *out, char *err,
                     size_t errlen)
 {
-    (void)mt;
     memset(out, 0, sizeof *out);
-    out->domains = calloc(m->nranks ? m->nranks : 1, sizeof *out->domains);
-    out->rank_domain = calloc(m->nranks ? m->nranks : 1, sizeof *out->rank_domain);
-    if (!out->domains || !out->rank_domain) {
-        cpa_clock_free(out);
-        snprintf(err, errlen, "out of memory aligning clocks");
-        return -1;
+    size_t nr = m->nranks ? m->nranks : 1, nsamples = 0;
+    for (size_t i = 0; i < m->nranks; i++)
+        nsamples += m->ranks[i].nclocks;
+    tie *t = NULL;
+    size_t nt = 0;
+    uint8_t *tying = NULL;
+    uint64_t *spans = NULL;
+    out->domains = calloc(nr, sizeof *out->domains);
+    out->rank_domain = calloc(nr, sizeof *out->rank_domain);
+    out->map = calloc(1, sizeof *out->map);
+    if (!out->domains || !out->rank_domain || !out->map)
+        goto oom;
+    out->map->d = calloc(nr, sizeof *out->map->d);
+    out->map->anchors = malloc((nsamples + nr) * sizeof *out->map->anchors);
+    if (!out->map->d || !out->map->anchors)
+        goto oom;
+    assign_domains(m, out);
+    size_t used = 0;
+    for (size_t d = 0; d < out->ndomains; d++) {
+        cpa_dmap *dm = &out->map->d[d];
+        dm->first = used;
+        if (build_anchors(m, out, d, out->map->anchors + used, &dm->n))
+            goto oom;
+        /* No usable anchor: assume it reads like the reference, the best guess there is. */
+        if (!dm->n && d > 0 && out->map->d[0].n) {
+            out->map->anchors[used] = out->map->anchors[out->map->d[0].first];
+            dm->n = 1;
+        }
+        used += dm->n;
     }
-    for (size_t i = 0; i < m->nranks; i++) {
-        size_t d = 0;
-        while (d < out->ndomains && strcmp(out->domains[d].hostname, m->ranks[i].hostname))
-            d++;
-        if (d == out->ndomains)
-            memcpy(out->domains[out->ndomains++].hostname, m->ranks[i].hostname,
-                   sizeof out->domains[0].hostname);
-        out->rank_domain[i] = (uint32_t)d;
-    }
-    out->aligned = out->ndomains <= 1;
+    if (!(tying = cpa_clk_tying_ops(m, mt)))
+        goto oom;
+    if (!(spans = calloc(nr, sizeof *spans)))
+        goto oom;
+    if (out->ndomains > 1 &&
+        (collect_ties(m, mt, out, tying, 0, &t, &nt, spans) || solve(out, t, nt)))
+        goto oom;
+    for (size_t d = 0; d < out->ndomains; d++)
+        out->domains[d].samples = spans[d];
+    if (out->ndomains == 1)
+        out->domains[0].refined = 1;
+    if (cpa_clk_gpu_frames(m, mt, tying, out))
+        goto oom;
+    free(t);
+    t = NULL;
+    if (out->ndomains > 1 &&
+        (collect_ties(m, mt, out, tying, 1, &t, &nt, NULL) || measure_error(out, t, nt)))
+        goto oom;
+    out->aligned = out->ndomains <= 1 || out->aligned;
+    free(t);
+    free(tying);
+    free(spans);
     return 0;
+oom:
+    free(t);
+    free(tying);
+    free(spans);
+    cpa_clock_free(out);
+    snprintf(err, errlen, "out of memory aligning clocks");
+    return -1;
 }
 
 void cpa_clock_free(cpa_clock *c)
 {
+    if (c->map) {
+        free(c->map->anchors);
+        free(c->map->d);
+        free(c->map->gsegs);
+        free(c->map->g_first);
+        free(c->map);
+    }
     free(c->domains);
     free(c->rank_domain);
     memset(c, 0, sizeof *c);
@@ -41,8 +776,13 @@ uint64_t cpa_clock_job_ns(const cpa_model *m, const cpa_clock *c, size_t rank_id
                           uint64_t local_ns)
 {
     const cpa_rank *r = &m->ranks[rank_idx];
-    (void)c;
-    if (!r->nclocks)
-        return local_ns;
-    return local_ns - r->clocks[0].mono_ns + r->clocks[0].realtime_ns;
+    if (!c->map || !c->rank_domain) /* not aligned (yet): the rank's own header anchor */
+        return r->nclocks ? local_ns - r->clocks[0].mono_ns + r->clocks[0].realtime_ns
+                          : local_ns;
+    uint32_t d = c->rank_domain[rank_idx];
+    const cpa_dmap *dm = &c->map->d[d];
+    int64_t j = (int64_t)local_ns + anchor_at(c->map->anchors + dm->first, dm->n, local_ns) +
+                (int64_t)llround(corr_at(&c->domains[d], dm, local_ns));
+    return j > 0 ? (uint64_t)j : 0;
 }
+

@@ -1,8 +1,45 @@
-/* PLACEHOLDER (replaced by the hang helper). */
-#include <string.h>
+/* analyzer/hang.c: per communicator, the operation the job stopped at, who never joined it
+ * and who waits in it.
+ *
+ * Membership comes from COMM records (a rank belongs to a comm when its file names it), the
+ * size from their nranks, so a comm rank with no file is still known to be missing. Where a
+ * comm stopped is the lowest of three pieces of evidence:
+ *   - its ranks' last calls disagree: the first collective after the laggards' last one
+ *     (their later calls would show, had they made any: a record lost in the middle is not
+ *     a hang). A laggard killed without an END record may have lost its trace's tail, so
+ *     collectives after its last one that the others finished are passed over (finishing
+ *     proves every rank joined) up to one that a HANG record names or that took far longer
+ *     than the comm's typical one (ended by an abort or a dead peer's error, not done); when
+ *     the others finished everything, the killed rank took part in all of it: no hang;
+ *   - every rank called it, each timed it, none finished it, and nothing later finished;
+ *   - a watchdog HANG record names it, unless that rank went on to finish a later call it
+ *     made after the record (a stall that cleared, not a hang). A HANG record stands even
+ *     when DONEs follow: an abort ends the kernels it releases.
+ * At that operation a rank that made no call there (nor later) is missing, the others wait
+ * (a rank whose call there was lost but that went on counts as waiting); RANK_EXITED when a
+ * missing rank's trace has no END (killed) or ended on a signal. When every rank called it,
+ * HANG records whose GPU had not started it name the ranks that never joined on the GPU
+ * (their stream was stuck before it); else ranks killed in it (no END) while others lived on
+ * are missing, RANK_EXITED; else it is STUCK_IN_NCCL. A comm rank nobody has a
+ * trace of is missing too (by global rank when the comm is the world in rank order). A
+ * send/recv pair-direction that ends with one side only, the other making no later call on
+ * it, is a hang of its own (hang_p2p.c).
+ * A rank missing from one hang because another holds it (it waits there, or its GPU never
+ * started that one) makes the first a consequence: `last` says where it is held, and the
+ * causes sort first; then more waiting ranks, then (comm, seq) (hang_cascade.c).
+ * Work and memory: O(calls) time over the matched operations plus sorts of the members and
+ * HANG records; memory O(members + HANG records + rows), never a table sized by a comm's
+ * claimed size.
+ */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "analyzer/analyzer.h"
+#include "analyzer/hang_internal.h"
+
+/* Comm sizes beyond this are a hostile file's, not enumerated for absent ranks. */
+#define MAX_ENUM_RANKS (1 << 20)
 
 const char *cpa_hang_verdict_name(int v)
 {
@@ -14,11 +51,333 @@ const char *cpa_hang_verdict_name(int v)
     }
 }
 
+/* Each member's last call and last finished call on the comm; the last seq any finished. */
+static uint64_t scan_comm(const finder *f, comm_view *cv)
+{
+    uint64_t fin1 = 0;
+    for (size_t i = 0; i < cv->nops; i++) {
+        const cpa_op *o = &cv->ops[i];
+        for (uint32_t p = 0; p < o->nparts; p++) {
+            const cpa_part *pt = &f->mt->parts[o->first_part + p];
+            const cpa_call *c = call_of(f, pt);
+            member *mb = cpa_hg_find_member(cv, c->comm_rank, pt->rank_idx);
+            if (!mb)
+                continue;
+            if (o->seq + 1 > mb->last1)
+                mb->last1 = o->seq + 1;
+            if (c->done && o->seq + 1 > mb->done1) {
+                mb->done1 = o->seq + 1;
+                mb->done_enter_ns = c->enter_ns;
+            }
+            if (c->done && o->seq + 1 > fin1)
+                fin1 = o->seq + 1;
+        }
+    }
+    return fin1;
+}
+
+/* Some rank finished it, and none that timed it lacks the DONE. */
+static int finished(const finder *f, const cpa_op *o)
+{
+    int any = 0;
+    for (uint32_t p = 0; p < o->nparts; p++) {
+        const cpa_call *c = call_of(f, &f->mt->parts[o->first_part + p]);
+        if (c->done)
+            any = 1;
+        else if (c->flags & CP_CALL_TIMED)
+            return 0;
+    }
+    return any;
+}
+
+static int timed_none_done(const finder *f, const cpa_op *o)
+{
+    for (uint32_t p = 0; p < o->nparts; p++) {
+        const cpa_call *c = call_of(f, &f->mt->parts[o->first_part + p]);
+        if (c->done || !(c->flags & CP_CALL_TIMED))
+            return 0;
+    }
+    return o->nparts > 0;
+}
+
+/* A collective HANG record that still stands: its rank did not go on to finish a later
+ * call entered after the record. */
+static int hang_stands(const comm_view *cv, const seen *h)
+{
+    if (!cp_op_is_collective(h->op))
+        return 0;
+    long k = cpa_hg_member_of_idx(cv, h->rank_idx);
+    if (k < 0)
+        return 1;
+    const member *mb = &cv->mem[k];
+    return !(mb->done1 > h->seq + 1 && mb->done_enter_ns > h->at_ns);
+}
+
+static int hang_named(const comm_view *cv, uint64_t seq)
+{
+    for (size_t i = cpa_hg_seen_lower(cv, seq); i < cv->nhs && cv->hs[i].seq == seq; i++)
+        if (hang_stands(cv, &cv->hs[i]))
+            return 1;
+    return 0;
+}
+
+/* The longest GPU time any rank took for the op; 0 when none was timed. */
+static uint64_t op_gpu_ns(const finder *f, const cpa_op *o)
+{
+    uint64_t d = 0;
+    for (uint32_t p = 0; p < o->nparts; p++) {
+        const cpa_call *c = call_of(f, &f->mt->parts[o->first_part + p]);
+        if (c->gpu_timed && c->gpu_end_ns - c->gpu_start_ns > d)
+            d = c->gpu_end_ns - c->gpu_start_ns;
+    }
+    return d;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* The median GPU time of the (up to 1024) timed ops before ops[end]: what the comm's
+ * operations take when nothing is wrong. 0 when unknown or out of memory. */
+static uint64_t typical_gpu_ns(const finder *f, const comm_view *cv, size_t end)
+{
+    size_t from = end > 1024 ? end - 1024 : 0, n = 0;
+    uint64_t *d = malloc((end - from + 1) * sizeof *d);
+    if (!d)
+        return 0;
+    for (size_t i = from; i < end; i++)
+        if ((d[n] = op_gpu_ns(f, &cv->ops[i])) > 0)
+            n++;
+    qsort(d, n, sizeof *d, cmp_u64);
+    uint64_t t = n ? d[n / 2] : 0;
+    free(d);
+    return t;
+}
+
+/* Ended by an abort or a dead peer's error rather than done: far longer than the comm's
+ * typical operation (an abort ends the kernels it releases, and they then show DONEs). */
+static int cut_short(const finder *f, const cpa_op *o, uint64_t typical_ns)
+{
+    uint64_t d = op_gpu_ns(f, o);
+    return typical_ns ? d > 100 * typical_ns && d > 100000000ull : d > 1000000000ull;
+}
+
+/* The seq this comm stopped at, or UINT64_MAX when it did not. */
+static uint64_t stop_seq(const finder *f, comm_view *cv)
+{
+    uint64_t fin1 = scan_comm(f, cv);
+    uint64_t best = UINT64_MAX;
+    uint64_t lo1 = UINT64_MAX, hi1 = 0;
+    for (size_t k = 0; k < cv->nmem; k++) {
+        if (cv->mem[k].last1 < lo1)
+            lo1 = cv->mem[k].last1;
+        if (cv->mem[k].last1 > hi1)
+            hi1 = cv->mem[k].last1;
+    }
+    if (cv->nmem && lo1 < hi1) {
+        size_t i0 = cpa_hg_op_lower(cv, lo1), i = i0;
+        int killed = 1;
+        for (size_t k = 0; k < cv->nmem; k++)
+            if (cv->mem[k].last1 == lo1 && f->m->ranks[cv->mem[k].rank_idx].ended)
+                killed = 0;
+        uint64_t typical = killed ? typical_gpu_ns(f, cv, i0) : 0;
+        if (killed)
+            while (i < cv->nops && finished(f, &cv->ops[i]) &&
+                   !hang_named(cv, cv->ops[i].seq) && !cut_short(f, &cv->ops[i], typical))
+                i++;
+        if (i < cv->nops)
+            best = cv->ops[i].seq;
+    }
+    for (size_t i = cpa_hg_op_lower(cv, fin1); i < cv->nops && cv->ops[i].seq < best; i++)
+        if (timed_none_done(f, &cv->ops[i])) {
+            best = cv->ops[i].seq;
+            break;
+        }
+    for (size_t i = 0; i < cv->nhs && cv->hs[i].seq < best; i++)
+        if (hang_stands(cv, &cv->hs[i])) {
+            best = cv->hs[i].seq;
+            break;
+        }
+    return best;
+}
+
+/* Appends the comm ranks with no member (no trace file, or no COMM record in theirs) to
+ * missing when identity maps them to global ranks, and says so in last. */
+static size_t absent_ranks(const finder *f, const comm_view *cv, size_t *nmissing, char *last,
+                           size_t len)
+{
+    if (cv->nranks <= 0 || (size_t)cv->nranks <= cv->nmem || cv->nranks > MAX_ENUM_RANKS)
+        return 0;
+    char list[128] = "";
+    size_t used = 0, k = 0, count = 0;
+    for (int32_t c = 0; c < cv->nranks; c++) {
+        while (k < cv->nmem && cv->mem[k].comm_rank < c)
+            k++;
+        if (k < cv->nmem && cv->mem[k].comm_rank == c)
+            continue;
+        if (cv->identity && *nmissing < f->cap_missing)
+            f->missing[(*nmissing)++] = c;
+        if (count++ < 8 && used < sizeof list) {
+            int n = snprintf(list + used, sizeof list - used, "%s%d", used ? ", " : "", (int)c);
+            used += n > 0 ? (size_t)n : 0;
+        }
+    }
+    if (!count)
+        return 0;
+    size_t at = strlen(last);
+    snprintf(last + at, len - at, "%scomm rank%s %s%s of %d left no trace of this comm (no "
+             "file, or no COMM record in it)%s", at ? "; " : "", count > 1 ? "s" : "", list,
+             count > 8 ? ", ..." : "", (int)cv->nranks,
+             cv->identity ? "; on this world comm, comm rank = global rank" : "");
+    return count;
+}
+
+enum { F_CALLED = 1, F_PAST = 2, F_NOT_STARTED = 4, F_KILLED = 8 };
+
+/* The verdict on the collective at seq where cv stopped, as one row. */
+static int judge(finder *f, const comm_view *cv, uint64_t seq)
+{
+    size_t need = cv->nmem + 1;
+    if (cv->identity && cv->nranks > 0 && cv->nranks <= MAX_ENUM_RANKS)
+        need += (size_t)cv->nranks;
+    if (need > f->cap_missing) {
+        int32_t *p = realloc(f->missing, need * sizeof *p);
+        if (!p)
+            return -1;
+        f->missing = p;
+        f->cap_missing = need;
+    }
+    size_t oi = cpa_hg_op_lower(cv, seq);
+    const cpa_op *o = oi < cv->nops && cv->ops[oi].seq == seq ? &cv->ops[oi] : NULL;
+    memset(f->flag, 0, cv->nmem);
+    if (o)
+        for (uint32_t p = 0; p < o->nparts; p++) {
+            const cpa_part *pt = &f->mt->parts[o->first_part + p];
+            member *mb = cpa_hg_find_member(cv, call_of(f, pt)->comm_rank, pt->rank_idx);
+            if (mb)
+                f->flag[mb - cv->mem] |= F_CALLED;
+        }
+    uint8_t op = o ? o->op : CP_OP_NONE;
+    double age_s = 0;
+    for (size_t i = cpa_hg_seen_lower(cv, seq); i < cv->nhs && cv->hs[i].seq == seq; i++) {
+        const seen *h = &cv->hs[i];
+        if (!cp_op_is_collective(h->op))
+            continue;
+        if (op == CP_OP_NONE)
+            op = h->op;
+        if ((double)h->age_ns / 1e9 > age_s)
+            age_s = (double)h->age_ns / 1e9;
+        long k = cpa_hg_member_of_idx(cv, h->rank_idx);
+        if (k >= 0 && h->gpu_state == CP_HANG_GPU_NOT_STARTED)
+            f->flag[k] |= F_NOT_STARTED;
+    }
+    size_t nmiss = 0, nwait = 0, ncalled = 0, nnot = 0;
+    long first_missing = -1, first_not = -1;
+    for (size_t k = 0; k < cv->nmem; k++) {
+        if (!(f->flag[k] & F_CALLED) && cv->mem[k].last1 > seq + 1)
+            f->flag[k] |= F_PAST; /* its call here was lost: it went on */
+        if (f->flag[k] & (F_CALLED | F_PAST)) {
+            ncalled++;
+            if ((f->flag[k] & F_CALLED) && (f->flag[k] & F_NOT_STARTED) &&
+                (first_not < 0 || global_rank(f, cv->mem[k].rank_idx) <
+                                      global_rank(f, cv->mem[first_not].rank_idx)))
+                first_not = (long)k;
+            nnot += (f->flag[k] & F_CALLED) && (f->flag[k] & F_NOT_STARTED);
+        } else if (first_missing < 0 || global_rank(f, cv->mem[k].rank_idx) <
+                                            global_rank(f, cv->mem[first_missing].rank_idx)) {
+            first_missing = (long)k;
+        }
+    }
+    char last[256] = "";
+    int verdict;
+    int by_gpu = first_missing < 0 && nnot > 0 && nnot < ncalled;
+    /* Every rank came, but some were killed in it while the others lived on to say so: the
+     * dead ones are why it never finished (when all were killed, the job was, while stuck). */
+    size_t nkilled = 0;
+    long first_killed = -1;
+    for (size_t k = 0; first_missing < 0 && !by_gpu && k < cv->nmem; k++)
+        if ((f->flag[k] & F_CALLED) && !f->m->ranks[cv->mem[k].rank_idx].ended) {
+            f->flag[k] |= F_KILLED;
+            nkilled++;
+            if (first_killed < 0 || global_rank(f, cv->mem[k].rank_idx) <
+                                        global_rank(f, cv->mem[first_killed].rank_idx))
+                first_killed = (long)k;
+        }
+    int by_death = nkilled > 0 && nkilled < ncalled;
+    for (size_t k = 0; k < cv->nmem; k++) {
+        int32_t g = global_rank(f, cv->mem[k].rank_idx);
+        int waits = (f->flag[k] & (F_CALLED | F_PAST)) &&
+                    !(by_gpu && (f->flag[k] & F_NOT_STARTED) && (f->flag[k] & F_CALLED)) &&
+                    !(by_death && (f->flag[k] & F_KILLED));
+        if (waits)
+            f->waiting[nwait++] = g;
+        else
+            f->missing[nmiss++] = g;
+    }
+    if (first_missing >= 0) {
+        verdict = CPA_HANG_RANK_NOT_JOINED;
+        for (size_t k = 0; k < cv->nmem; k++)
+            if (!(f->flag[k] & (F_CALLED | F_PAST)) &&
+                unclean_end(&f->m->ranks[cv->mem[k].rank_idx]))
+                verdict = CPA_HANG_RANK_EXITED;
+        cpa_hg_say_last_call(last, sizeof last, &f->m->ranks[cv->mem[first_missing].rank_idx]);
+    } else if (by_gpu) {
+        verdict = CPA_HANG_RANK_NOT_JOINED;
+        const cpa_rank *r = &f->m->ranks[cv->mem[first_not].rank_idx];
+        const cpa_call *c = NULL;
+        for (uint32_t p = 0; o && p < o->nparts; p++) {
+            const cpa_part *pt = &f->mt->parts[o->first_part + p];
+            if (pt->rank_idx == cv->mem[first_not].rank_idx)
+                c = call_of(f, pt);
+        }
+        if (c)
+            cpa_hg_say_last_finished(last, sizeof last, r, c);
+    } else if (by_death) {
+        verdict = CPA_HANG_RANK_EXITED;
+        char what[128];
+        const cpa_rank *r = &f->m->ranks[cv->mem[first_killed].rank_idx];
+        cpa_hg_describe_call(what, sizeof what, &r->calls[r->ncalls - 1]);
+        snprintf(last, sizeof last, "rank %d's trace ends without a clean exit (killed) in %s "
+                 "seq %" PRIu64 "; its last call: %s", (int)r->rank, cp_op_name(op), seq, what);
+    } else {
+        verdict = CPA_HANG_STUCK_IN_NCCL;
+    }
+    /* A comm rank nobody has a trace of may be the one that never came. */
+    if (absent_ranks(f, cv, &nmiss, last, sizeof last) && verdict == CPA_HANG_STUCK_IN_NCCL)
+        verdict = CPA_HANG_RANK_NOT_JOINED;
+    int kind = first_missing >= 0 ? ROW_NO_CALL
+               : by_gpu              ? ROW_GPU
+               : by_death            ? ROW_DEATH
+                                     : ROW_OTHER;
+    return cpa_hg_add_row(f, kind, cv->comm_id, seq, op, verdict, nmiss, nwait, age_s, last);
+}
+
 int cpa_hangs_find(const cpa_model *m, const cpa_matched *mt, cpa_hangs *out, char *err,
                    size_t errlen)
 {
-    (void)m; (void)mt; (void)err; (void)errlen;
     memset(out, 0, sizeof *out);
+    finder f = {.m = m, .mt = mt, .out = out};
+    int rc = cpa_hg_build(&f);
+    for (size_t v = 0; rc == 0 && v < f.nviews; v++) {
+        uint64_t seq = stop_seq(&f, &f.views[v]);
+        if (seq != UINT64_MAX)
+            rc = judge(&f, &f.views[v], seq);
+    }
+    for (size_t i = f.ncoll; rc == 0 && i < mt->nops;) {
+        size_t j = cpa_pair_end(mt, i);
+        rc = cpa_hg_judge_pair(&f, i, j);
+        i = j;
+    }
+    if (rc == 0)
+        rc = cpa_hg_order(&f);
+    cpa_hg_finder_free(&f);
+    if (rc) {
+        cpa_hangs_free(out);
+        snprintf(err, errlen, "out of memory looking for hangs");
+        return -1;
+    }
     return 0;
 }
 

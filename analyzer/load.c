@@ -1,89 +1,61 @@
-/* analyzer/load.c: every trace file of a directory into the model, one walk per file.
+/* analyzer/load.c: every trace file of a directory into the model, one walk per file, the
+ * files shared out among a few threads.
  *
- * A DONE is matched to its CALL through a per-file open-addressing table keyed by
- * (comm_index, op, peer, seq), built as CALLs arrive: DONE records follow their CALL by an
- * unbounded distance (a slow GPU, a long group), so no window of recent calls would do, and
- * the table costs 8 bytes per kept call only while the file is read.
+ * Each DONE record is paired with its call as the file is read (pair_done.h). The calls
+ * array starts at the most CALL records the file's length allows (64 bytes each), and is
+ * trimmed to the calls kept once the file is read, so memory is that of the calls kept, not
+ * of what the file claims; its pages are mapped in blocks ahead of use.
+ *
+ * Threads: each file is loaded whole by one thread, into its own slot and with its own list
+ * of warnings; after the join the slots and lists are merged in file order, so the model and
+ * its warnings are the same whatever the number of threads.
  */
 #include "analyzer/model.h"
+#include "analyzer/pair_done.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/trace_reader.h"
+
+#define MAX_THREADS 8
+/* Calls reserved up front at most (88 MB); past it the array grows geometrically. */
+#define MAX_PRESIZE_CALLS (1u << 20)
+/* Communicator indexes resolved as calls arrive; the shim numbers them from 0. */
+#define DIRECT_COMMS 64
+
+/* What a thread keeps from one file to the next. */
+typedef struct load_scratch {
+    cpa_done_scratch done; /* the DONE table's memory */
+    size_t page;           /* the page size */
+    int no_populate;       /* the kernel refused MADV_POPULATE_WRITE: do not ask again */
+} load_scratch;
 
 typedef struct load_ctx {
     cpa_model *m;
     cpa_rank *r;
+    load_scratch *s;
     uint32_t *hang_comm_index; /* each HANG's comm_index, resolved to an id after the walk */
     uint32_t last_stream;      /* the stream index the previous call used: calls repeat it */
-    uint32_t *slots;   /* call index + 1; 0 empty */
-    size_t nslots;     /* power of two */
-    size_t used;
+    size_t call_room;          /* calls may be stored below this index without a check */
+    cpa_done_pairer done;      /* the calls still waiting for their DONE */
+    /* Each small comm index's COMM record so far (position in r->comms + 1, 0 none), so
+     * that a call gets its communicator as it is stored; when a call names one not known
+     * yet, or an index is named twice, every call is resolved again after the walk. */
+    uint32_t comm_at[DIRECT_COMMS];
+    int resolve_again;
     uint64_t lost_in_records;
     int oom;
 } load_ctx;
-
-static uint64_t key_hash(uint32_t comm_index, uint8_t op, int32_t peer, uint64_t seq)
-{
-    uint64_t h = seq * 0x9e3779b97f4a7c15ull;
-    h ^= ((uint64_t)comm_index << 32 | (uint32_t)peer) * 0xc2b2ae3d27d4eb4full;
-    h ^= (uint64_t)op * 0x165667b19e3779f9ull;
-    return h ^ (h >> 29);
-}
-
-static int same_key(const cpa_call *c, uint32_t comm_index, uint8_t op, int32_t peer,
-                    uint64_t seq)
-{
-    return c->comm_index == comm_index && c->op == op && c->peer == peer && c->seq == seq;
-}
-
-static void slot_put(load_ctx *x, uint32_t call_idx)
-{
-    const cpa_call *c = &x->r->calls[call_idx];
-    size_t mask = x->nslots - 1;
-    size_t i = key_hash(c->comm_index, c->op, c->peer, c->seq) & mask;
-    while (x->slots[i])
-        i = (i + 1) & mask;
-    x->slots[i] = call_idx + 1;
-}
-
-static int index_call(load_ctx *x, uint32_t call_idx)
-{
-    if ((x->used + 1) * 2 > x->nslots) {
-        size_t n = x->nslots ? x->nslots * 2 : 1024;
-        uint32_t *s = calloc(n, sizeof *s);
-        if (!s)
-            return -1;
-        free(x->slots);
-        x->slots = s;
-        x->nslots = n;
-        /* Rehash from the calls themselves: every indexed call is one of them. */
-        for (uint32_t i = 0; i < call_idx; i++)
-            slot_put(x, i);
-    }
-    slot_put(x, call_idx);
-    x->used++;
-    return 0;
-}
-
-/* The first call with this key that has no DONE yet: a key seen twice (a hostile or
- * restarted writer) then pairs its DONEs in order. */
-static cpa_call *find_call(load_ctx *x, const cp_rec_done *d)
-{
-    if (!x->nslots)
-        return NULL;
-    size_t mask = x->nslots - 1;
-    for (size_t i = key_hash(d->comm_index, d->op, d->peer, d->seq) & mask; x->slots[i];
-         i = (i + 1) & mask) {
-        cpa_call *c = &x->r->calls[x->slots[i] - 1];
-        if (!c->done && same_key(c, d->comm_index, d->op, d->peer, d->seq))
-            return c;
-    }
-    return NULL;
-}
 
 static int on_process(void *ctx, const cp_rec_process *p)
 {
@@ -120,10 +92,16 @@ static int on_comm(void *ctx, const cp_rec_comm *c)
     r->comms[r->ncomms++] = (cpa_comm){.comm_id = c->comm_id, .parent_id = c->parent_id,
                                        .index = c->comm_index, .nranks = c->nranks,
                                        .rank = c->rank, .cuda_dev = c->cuda_dev};
+    if (c->comm_index < DIRECT_COMMS) {
+        if (x->comm_at[c->comm_index])
+            x->resolve_again = 1;
+        else
+            x->comm_at[c->comm_index] = (uint32_t)r->ncomms;
+    }
     return 0;
 }
 
-static void saw_time(cpa_rank *r, uint64_t ns)
+static inline void saw_time(cpa_rank *r, uint64_t ns)
 {
     if (!ns)
         return;
@@ -134,13 +112,9 @@ static void saw_time(cpa_rank *r, uint64_t ns)
 }
 
 /* Streams by index: a job uses a handful, and consecutive calls mostly repeat one. */
-static int stream_index(load_ctx *x, uint64_t handle, uint16_t *out)
+static int stream_index_slow(load_ctx *x, uint64_t handle, uint16_t *out)
 {
     cpa_rank *r = x->r;
-    if (x->last_stream < r->nstreams && r->streams[x->last_stream] == handle) {
-        *out = (uint16_t)x->last_stream;
-        return 0;
-    }
     for (size_t i = 0; i < r->nstreams; i++)
         if (r->streams[i] == handle) {
             x->last_stream = (uint32_t)i;
@@ -157,6 +131,16 @@ static int stream_index(load_ctx *x, uint64_t handle, uint16_t *out)
     x->last_stream = (uint32_t)r->nstreams;
     *out = (uint16_t)r->nstreams++;
     return 0;
+}
+
+static inline int stream_index(load_ctx *x, uint64_t handle, uint16_t *out)
+{
+    const cpa_rank *r = x->r;
+    if (x->last_stream < r->nstreams && r->streams[x->last_stream] == handle) {
+        *out = (uint16_t)x->last_stream;
+        return 0;
+    }
+    return stream_index_slow(x, handle, out);
 }
 
 /* A site's frames joined into one line, innermost first; the first site record of an
@@ -244,15 +228,50 @@ static int on_hang(void *ctx, const cp_rec_hang *h)
     return 0;
 }
 
+/* Makes room for call r->ncalls: grows the array when full, and has the kernel map the
+ * next block of it in one go. Faulting in the model's pages one by one is the largest cost
+ * of a load after the walk itself (a 1024-rank job keeps 0.9 GB of calls); populating 44
+ * pages per system call saves 15-20 % of it. 0, or -1 out of memory. */
+#define POPULATE_CALLS 2048
+static int call_room(load_ctx *x)
+{
+    cpa_rank *r = x->r;
+    /* call_idx + 1 must fit the table's u32 slots. */
+    if (r->ncalls >= UINT32_MAX - 1)
+        return -1;
+    if (r->ncalls >= r->cap_calls &&
+        cpa_grow((void **)&r->calls, &r->cap_calls, r->ncalls + 1, sizeof *r->calls))
+        return -1;
+    size_t end = r->cap_calls - r->ncalls > POPULATE_CALLS ? r->ncalls + POPULATE_CALLS
+                                                          : r->cap_calls;
+    if (end > UINT32_MAX - 1)
+        end = UINT32_MAX - 1;
+#ifdef MADV_POPULATE_WRITE
+    if (!x->s->no_populate) {
+        const size_t page = x->s->page;
+        /* Whole pages inside [ncalls, end) only: the rest of a page may be another's. */
+        uintptr_t a = ((uintptr_t)&r->calls[r->ncalls] + page - 1) & ~(uintptr_t)(page - 1);
+        uintptr_t b = (uintptr_t)&r->calls[end] & ~(uintptr_t)(page - 1);
+        if (b > a && madvise((void *)a, b - a, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+            x->s->no_populate = 1;
+    }
+#endif
+    x->call_room = end;
+    return 0;
+}
+
+/* Collectives and Send/Recv are the ops 1..10 (cp_op_is_collective, cp_op_is_p2p): one
+ * compare on the hottest path. */
+_Static_assert(CP_OP_ALLREDUCE == 1 && CP_OP_SCATTER + 1 == CP_OP_SEND &&
+               CP_OP_SEND + 1 == CP_OP_RECV, "collective and p2p ops are 1..CP_OP_RECV");
+
 static int on_call(void *ctx, const cp_rec_call *c)
 {
     load_ctx *x = ctx;
     cpa_rank *r = x->r;
-    if (!cp_op_is_collective(c->op) && !cp_op_is_p2p(c->op))
+    if ((unsigned)c->op - CP_OP_ALLREDUCE > (unsigned)(CP_OP_RECV - CP_OP_ALLREDUCE))
         return 0;
-    /* call_idx + 1 must fit the table's u32 slots. */
-    if (r->ncalls >= UINT32_MAX - 1 ||
-        cpa_grow((void **)&r->calls, &r->cap_calls, r->ncalls + 1, sizeof *r->calls)) {
+    if (r->ncalls >= x->call_room && call_room(x)) {
         x->oom = 1;
         return 1;
     }
@@ -262,26 +281,49 @@ static int on_call(void *ctx, const cp_rec_call *c)
         x->oom = 1;
         return 1;
     }
-    r->calls[idx] = (cpa_call){.seq = c->seq, .count = c->count, .enter_ns = c->enter_ns,
-                               .comm_index = c->comm_index, .host_ns = c->host_ns,
-                               .site_index = c->site_index, .peer = c->peer, .nranks = -1,
-                               .comm_rank = -1, .stream = stream, .thread = c->thread,
-                               .op = c->op, .dtype = c->dtype, .redop = c->redop,
-                               .flags = c->flags};
+    cpa_call *k = &r->calls[idx];
+    const uint32_t at = c->comm_index < DIRECT_COMMS ? x->comm_at[c->comm_index] : 0;
+    if (at) {
+        const cpa_comm *cm = &r->comms[at - 1];
+        k->comm_id = cm->comm_id;
+        k->nranks = cm->nranks;
+        k->comm_rank = cm->rank;
+    } else {
+        k->comm_id = 0;
+        k->nranks = -1;
+        k->comm_rank = -1;
+        x->resolve_again = 1;
+    }
+    k->seq = c->seq;
+    k->count = c->count;
+    k->enter_ns = c->enter_ns;
+    k->gpu_start_ns = 0;
+    k->gpu_end_ns = 0;
+    k->comm_index = c->comm_index;
+    k->host_ns = c->host_ns;
+    k->site_index = c->site_index;
+    k->peer = c->peer;
+    k->stream = stream;
+    k->thread = c->thread;
+    k->op = c->op;
+    k->dtype = c->dtype;
+    k->redop = c->redop;
+    k->flags = c->flags;
+    k->done = 0;
+    k->gpu_timed = 0;
     r->ncalls++;
     saw_time(r, c->enter_ns + c->host_ns);
     saw_time(r, c->enter_ns);
-    if (index_call(x, idx)) {
-        x->oom = 1;
-        return 1;
-    }
+    cpa_done_added(&x->done, r);
     return 0;
 }
 
 static int on_done(void *ctx, const cp_rec_done *d)
 {
     load_ctx *x = ctx;
-    cpa_call *c = find_call(x, d);
+    cpa_call *c = cpa_done_find(&x->done, x->r, d, &x->oom);
+    if (x->oom)
+        return 1;
     if (!c) {
         x->r->unmatched_done++;
         return 0;
@@ -294,6 +336,7 @@ static int on_done(void *ctx, const cp_rec_done *d)
         c->gpu_end_ns = d->gpu_end_ns;
         saw_time(x->r, d->gpu_end_ns);
     }
+    cpa_done_marked(&x->done, x->r, c);
     return 0;
 }
 
@@ -336,12 +379,14 @@ static const cpa_comm *comm_of(const cpa_rank *r, uint32_t index)
     return lo < r->ncomms && r->comms[lo].index == index ? &r->comms[lo] : NULL;
 }
 
-/* Gives each call its communicator's identity. Done after the walk, so the model does not
- * depend on COMM records preceding the CALLs that name them (the shim's order, not the
- * format's promise). */
-static void resolve_comms(cpa_model *m, cpa_rank *r, const uint32_t *hang_comm_index)
+/* Gives each call its communicator's identity, again, when the walk could not: a call came
+ * before its COMM record (the shim's order, not the format's promise), or named an index
+ * that two COMM records claim (the first after sorting is kept) or one past DIRECT_COMMS. */
+static void resolve_comms(cpa_model *m, cpa_rank *r, const uint32_t *hang_comm_index,
+                          int again)
 {
-    qsort(r->comms, r->ncomms, sizeof *r->comms, cmp_comm);
+    if (r->ncomms) /* a file cut to nothing has no array at all: qsort(NULL, 0) is UB */
+        qsort(r->comms, r->ncomms, sizeof *r->comms, cmp_comm);
     size_t dup = 0;
     for (size_t i = 1; i < r->ncomms; i++)
         dup += r->comms[i].index == r->comms[i - 1].index &&
@@ -351,7 +396,7 @@ static void resolve_comms(cpa_model *m, cpa_rank *r, const uint32_t *hang_comm_i
                        r->path, dup);
     uint64_t orphans = 0;
     const cpa_comm *last = NULL;
-    for (size_t i = 0; i < r->ncalls; i++) {
+    for (size_t i = 0; again && i < r->ncalls; i++) {
         cpa_call *c = &r->calls[i];
         if (!last || last->index != c->comm_index)
             last = comm_of(r, c->comm_index);
@@ -391,14 +436,26 @@ static void walk_warnings(cpa_model *m, const cpa_rank *r, const cp_walk_result 
                        r->unmatched_done);
 }
 
-/* 0 loaded, 1 skipped with a warning, -1 out of memory. */
-static int load_file(cpa_model *m, cpa_rank *r, const char *path)
+/* The most CALL records a file of this length can hold: what the calls array starts at. */
+static size_t calls_bound(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0 || sb.st_size <= CP_TRACE_HEADER_BYTES)
+        return 0;
+    uint64_t n = ((uint64_t)sb.st_size - CP_TRACE_HEADER_BYTES) / sizeof(cp_rec_call);
+    return n < MAX_PRESIZE_CALLS ? (size_t)n : MAX_PRESIZE_CALLS;
+}
+
+/* 0 loaded, 1 skipped with a warning, -1 out of memory. Warnings go to wm, the file's own
+ * list; r is this file's slot; s is the loading thread's scratch. */
+static int load_file(cpa_model *wm, cpa_rank *r, const char *path, load_scratch *s)
 {
     int status;
     char err[256];
+    size_t bound = calls_bound(path);
     cp_trace_reader *rd = cp_trace_reader_open(path, &status, err, sizeof err);
     if (!rd)
-        return cpa_model_warn(m, "%s: skipped", err) ? -1 : 1;
+        return cpa_model_warn(wm, "%s: skipped", err) ? -1 : 1;
     const cp_file_header *h = cp_trace_reader_header(rd);
     memset(r, 0, sizeof *r);
     r->path = strdup(path);
@@ -422,8 +479,16 @@ static int load_file(cpa_model *m, cpa_rank *r, const char *path)
         r->clocks[0] = (cpa_clock_sample){h->mono_anchor_ns, h->realtime_anchor_ns};
         r->nclocks = r->cap_clocks = 1;
     }
+    load_ctx x = {.m = wm, .r = r, .s = s, .done = {.s = &s->done}};
+    if (bound) {
+        r->calls = malloc(bound * sizeof *r->calls);
+        r->cap_calls = r->calls ? bound : 0;
+    }
+    if (bound && !r->calls) {
+        cp_trace_reader_close(rd);
+        return -1;
+    }
 
-    load_ctx x = {.m = m, .r = r};
     cp_trace_visitor v = {.ctx = &x, .on_process = on_process, .on_comm = on_comm,
                           .on_site = on_site, .on_call = on_call, .on_done = on_done,
                           .on_clock = on_clock, .on_lost = on_lost, .on_hang = on_hang,
@@ -431,10 +496,23 @@ static int load_file(cpa_model *m, cpa_rank *r, const char *path)
     cp_walk_result res;
     cp_trace_walk(rd, &v, &res);
     cp_trace_reader_close(rd);
-    free(x.slots);
     if (x.oom || !r->path) {
         free(x.hang_comm_index);
         return -1;
+    }
+    /* Trim the calls array to the calls kept: the bound counted every byte as a CALL. */
+    if (r->cap_calls > r->ncalls) {
+        if (!r->ncalls) {
+            free(r->calls);
+            r->calls = NULL;
+            r->cap_calls = 0;
+        } else {
+            cpa_call *p = realloc(r->calls, r->ncalls * sizeof *p);
+            if (p) {
+                r->calls = p;
+                r->cap_calls = r->ncalls;
+            }
+        }
     }
     r->records = res.records;
     r->walk_stop = res.stop;
@@ -442,9 +520,9 @@ static int load_file(cpa_model *m, cpa_rank *r, const char *path)
      * chunk; LOST records may tell of more in a chunk that survived a later cut. */
     r->lost_records = res.lost_records > x.lost_in_records ? res.lost_records
                                                             : x.lost_in_records;
-    resolve_comms(m, r, x.hang_comm_index);
+    resolve_comms(wm, r, x.hang_comm_index, x.resolve_again);
     free(x.hang_comm_index);
-    walk_warnings(m, r, &res);
+    walk_warnings(wm, r, &res);
     return 0;
 }
 
@@ -458,7 +536,65 @@ static int cmp_rank(const void *a, const void *b)
     return strcmp(x->path, y->path);
 }
 
-int cpa_model_load(const char *dir, cpa_model **out, char *err, size_t errlen)
+static void free_warnings(cpa_model *w)
+{
+    for (size_t k = 0; k < w->nwarnings; k++)
+        free(w->warnings[k]);
+    free(w->warnings);
+}
+
+/* The files of one directory, shared out: each thread takes the next file not yet taken. */
+typedef struct load_job {
+    char **paths;
+    int n;
+    cpa_rank *ranks;   /* slot per file */
+    cpa_model *warn;   /* warning list per file */
+    int *rc;           /* load_file's answer per file */
+    atomic_int next;
+    atomic_int failed; /* out of memory somewhere: take no more files */
+} load_job;
+
+static void *load_worker(void *arg)
+{
+    load_job *j = arg;
+    long page = sysconf(_SC_PAGESIZE);
+    load_scratch s = {.page = page > 0 ? (size_t)page : 4096};
+    int i;
+    while (!atomic_load_explicit(&j->failed, memory_order_relaxed) &&
+           (i = atomic_fetch_add(&j->next, 1)) < j->n) {
+        j->rc[i] = load_file(&j->warn[i], &j->ranks[i], j->paths[i], &s);
+        if (j->rc[i] < 0)
+            atomic_store(&j->failed, 1);
+    }
+    free(s.done.slots);
+    return NULL;
+}
+
+static unsigned online_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return (unsigned)CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
+}
+
+/* Runs the job on `threads` threads, the caller's among them; fewer when a thread cannot
+ * be started (the answer is the same, only slower). */
+static void run_load(load_job *j, unsigned threads)
+{
+    pthread_t tid[MAX_THREADS];
+    unsigned started = 0;
+    for (unsigned t = 1; t < threads && t < MAX_THREADS; t++)
+        if (pthread_create(&tid[started], NULL, load_worker, j) == 0)
+            started++;
+    load_worker(j);
+    for (unsigned t = 0; t < started; t++)
+        pthread_join(tid[t], NULL);
+}
+
+int cpa_model_load_threads(const char *dir, unsigned threads, cpa_model **out, char *err,
+                           size_t errlen)
 {
     *out = NULL;
     char **paths = NULL;
@@ -470,25 +606,50 @@ int cpa_model_load(const char *dir, cpa_model **out, char *err, size_t errlen)
         cp_trace_dir_free(paths, n);
         return -1;
     }
+    load_job j = {.paths = paths, .n = n};
     cpa_model *m = calloc(1, sizeof *m);
     if (m)
         m->ranks = calloc((size_t)n, sizeof *m->ranks);
-    if (!m || !m->ranks)
+    j.ranks = m ? m->ranks : NULL;
+    j.warn = calloc((size_t)n, sizeof *j.warn);
+    j.rc = malloc((size_t)n * sizeof *j.rc);
+    if (!m || !m->ranks || !j.warn || !j.rc)
         goto oom;
+    for (int i = 0; i < n; i++)
+        j.rc[i] = 1;
+    atomic_init(&j.next, 0);
+    atomic_init(&j.failed, 0);
+    if (!threads)
+        threads = online_cpus() < MAX_THREADS ? online_cpus() : MAX_THREADS;
+    if (threads > (unsigned)n)
+        threads = (unsigned)n;
+    run_load(&j, threads);
+    if (atomic_load(&j.failed))
+        goto oom;
+
+    /* In file order: the loaded slots packed to the front, their warnings after each other. */
     for (int i = 0; i < n; i++) {
-        int rc = load_file(m, &m->ranks[m->nranks], paths[i]);
-        if (rc < 0) {
-            m->nranks++; /* so that free sees what this file had allocated */
-            goto oom;
-        }
-        if (rc == 0) {
-            m->records += m->ranks[m->nranks].records;
-            m->lost_records += m->ranks[m->nranks].lost_records;
+        const cpa_model *w = &j.warn[i];
+        for (size_t k = 0; k < w->nwarnings; k++)
+            if (cpa_model_warn(m, "%s", w->warnings[k]))
+                goto oom;
+        m->dropped_warnings += w->dropped_warnings;
+        if (j.rc[i] == 0) {
+            cpa_rank *r = &m->ranks[m->nranks];
+            if (r != &m->ranks[i]) {
+                *r = m->ranks[i];
+                memset(&m->ranks[i], 0, sizeof m->ranks[i]);
+            }
+            m->records += r->records;
+            m->lost_records += r->lost_records;
             m->nranks++;
         }
     }
+    for (int i = 0; i < n; i++)
+        free_warnings(&j.warn[i]);
+    free(j.warn);
+    free(j.rc);
     cp_trace_dir_free(paths, n);
-    paths = NULL;
     if (m->nranks == 0) {
         snprintf(err, errlen, "no readable trace file in '%s' (%s)", dir,
                  m->nwarnings ? m->warnings[0] : "?");
@@ -503,8 +664,20 @@ int cpa_model_load(const char *dir, cpa_model **out, char *err, size_t errlen)
     *out = m;
     return 0;
 oom:
+    if (j.warn)
+        for (int i = 0; i < n; i++)
+            free_warnings(&j.warn[i]);
+    free(j.warn);
+    free(j.rc);
     cp_trace_dir_free(paths, n);
+    if (m && m->ranks)
+        m->nranks = (size_t)n; /* every slot: free sees what each file had allocated */
     cpa_model_free(m);
     snprintf(err, errlen, "out of memory loading '%s'", dir);
     return -1;
+}
+
+int cpa_model_load(const char *dir, cpa_model **out, char *err, size_t errlen)
+{
+    return cpa_model_load_threads(dir, 0, out, err, errlen);
 }

@@ -115,6 +115,11 @@ const char *cpa_call_site(const cpa_rank *r, const cpa_call *c);
 /* Loads every trace file of dir. Returns 0 and *out, or -1 with one line in err when dir
  * cannot be listed, holds no trace file, or no file in it could be read. */
 int cpa_model_load(const char *dir, cpa_model **out, char *err, size_t errlen);
+/* The same on a chosen number of threads, each loading whole files: at most 8 and one per
+ * file; 0 is one per online CPU, what cpa_model_load uses. The model and its warnings are
+ * the same whatever the number. */
+int cpa_model_load_threads(const char *dir, unsigned threads, cpa_model **out, char *err,
+                           size_t errlen);
 void cpa_model_free(cpa_model *m);
 
 /* Internal to the library (model.c): a warning line into the model, and geometric growth

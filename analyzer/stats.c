@@ -70,16 +70,23 @@ static uint64_t pow2_floor(uint64_t v)
     return 1ull << (63 - __builtin_clzll(v));
 }
 
-/* Mean duration over the op's ranks, GPU times preferred; -1 when it has none. */
+/* The op's time: GPU times preferred, and of them the shortest, which is the duration on the
+ * rank that arrived last. Every other rank's GPU time also holds its wait for that rank:
+ * with the mean, one straggler would halve the busbw of every collective it joins, and the
+ * bandwidth question ("do my links deliver?") would get the straggler question's answer.
+ * nccl-tests averages over ranks that a barrier has just lined up, which is the same thing.
+ * Host times (no GPU) are the mean. -1 when the op has no time. */
 static double op_time_ns(const cpa_model *m, const cpa_matched *mt, const cpa_op *o)
 {
-    double gpu = 0, host = 0;
+    double gpu = -1, host = 0;
     unsigned ngpu = 0, nhost = 0;
     for (uint32_t i = 0; i < o->nparts; i++) {
         const cpa_part *p = &mt->parts[o->first_part + i];
         const cpa_call *c = &m->ranks[p->rank_idx].calls[p->call_idx];
         if (c->gpu_timed) {
-            gpu += (double)(c->gpu_end_ns - c->gpu_start_ns);
+            double d = (double)(c->gpu_end_ns - c->gpu_start_ns);
+            if (gpu < 0 || d < gpu)
+                gpu = d;
             ngpu++;
         } else if ((c->flags & CP_CALL_TIMED) && !c->done) {
             return -1;
@@ -89,7 +96,7 @@ static double op_time_ns(const cpa_model *m, const cpa_matched *mt, const cpa_op
         }
     }
     if (ngpu)
-        return gpu / ngpu;
+        return gpu;
     return nhost ? host / nhost : -1;
 }
 

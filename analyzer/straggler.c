@@ -1,15 +1,223 @@
-/* PLACEHOLDER (replaced by the straggler helper). */
-#include <string.h>
+/* analyzer/straggler.c: who arrives last at each collective, and whether it is always the
+ * same rank. The rules are in analyzer.h's comment; here, why they are what they are.
+ *
+ * Arrival, not duration: a collective ends together everywhere, so the ranks that came early
+ * show the long durations and the late one the short. Only arrivals name a straggler.
+ * GPU starts go through cpa_clock_gpu_job_ns, which removes each rank's own GPU time
+ * conversion error (a healthy rank looked 2-6 ms late in every collective without it).
+ * An operation is judged only when its arrivals are alike: all GPU starts, or all host
+ * entries. A GPU start comes after its host entry by the stream's backlog, so comparing one
+ * rank's GPU start with another's host entry would call the first late for its own queue.
+ * Captured calls (CUDA graphs) say nothing of when the graph ran, and are not judged.
+ * The threshold is CPA_LATE_MIN_US within one clock domain, where there is no alignment
+ * error, and max(CPA_LATE_MIN_US, 4 x clock error) for an operation spanning domains.
+ */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "analyzer/analyzer.h"
+
+/* Who is reported. Lateness alone does not make a straggler: on a loaded host any rank can
+ * miss its slot for a few ms now and then (8 emulated ranks on 2 cores: 5-40 % of a healthy
+ * job's collectives had a rank over 1 ms late, spread over the ranks, and a short burst put
+ * one rank behind in 5 of 16), so a report rests on how often, not on one bad moment:
+ *   persistent  a rank late in at least half of the judged collectives it took part in
+ *               (and at least MIN_LATE_COUNT times): a slow GPU, a throttled host, a rank
+ *               with more work, whatever the cause, is late nearly always;
+ *   rotating    no such rank, but at least half of all judged collectives had a late rank:
+ *               then each rank late at least MIN_LATE_COUNT times and in MIN_LATE_SHARE of
+ *               its collectives is listed, since lateness is the rule there, not chance.
+ * Anything less (a healthy job's hiccups) reports no straggler. kind says which, and is
+ * PERSISTENT only when the most often late rank also holds PERSISTENT_SHARE_OF_LATE of all
+ * late collectives (two ranks sharing the lateness are a rotation between them). */
+#define MIN_LATE_COUNT 3
+#define MIN_LATE_SHARE 0.01
+#define PERSISTENT_MIN_SHARE 0.5
+#define ROTATING_MIN_LATE_FRACTION 0.5
+#define PERSISTENT_SHARE_OF_LATE 0.6
+
+static int cmp_double(const void *x, const void *y)
+{
+    double p = *(const double *)x, q = *(const double *)y;
+    return (p > q) - (p < q);
+}
+
+static int cmp_row(const void *x, const void *y)
+{
+    const cpa_straggler *p = x, *q = y;
+    if (p->late_us_total != q->late_us_total)
+        return p->late_us_total > q->late_us_total ? -1 : 1;
+    return p->rank < q->rank ? -1 : p->rank > q->rank;
+}
+
+typedef struct acc {
+    uint64_t judged;
+    uint64_t late;
+    double late_us;
+    double wait_us;
+    int32_t row;      /* index into rows, -1 none */
+} acc;
+
+/* Judges one operation: returns 1 and fills the late rank's part index and lateness when
+ * it had one, 0 when not, -1 when it cannot be judged. arr is scratch of nparts + others. */
+static int judge(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c,
+                 const cpa_op *o, double thr_span_us, int64_t *arr, double *others, acc *a,
+                 uint32_t *late_part, double *late_us)
+{
+    if (!o->complete || o->nparts < 2 || o->sender >= 0 || cp_op_is_p2p(o->op))
+        return -1;
+    const cpa_part *p = &mt->parts[o->first_part];
+    unsigned timed = 0, captured = 0;
+    for (uint32_t k = 0; k < o->nparts; k++) {
+        const cpa_call *call = &m->ranks[p[k].rank_idx].calls[p[k].call_idx];
+        timed += call->gpu_timed;
+        captured |= call->flags & CP_CALL_CAPTURED;
+    }
+    if (captured || (timed && timed != o->nparts))
+        return -1;
+    uint32_t last = 0;
+    int spans = 0;
+    for (uint32_t k = 0; k < o->nparts; k++) {
+        arr[k] = (int64_t)(timed ? cpa_clock_gpu_job_ns(m, c, p[k].rank_idx, p[k].arrival_ns)
+                                 : cpa_clock_job_ns(m, c, p[k].rank_idx, p[k].arrival_ns));
+        if (arr[k] > arr[last])
+            last = k;
+        if (c->rank_domain && c->rank_domain[p[k].rank_idx] != c->rank_domain[p[0].rank_idx])
+            spans = 1;
+    }
+    size_t n = 0;
+    for (uint32_t k = 0; k < o->nparts; k++) {
+        a[p[k].rank_idx].judged++;
+        a[p[k].rank_idx].wait_us += (double)(arr[last] - arr[k]) / 1e3;
+        if (k != last)
+            others[n++] = (double)(arr[last] - arr[k]);
+    }
+    /* The latest minus the others' median: how far behind the crowd it came, not behind
+     * the earliest (one early rank would make everyone else look late). */
+    qsort(others, n, sizeof *others, cmp_double);
+    double late = others[(n - 1) / 2] / 1e3;
+    if (late <= (spans ? thr_span_us : CPA_LATE_MIN_US))
+        return 0;
+    *late_part = last;
+    *late_us = late;
+    return 1;
+}
+
+static int build_rows(const cpa_model *m, const cpa_matched *mt, acc *a, cpa_stragglers *out)
+{
+    size_t nrows = 0;
+    int persistent = 0;
+    for (size_t i = 0; i < m->nranks; i++)
+        if (a[i].late >= MIN_LATE_COUNT &&
+            (double)a[i].late >= PERSISTENT_MIN_SHARE * (double)a[i].judged)
+            persistent = 1;
+    int rotating = !persistent &&
+                   (double)out->late >= ROTATING_MIN_LATE_FRACTION * (double)out->judged;
+    for (size_t i = 0; i < m->nranks; i++) {
+        a[i].row = -1;
+        double share_min = persistent ? PERSISTENT_MIN_SHARE : MIN_LATE_SHARE;
+        if ((persistent || rotating) && a[i].late >= MIN_LATE_COUNT &&
+            (double)a[i].late >= share_min * (double)a[i].judged)
+            a[i].row = (int32_t)nrows++;
+    }
+    if (!nrows)
+        return 0;
+    out->rows = calloc(nrows, sizeof *out->rows);
+    double **vals = calloc(nrows, sizeof *vals);
+    size_t *nv = calloc(nrows, sizeof *nv);
+    int rc = -1;
+    if (!out->rows || !vals || !nv)
+        goto done;
+    for (size_t i = 0; i < m->nranks; i++) {
+        if (a[i].row < 0)
+            continue;
+        cpa_straggler *s = &out->rows[a[i].row];
+        *s = (cpa_straggler){.rank_idx = (uint32_t)i, .rank = m->ranks[i].rank,
+                             .late_count = a[i].late, .late_us_total = a[i].late_us,
+                             .share = a[i].judged ? (double)a[i].late / (double)a[i].judged : 0,
+                             .wait_us_total = a[i].wait_us};
+        if (!(vals[a[i].row] = malloc(a[i].late * sizeof **vals)))
+            goto done;
+    }
+    for (size_t i = 0; i < mt->nops; i++) {
+        int32_t r = out->op_late_rank_idx[i];
+        if (r >= 0 && a[r].row >= 0)
+            vals[a[r].row][nv[a[r].row]++] = out->op_late_us[i];
+    }
+    for (size_t k = 0; k < nrows; k++) {
+        qsort(vals[k], nv[k], sizeof **vals, cmp_double);
+        out->rows[k].late_us_p50 = vals[k][(nv[k] + 1) / 2 - 1]; /* nearest rank */
+    }
+    qsort(out->rows, nrows, sizeof *out->rows, cmp_row);
+    out->nrows = nrows;
+    rc = 0;
+done:
+    for (size_t k = 0; vals && k < nrows; k++)
+        free(vals[k]);
+    free(vals);
+    free(nv);
+    return rc;
+}
 
 int cpa_stragglers_compute(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c,
                            cpa_stragglers *out, char *err, size_t errlen)
 {
-    (void)m; (void)mt; (void)c; (void)err; (void)errlen;
     memset(out, 0, sizeof *out);
+    size_t maxp = 0;
+    for (size_t i = 0; i < mt->nops; i++)
+        if (mt->ops[i].nparts > maxp)
+            maxp = mt->ops[i].nparts;
+    out->op_late_rank_idx = malloc((mt->nops ? mt->nops : 1) * sizeof *out->op_late_rank_idx);
+    out->op_late_us = calloc(mt->nops ? mt->nops : 1, sizeof *out->op_late_us);
+    acc *a = calloc(m->nranks ? m->nranks : 1, sizeof *a);
+    int64_t *arr = malloc((maxp ? maxp : 1) * sizeof *arr);
+    double *others = malloc((maxp ? maxp : 1) * sizeof *others);
+    if (!out->op_late_rank_idx || !out->op_late_us || !a || !arr || !others)
+        goto oom;
+    out->threshold_us = fmax(CPA_LATE_MIN_US, 4 * c->error_us);
+    for (size_t i = 0; i < mt->nops; i++) {
+        out->op_late_rank_idx[i] = -1;
+        uint32_t k;
+        double late_us;
+        int v = judge(m, mt, c, &mt->ops[i], out->threshold_us, arr, others, a, &k, &late_us);
+        if (v < 0)
+            continue;
+        out->judged++;
+        if (!v)
+            continue;
+        uint32_t r = mt->parts[mt->ops[i].first_part + k].rank_idx;
+        out->late++;
+        out->op_late_rank_idx[i] = (int32_t)r;
+        out->op_late_us[i] = (float)late_us;
+        a[r].late++;
+        a[r].late_us += late_us;
+    }
+    if (build_rows(m, mt, a, out))
+        goto oom;
+    if (out->nrows) {
+        const cpa_straggler *most = &out->rows[0];
+        for (size_t k = 1; k < out->nrows; k++)
+            if (out->rows[k].late_count > most->late_count)
+                most = &out->rows[k];
+        out->kind = most->share >= PERSISTENT_MIN_SHARE &&
+                            (double)most->late_count >=
+                                PERSISTENT_SHARE_OF_LATE * (double)out->late
+                        ? CPA_STRAGGLER_PERSISTENT
+                        : CPA_STRAGGLER_ROTATING;
+    }
+    free(a);
+    free(arr);
+    free(others);
     return 0;
+oom:
+    free(a);
+    free(arr);
+    free(others);
+    cpa_stragglers_free(out);
+    snprintf(err, errlen, "out of memory finding stragglers");
+    return -1;
 }
 
 void cpa_stragglers_free(cpa_stragglers *s)

@@ -52,6 +52,12 @@ int cli_not_built(const char *verb);
  * stops early instead of formatting output nobody can receive. */
 int cli_stdout_failed(void);
 
+/* Beside the collprof binary (build tree or installed prefix): the shim, collprof-sim, the
+ * folder of the emulation's libraries. 0 and the absolute path in out, or -1. */
+int cli_find_shim(char *out, size_t cap);
+int cli_find_sim(char *out, size_t cap);
+int cli_find_emu_dir(char *out, size_t cap);
+
 int cmd_run(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_dump(int argc, char **argv);

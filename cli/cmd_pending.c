@@ -14,32 +14,6 @@ static int parse_then_not_built(const struct cli_command *c, int argc, char **ar
     return cli_not_built(c->verb);
 }
 
-int cmd_report(int argc, char **argv)
-{
-    int json = 0;
-    long top = 10;
-    const char *fail_on = NULL;
-    static const char *const usage[] = { "report [--json] [--top N] [--fail-on LIST] DIR", NULL };
-    const struct cli_option options[] = {
-        CLI_BOOL(0, "json", &json, "one JSON object (keys in INTERFACES.md) instead of text"),
-        CLI_INT(0, "top", &top, "N", 1, 1000000, "at most N rows per table, worst first"),
-        CLI_STRING(0, "fail-on", &fail_on, "LIST",
-                   "exit 1 when the report finds any of LIST\n(comma-separated: hang, mismatch)"),
-        CLI_END(),
-    };
-    const struct cli_command c = {
-        .verb = "report",
-        .usage = usage,
-        .about = "What the job sent over NCCL, who was slow, what hung or mismatched.",
-        .options = options,
-        .args = "DIR",
-        .min_args = 1,
-        .max_args = 1,
-        .notes = "exit codes: 0 ok, 1 --fail-on matched, 2 bad input",
-    };
-    return parse_then_not_built(&c, argc, argv);
-}
-
 int cmd_view(int argc, char **argv)
 {
     static const char *const usage[] = { "view DIR", NULL };
@@ -77,38 +51,6 @@ int cmd_top(int argc, char **argv)
     return parse_then_not_built(&c, argc, argv);
 }
 
-int cmd_export(int argc, char **argv)
-{
-    enum { NONE, PERFETTO, CSV, PROMETHEUS };
-    int format = NONE;
-    const char *output = NULL;
-    static const char *const usage[] = { "export --perfetto|--csv|--prometheus [-o FILE] DIR",
-                                         NULL };
-    const struct cli_option options[] = {
-        CLI_SET_INT(0, "perfetto", &format, PERFETTO, "Perfetto / Chrome trace JSON"),
-        CLI_SET_INT(0, "csv", &format, CSV, "CSV, one row per operation"),
-        CLI_SET_INT(0, "prometheus", &format, PROMETHEUS, "Prometheus text exposition"),
-        CLI_STRING('o', NULL, &output, "FILE", "write to FILE instead of stdout"),
-        CLI_END(),
-    };
-    const struct cli_command c = {
-        .verb = "export",
-        .usage = usage,
-        .about = "A trace directory in another tool's format; exactly one format is chosen.",
-        .options = options,
-        .args = "DIR",
-        .min_args = 1,
-        .max_args = 1,
-    };
-    int nargs;
-    int rc = cli_parse(&c, argc, argv, &nargs);
-    if (rc != CLI_GO_ON)
-        return rc;
-    if (format == NONE)
-        return cli_usage_error(&c, "wants one of --perfetto, --csv, --prometheus");
-    return cli_not_built(c.verb);
-}
-
 int cmd_selftest(int argc, char **argv)
 {
     int json = 0, quick = 0;
@@ -130,27 +72,6 @@ int cmd_selftest(int argc, char **argv)
         .options = options,
         .max_args = 0,
         .notes = "exit codes: 0 PASS or WARN, 1 FAIL, 3 could not run (no GPU, NCCL, driver)",
-    };
-    return parse_then_not_built(&c, argc, argv);
-}
-
-int cmd_demo(int argc, char **argv)
-{
-    long ranks = 8;
-    const char *keep = NULL;
-    static const char *const usage[] = { "demo [--ranks N] [--keep DIR]", NULL };
-    const struct cli_option options[] = {
-        CLI_INT(0, "ranks", &ranks, "N", 2, 64, "ranks of the emulated job (default 8)"),
-        CLI_STRING(0, "keep", &keep, "DIR", "keep the trace in DIR (default: removed at the end)"),
-        CLI_END(),
-    };
-    const struct cli_command c = {
-        .verb = "demo",
-        .usage = usage,
-        .about = "Runs an emulated job (no GPU needed) with a straggler under the profiler,\n"
-                 "then shows its report.",
-        .options = options,
-        .max_args = 0,
     };
     return parse_then_not_built(&c, argc, argv);
 }

@@ -41,38 +41,6 @@ static int valid_gpu_timing(const char *m)
     return !*end && errno == 0 && n >= 1 && n <= INT_MAX && m[7] != '-' && m[7] != '+';
 }
 
-/* libcollprof.so beside the binary's tree (build/bin -> build/lib, prefix/bin ->
- * prefix/lib), else the libdir it was installed to. */
-static int find_shim(char *out, size_t cap)
-{
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) {
-        self[n] = '\0';
-        char *slash = strrchr(self, '/');
-        if (slash) {
-            *slash = '\0';
-            static const char *const rel[] = {"../lib/libcollprof.so",
-                                              "../lib64/libcollprof.so",
-                                              "../lib/collprof/libcollprof.so"};
-            for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-                if ((size_t)snprintf(out, cap, "%s/%s", self, rel[i]) >= cap)
-                    continue;
-                char real[PATH_MAX];
-                if (access(out, R_OK) == 0 && realpath(out, real) && strlen(real) < cap) {
-                    memcpy(out, real, strlen(real) + 1);
-                    return 0;
-                }
-            }
-        }
-    }
-#ifdef COLLPROF_INSTALL_LIBDIR
-    snprintf(out, cap, "%s/libcollprof.so", COLLPROF_INSTALL_LIBDIR);
-    if (access(out, R_OK) == 0)
-        return 0;
-#endif
-    return -1;
-}
 
 /* The default INTERFACES.md gives COLLPROF_DIR, decided once here for every rank. */
 static void default_dir(char *out, size_t cap)
@@ -157,7 +125,7 @@ int cmd_run(int argc, char **argv)
         return cli_usage_error(&c, "--gpu-timing '%s' is not one of events, cupti, off, "
                                    "sample:N", gpu_timing);
     char shim[4096];
-    if (find_shim(shim, sizeof shim) != 0)
+    if (cli_find_shim(shim, sizeof shim) != 0)
         return cli_error("run", CP_EXIT_CANNOT_RUN,
                          "cannot find libcollprof.so beside the collprof binary");
 

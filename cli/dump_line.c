@@ -7,63 +7,7 @@
 
 #include <json-c/json.h>
 
-/* Length of the valid UTF-8 sequence at s (at most n bytes), 0 when it is not one.
- * Overlong forms and surrogates are refused: json-c would pass them through and strict
- * JSON readers (Python's) would then refuse the whole line. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xbf;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        len = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        if (c == 0xe0)
-            lo = 0xa0;
-        if (c == 0xed)
-            hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        if (c == 0xf0)
-            lo = 0x90;
-        if (c == 0xf4)
-            hi = 0x8f;
-    } else
-        return 0;
-    if (len > n)
-        return 0;
-    if (s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if (s[i] < 0x80 || s[i] > 0xbf)
-            return 0;
-    return len;
-}
-
-/* A NUL-terminated copy of s with control characters, NULs and invalid UTF-8 as '?'.
- * The same length as s, so it never grows with what a file claims. */
-static char *sanitize(const char *s, size_t len)
-{
-    char *out = malloc(len + 1);
-    if (!out)
-        return NULL;
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < len) {
-        size_t n = utf8_len(u + i, len - i);
-        if (n == 0 || (n == 1 && (u[i] < 0x20 || u[i] == 0x7f))) {
-            out[i++] = '?';
-            continue;
-        }
-        memcpy(out + i, u + i, n);
-        i += n;
-    }
-    out[len] = '\0';
-    return out;
-}
+#include "common/text.h"
 
 /* Text values are bare when that cannot be misread, else quoted with \" and \\. */
 static void put_text_value(FILE *out, const char *s)
@@ -116,7 +60,7 @@ void dump_line_word(struct dump_line *l, const char *key, const char *word)
 
 void dump_line_str(struct dump_line *l, const char *key, const char *s, size_t len)
 {
-    char *clean = sanitize(s, len);
+    char *clean = cp_text_clean_dup(s, len);
     if (!clean) {
         dump_line_unknown(l, key);
         return;
@@ -198,7 +142,7 @@ void dump_line_array_begin(struct dump_line *l, const char *key)
 
 void dump_line_array_str(struct dump_line *l, const char *s, size_t len)
 {
-    char *clean = sanitize(s, len);
+    char *clean = cp_text_clean_dup(s, len);
     if (l->json) {
         json_object_array_add(l->array, clean ? json_object_new_string(clean) : NULL);
     } else {

@@ -454,6 +454,42 @@ static void test_stats_percentiles(void **state)
     free(dir);
 }
 
+/* A straggler must not lower the bandwidth: the early ranks' GPU durations hold their wait
+ * for it; the op's time is the duration of the rank that arrived last (the shortest). */
+static void test_stats_time_of_the_last_arrival(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    for (int r = 0; r < 4; r++) {
+        cp_trace_writer *w = open_rank(dir, r, r, "node-a", 0);
+        put_comm(w, 0, COMM_ID, 4, r);
+        for (int i = 0; i < 10; i++) {
+            uint64_t end = BASE_NS + (uint64_t)(i + 1) * 10000000ull;
+            /* rank 3 arrives 2 ms after the others; the transfer takes 100 us */
+            uint64_t start = end - 100000 - (r == 3 ? 0 : 2000000);
+            put_call(w, CP_OP_ALLREDUCE, (uint64_t)i, MIB / 4, -1, start - 500, 1);
+            put_done(w, CP_OP_ALLREDUCE, (uint64_t)i, -1, start, end);
+        }
+        assert_int_equal(cp_trace_writer_close(w), 0);
+    }
+    cpa_model *m = load_or_fail(dir);
+    cpa_matched mt;
+    cpa_stats st;
+    char err[256];
+    assert_int_equal(cpa_match(m, &mt, err, sizeof err), 0);
+    assert_int_equal(cpa_stats_compute(m, &mt, &st, err, sizeof err), 0);
+    const cpa_stat *ar = find_row(&st, CP_OP_ALLREDUCE, MIB);
+    assert_non_null(ar);
+    assert_close(ar->time_us_p50, 100.0);
+    assert_close(ar->algbw_gbps, (double)MIB / 100000.0);
+    assert_close(ar->busbw_gbps, ar->algbw_gbps * 1.5);
+    cpa_stats_free(&st);
+    cpa_matched_free(&mt);
+    cpa_model_free(m);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 static void test_formulas(void **state)
 {
     (void)state;
@@ -509,6 +545,7 @@ int main(void)
         cmocka_unit_test(test_match_partial_and_p2p),
         cmocka_unit_test(test_stats_job),
         cmocka_unit_test(test_stats_percentiles),
+        cmocka_unit_test(test_stats_time_of_the_last_arrival),
         cmocka_unit_test(test_formulas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,7 +9,9 @@ libdir=$(cd "$prefix" && ls -d lib lib64 lib/* 2>/dev/null | while read d; do
   [ -f "$prefix/$d/libcollprof.so" ] && echo "$d" && break; done)
 fail() { echo "test_install: $*" >&2; exit 1; }
 [ -n "$libdir" ] || fail "no libcollprof.so under $prefix"
-for f in bin/collprof bin/collprof-sim share/man/man1/collprof.1 "$libdir/pkgconfig/collprof.pc"; do
+for f in bin/collprof bin/collprof-sim share/man/man1/collprof.1 "$libdir/pkgconfig/collprof.pc" \
+         "$libdir/collprof/emu/libnccl.so.2" "$libdir/collprof/emu/libcuda.so.1" \
+         "$libdir/collprof/emu/libnvidia-ml.so.1" "$libdir/collprof/emu/libcollprof-emuhost.so"; do
   [ -e "$prefix/$f" ] || fail "missing $f"
 done
 "$prefix/bin/collprof" --version | grep -q '^collprof ' || fail "installed collprof --version"

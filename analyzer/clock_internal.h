@@ -1,0 +1,51 @@
+/* analyzer/clock_internal.h: what clock.c (host clocks) and clock_gpu.c (each rank's GPU time
+ * line) share; nothing outside these two files includes it. */
+#ifndef COLLPROF_ANALYZER_CLOCK_INTERNAL_H
+#define COLLPROF_ANALYZER_CLOCK_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analyzer/analyzer.h"
+
+typedef struct cpa_anchor {
+    uint64_t mono;
+    int64_t a;               /* realtime - mono */
+} cpa_anchor;
+
+typedef struct cpa_dmap {
+    size_t first, n;         /* a domain's anchors: cpa_clock_map.anchors[first .. first + n) */
+    uint64_t lo, hi;         /* local times of its first and last tie: where drift holds */
+} cpa_dmap;
+
+/* From local time t on (until the next segment), a rank's GPU times are corr ns off the
+ * job time line that cpa_clock_job_ns gives its host times. */
+typedef struct cpa_gseg {
+    uint64_t t;
+    double corr;
+} cpa_gseg;
+
+struct cpa_clock_map {
+    cpa_anchor *anchors;
+    cpa_dmap *d;             /* per domain */
+    cpa_gseg *gsegs;
+    size_t *g_first;         /* per rank, and one past: gsegs[g_first[r] .. g_first[r + 1]) */
+};
+
+/* The k-th smallest (0-based) of v[0..n), n > 0, reordering v. */
+double cpa_clk_select(double *v, size_t n, size_t k);
+/* Where most of v[0..n) (ends of one operation, ns) agree within 2 x CPA_CLK_AGREE_NS, else
+ * their median; sorts v. */
+#define CPA_CLK_AGREE_NS 50000.0
+double cpa_clk_consensus(double *v, size_t n);
+/* Operations whose ends are simultaneous on every rank. */
+int cpa_clk_blocking(unsigned op);
+/* Per matched operation, 1 when its ends tie its ranks' clocks: complete, blocking, every
+ * part GPU-timed. NULL out of memory; the caller frees. */
+uint8_t *cpa_clk_tying_ops(const cpa_model *m, const cpa_matched *mt);
+/* clock_gpu.c: fills map->gsegs and map->g_first; the domains must be solved. 0 or -1 (out
+ * of memory). */
+int cpa_clk_gpu_frames(const cpa_model *m, const cpa_matched *mt, const uint8_t *tying,
+                       cpa_clock *c);
+
+#endif

@@ -1,0 +1,121 @@
+/* csv: one row per collective or send/recv call per rank, for pandas and spreadsheets.
+ *
+ * Rows by rank, then in the rank's call order. Times are microseconds on the job time line
+ * since the job's start (three decimals: nanoseconds); a cell is empty when the trace does
+ * not know it (no GPU time, an operation with no other rank to wait for). Fields holding a
+ * comma, a quote or a line break are quoted with quotes doubled (RFC 4180); lines end in
+ * LF. The column list is docs/REPORT.md's.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/text.h"
+#include "exporters/export_util.h"
+#include "exporters/exporters.h"
+
+static const char header[] =
+    "rank,host,comm,seq,op,count,dtype,bytes,root_or_peer,stream,enter_us,start_us,end_us,"
+    "dur_us,arrival_us,wait_us,late,site,timing\n";
+
+/* A text field, cleaned and quoted when RFC 4180 wants it. */
+static void field(FILE *out, const char *s)
+{
+    char *c = cp_text_clean_dup(s, strlen(s));
+    if (!c) {
+        fputs("?", out); /* out of memory for a cell: a visible placeholder, not a lie */
+        return;
+    }
+    if (strpbrk(c, ",\"\r\n") == NULL) {
+        fputs(c, out);
+    } else {
+        fputc('"', out);
+        for (const char *p = c; *p; p++) {
+            if (*p == '"')
+                fputc('"', out);
+            fputc(*p, out);
+        }
+        fputc('"', out);
+    }
+    free(c);
+}
+
+/* ",<microseconds>" from nanoseconds since the job's start. */
+static void us(FILE *out, int64_t ns)
+{
+    char buf[32];
+    fputc(',', out);
+    fputs(cpx_fmt_ns_us(buf, ns), out);
+}
+
+static int64_t rel(const cpa_analysis *a, uint64_t job_ns)
+{
+    return (int64_t)(job_ns - a->start_ns);
+}
+
+static void row(FILE *out, const cpa_analysis *a, const cpx_timeline *tl, size_t ri, size_t ci)
+{
+    const cpa_rank *r = &a->model->ranks[ri];
+    const cpa_call *c = &r->calls[ci];
+    char comm[17];
+    cpx_fmt_comm(comm, c->comm_id);
+
+    fprintf(out, "%d,", (int)r->rank);
+    field(out, r->hostname);
+    fprintf(out, ",%s,%" PRIu64 ",%s,%" PRIu64 ",%s,%" PRIu64 ",", comm, c->seq, cp_op_name(c->op),
+            c->count, cp_dtype_name(c->dtype), c->count * cp_dtype_size(c->dtype));
+    if (c->peer >= 0)
+        fprintf(out, "%d", (int)c->peer);
+    if (c->stream < r->nstreams)
+        fprintf(out, ",0x%" PRIx64, r->streams[c->stream]);
+    else
+        fputc(',', out);
+
+    uint64_t start, end;
+    int unfinished;
+    cpx_call_span_job_ns(a, ri, c, &start, &end, &unfinished);
+    us(out, rel(a, cpa_clock_job_ns(a->model, &a->clock, ri, c->enter_ns)));
+    if (c->gpu_timed) {
+        us(out, rel(a, start));
+        us(out, rel(a, end));
+    } else {
+        fputs(",,", out);
+    }
+    if (unfinished)
+        fputc(',', out);
+    else
+        us(out, (int64_t)(end - start));
+
+    int64_t arrival = rel(a, cpx_call_arrival_job_ns(a, ri, c));
+    us(out, arrival);
+    uint32_t oi = tl->call_op[ri][ci];
+    int late = 0;
+    if (oi != CPX_NO_OP && a->matched.ops[oi].nparts >= 2) {
+        int64_t latest = rel(a, tl->latest_ns[oi]);
+        us(out, latest > arrival ? latest - arrival : 0);
+        late = cpx_op_late_rank_idx(a, oi) == (int32_t)ri;
+    } else {
+        fputc(',', out);
+    }
+    fprintf(out, ",%d,", late);
+    const char *site = cpa_call_site(r, c);
+    if (site)
+        field(out, site);
+    fprintf(out, ",%s\n", unfinished ? "unfinished" : c->gpu_timed ? "gpu" : "host");
+}
+
+int cpx_export_csv(FILE *out, const cpa_analysis *a)
+{
+    cpx_timeline tl;
+    if (cpx_timeline_build(a, &tl) != 0)
+        return -1;
+    fputs(header, out);
+    const cpa_model *m = a->model;
+    for (size_t ri = 0; ri < m->nranks && !ferror(out); ri++)
+        for (size_t ci = 0; ci < m->ranks[ri].ncalls && !ferror(out); ci++)
+            row(out, a, &tl, ri, ci);
+    cpx_timeline_free(&tl);
+    return fflush(out) != 0 || ferror(out) ? -1 : 0;
+}

@@ -1,0 +1,259 @@
+/* export_util: formatting and the timeline the exporters share (export_util.h). */
+#include "exporters/export_util.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/text.h"
+
+const char *cpx_op_label(unsigned op, int pairs)
+{
+    if (op == CP_OP_SEND && pairs)
+        return "Send/Recv";
+    return cp_op_name(op);
+}
+
+void cpx_fmt_size(char *buf, size_t len, uint64_t bytes)
+{
+    static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+    unsigned u = 0;
+    uint64_t v = bytes;
+    while (u + 1 < sizeof units / sizeof units[0] && v >= 1024 && v % 1024 == 0) {
+        v /= 1024;
+        u++;
+    }
+    if (v < 10000 || u + 1 == sizeof units / sizeof units[0]) {
+        snprintf(buf, len, "%" PRIu64 " %s", v, units[u]);
+        return;
+    }
+    /* Not a whole number of the next unit: one decimal of the largest unit that fits. */
+    double d = (double)bytes;
+    u = 0;
+    while (u + 1 < sizeof units / sizeof units[0] && d >= 1024) {
+        d /= 1024;
+        u++;
+    }
+    snprintf(buf, len, "%.1f %s", d, units[u]);
+}
+
+void cpx_fmt_ranks(char *buf, size_t len, const int32_t *ranks, size_t n)
+{
+    if (!len)
+        return;
+    buf[0] = '\0';
+    size_t used = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j + 1 < n && ranks[j + 1] == ranks[j] + 1)
+            j++;
+        char part[40];
+        if (j == i)
+            snprintf(part, sizeof part, "%s%" PRId32, i ? "," : "", ranks[i]);
+        else if (j == i + 1)
+            snprintf(part, sizeof part, "%s%" PRId32 ",%" PRId32, i ? "," : "", ranks[i],
+                     ranks[j]);
+        else
+            snprintf(part, sizeof part, "%s%" PRId32 "-%" PRId32, i ? "," : "", ranks[i],
+                     ranks[j]);
+        size_t plen = strlen(part);
+        /* Keep room for ",..." so a cut list says it is cut. */
+        if (used + plen + (j + 1 < n ? 4 : 0) >= len) {
+            if (used + 4 < len)
+                memcpy(buf + used, ",...", 5);
+            else if (len > 3)
+                memcpy(buf + len - 4, "...", 4);
+            return;
+        }
+        memcpy(buf + used, part, plen + 1);
+        used += plen;
+        i = j + 1;
+    }
+}
+
+const char *cpx_fmt_ns_us(char buf[32], int64_t ns)
+{
+    char *q = buf + 32;
+    uint64_t v = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+    *--q = '\0';
+    for (int i = 0; i < 3; i++, v /= 10)
+        *--q = (char)('0' + v % 10);
+    *--q = '.';
+    do {
+        *--q = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (ns < 0)
+        *--q = '-';
+    return q;
+}
+
+void cpx_fmt_comm(char buf[17], uint64_t comm_id)
+{
+    snprintf(buf, 17, "%016" PRIx64, comm_id);
+}
+
+void cpx_fmt_site(char *buf, size_t len, const char *site)
+{
+    if (!len)
+        return;
+    if (!site) {
+        buf[0] = '\0';
+        return;
+    }
+    size_t n = strlen(site);
+    if (n < len) {
+        cp_text_clean(buf, site, n);
+        return;
+    }
+    if (len < 4) {
+        buf[0] = '\0';
+        return;
+    }
+    /* Innermost frames come first: keep the head. Step back to a character boundary so a
+     * cut never splits a UTF-8 sequence into a '?'. */
+    size_t keep = len - 4;
+    while (keep > 0 && ((unsigned char)site[keep] & 0xc0) == 0x80)
+        keep--;
+    cp_text_clean(buf, site, keep);
+    memcpy(buf + keep, "...", 4);
+}
+
+uint64_t cpx_call_arrival_job_ns(const cpa_analysis *a, size_t rank_idx, const cpa_call *c)
+{
+    if (c->gpu_timed)
+        return cpa_clock_gpu_job_ns(a->model, &a->clock, rank_idx, c->gpu_start_ns);
+    return cpa_clock_job_ns(a->model, &a->clock, rank_idx, c->enter_ns);
+}
+
+void cpx_call_span_job_ns(const cpa_analysis *a, size_t rank_idx, const cpa_call *c,
+                          uint64_t *start, uint64_t *end, int *unfinished)
+{
+    const cpa_model *m = a->model;
+    const cpa_rank *r = &m->ranks[rank_idx];
+    *unfinished = 0;
+    if (c->gpu_timed) {
+        *start = cpa_clock_gpu_job_ns(m, &a->clock, rank_idx, c->gpu_start_ns);
+        *end = cpa_clock_gpu_job_ns(m, &a->clock, rank_idx, c->gpu_end_ns);
+    } else {
+        uint64_t last = c->enter_ns + c->host_ns;
+        if ((c->flags & CP_CALL_TIMED) && !c->done) {
+            *unfinished = 1;
+            if (r->last_ns > last)
+                last = r->last_ns;
+        }
+        *start = cpa_clock_job_ns(m, &a->clock, rank_idx, c->enter_ns);
+        *end = cpa_clock_job_ns(m, &a->clock, rank_idx, last);
+    }
+    if (*end < *start)
+        *end = *start;
+}
+
+double cpx_job_ns_us(const cpa_analysis *a, uint64_t job_ns)
+{
+    return job_ns >= a->start_ns ? (double)(job_ns - a->start_ns) / 1e3
+                                 : -(double)(a->start_ns - job_ns) / 1e3;
+}
+
+double cpx_job_us(const cpa_analysis *a, size_t rank_idx, uint64_t local_ns)
+{
+    return cpx_job_ns_us(a, cpa_clock_job_ns(a->model, &a->clock, rank_idx, local_ns));
+}
+
+double cpx_gpu_job_us(const cpa_analysis *a, size_t rank_idx, uint64_t local_ns)
+{
+    return cpx_job_ns_us(a, cpa_clock_gpu_job_ns(a->model, &a->clock, rank_idx, local_ns));
+}
+
+int cpx_timeline_build(const cpa_analysis *a, cpx_timeline *t)
+{
+    const cpa_model *m = a->model;
+    const cpa_matched *mt = &a->matched;
+    memset(t, 0, sizeof *t);
+    t->nranks = m->nranks;
+    t->call_op = calloc(m->nranks ? m->nranks : 1, sizeof *t->call_op);
+    size_t nops = mt->nops ? mt->nops : 1;
+    t->latest_ns = calloc(nops, sizeof *t->latest_ns);
+    t->first_part = calloc(nops, sizeof *t->first_part);
+    t->last_part = calloc(nops, sizeof *t->last_part);
+    if (!t->call_op || !t->latest_ns || !t->first_part || !t->last_part)
+        goto oom;
+    for (size_t r = 0; r < m->nranks; r++) {
+        size_t n = m->ranks[r].ncalls;
+        t->call_op[r] = malloc((n ? n : 1) * sizeof **t->call_op);
+        if (!t->call_op[r])
+            goto oom;
+        memset(t->call_op[r], 0xff, (n ? n : 1) * sizeof **t->call_op);
+    }
+    for (size_t i = 0; i < mt->nops; i++) {
+        const cpa_op *o = &mt->ops[i];
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (uint32_t k = 0; k < o->nparts; k++) {
+            const cpa_part *p = &mt->parts[o->first_part + k];
+            if (p->rank_idx >= m->nranks || p->call_idx >= m->ranks[p->rank_idx].ncalls)
+                continue;
+            t->call_op[p->rank_idx][p->call_idx] = (uint32_t)i;
+            uint64_t at = cpx_call_arrival_job_ns(a, p->rank_idx,
+                                                  &m->ranks[p->rank_idx].calls[p->call_idx]);
+            if (at < lo) {
+                lo = at;
+                t->first_part[i] = k;
+            }
+            if (at >= hi) {
+                hi = at;
+                t->last_part[i] = k;
+            }
+        }
+        t->latest_ns[i] = hi;
+    }
+    return 0;
+oom:
+    cpx_timeline_free(t);
+    errno = ENOMEM;
+    return -1;
+}
+
+void cpx_timeline_free(cpx_timeline *t)
+{
+    if (t->call_op)
+        for (size_t r = 0; r < t->nranks; r++)
+            free(t->call_op[r]);
+    free(t->call_op);
+    free(t->latest_ns);
+    free(t->first_part);
+    free(t->last_part);
+    memset(t, 0, sizeof *t);
+}
+
+int32_t cpx_op_late_rank_idx(const cpa_analysis *a, size_t op_idx)
+{
+    if (!a->stragglers.op_late_rank_idx || op_idx >= a->matched.nops)
+        return -1;
+    int32_t r = a->stragglers.op_late_rank_idx[op_idx];
+    return r >= 0 && (size_t)r < a->model->nranks ? r : -1;
+}
+
+double cpx_op_late_us(const cpa_analysis *a, size_t op_idx)
+{
+    if (!a->stragglers.op_late_us || op_idx >= a->matched.nops)
+        return 0;
+    return a->stragglers.op_late_us[op_idx];
+}
+
+long cpx_rank_index(const cpa_model *m, int32_t rank)
+{
+    /* Ranks are sorted by rank (load.c); files without one sort first as -1. */
+    size_t lo = 0, hi = m->nranks;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->ranks[mid].rank == rank)
+            return (long)mid;
+        if (m->ranks[mid].rank < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}

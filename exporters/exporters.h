@@ -1,0 +1,61 @@
+/* exporters: an analysis (analyzer.h's cpa_analysis) written out for people and for tools.
+ *
+ * Offers one function per format, each a pure function of the analysis it is given: it
+ * reads the model, the matched operations and every finding, never the trace files, and
+ * writes to a stdio stream. So each can be tested on an analysis built by hand, and the
+ * CLI (`collprof report`, `collprof export`) only picks a format and a destination.
+ *
+ *   cpx_report_text        the one-screen summary `collprof report` prints
+ *   cpx_report_json        the contract's JSON object (shared/INTERFACES.md) and more keys
+ *   cpx_export_perfetto    Chrome / Perfetto trace-event JSON, streamed event by event
+ *   cpx_export_csv         one row per collective per rank (RFC 4180 quoting)
+ *   cpx_export_prometheus  text exposition format for node_exporter's textfile collector
+ *
+ * docs/REPORT.md describes every output. Strings from the trace (hostnames, call sites,
+ * paths) are cleaned of control characters and invalid UTF-8 (common/text.h) in every one.
+ * Times are on the analysis' job time line (cpa_clock_job_ns), relative to its start.
+ *
+ * Each returns 0, or -1 when the stream failed (ferror: a full disk, a closed pipe) or
+ * memory ran out (errno ENOMEM); a writer stops at the first failure it sees, so nothing
+ * is formatted for a reader that went away. Must not touch: the trace files, the analysis
+ * (const), the process' exit status or stdout's fate (the CLI's).
+ */
+#ifndef COLLPROF_EXPORTERS_H
+#define COLLPROF_EXPORTERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "analyzer/analyzer.h"
+
+struct json_object;
+
+#define CPX_TOP_DEFAULT 10 /* rows per table of the text report when not told */
+
+typedef struct cpx_text_options {
+    size_t top;        /* rows per table (ops, stragglers, hangs, mismatches); 0: default */
+    int color;         /* ANSI colour and bold: the caller decides (cpx_want_color) */
+    const char *title; /* shown in the heading (the trace directory); NULL: none */
+} cpx_text_options;
+
+/* The one-screen summary; fits 80 columns. */
+int cpx_report_text(FILE *out, const cpa_analysis *a, const cpx_text_options *o);
+
+/* Whether text for the terminal on fd should be coloured: fd is a TTY, NO_COLOR is unset
+ * or empty (no-color.org) and TERM is not "dumb". */
+int cpx_want_color(int fd);
+
+/* The report as a json-c object (release it with json_object_put), with arrays cut to top
+ * rows each (0: every row). NULL when memory ran out. */
+struct json_object *cpx_report_json_object(const cpa_analysis *a, size_t top);
+/* The same, printed as one document and a newline. */
+int cpx_report_json(FILE *out, const cpa_analysis *a, size_t top);
+
+int cpx_export_perfetto(FILE *out, const cpa_analysis *a);
+/* The same, counting the trace events written into *events (throughput figures). */
+int cpx_export_perfetto_events(FILE *out, const cpa_analysis *a, uint64_t *events);
+int cpx_export_csv(FILE *out, const cpa_analysis *a);
+int cpx_export_prometheus(FILE *out, const cpa_analysis *a);
+
+#endif

@@ -1,0 +1,468 @@
+/* perfetto: the analysis as Chrome / Perfetto trace-event JSON (the "JSON Object Format"
+ * of the Trace Event Format; ui.perfetto.dev and chrome://tracing open it).
+ *
+ * Layout (docs/REPORT.md): a process per rank (pid = the rank), a thread per CUDA stream
+ * of that rank, each collective or send/recv call a complete ("X") slice with its args, a
+ * nested "wait" slice from the rank's arrival to the last arrival, flow arrows joining the
+ * slices of one operation across ranks, and an instant event on each rank of a hang.
+ *
+ * Streamed: each event is built as a json-c object, serialized, written and freed before
+ * the next, so memory stays at one event (plus a 4-byte index per call for the timeline),
+ * whatever the size of the trace.
+ *
+ * Flows use the v2 form (bind_id with flow_out / flow_in on the X slices themselves)
+ * rather than separate "s"/"t"/"f" events: a v1 flow event binds to whatever slice
+ * encloses its timestamp on its thread, which for a collective is ambiguous (the nested
+ * wait slice starts at the same instant), while bind_id names the slice itself. The slices
+ * of an operation are chained in arrival order, so the chain ends at the last arrival.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "common/text.h"
+#include "exporters/export_util.h"
+#include "exporters/exporters.h"
+
+#ifndef COLLPROF_VERSION
+#define COLLPROF_VERSION "unknown"
+#endif
+
+typedef struct pw {
+    FILE *out;
+    const cpa_analysis *a;
+    cpx_timeline tl;
+    uint32_t *pid;      /* per rank index */
+    uint32_t *tid_base; /* per rank index: tid of its stream 0 */
+    int first;
+    int failed;
+    uint64_t events;
+    /* Strings every event repeats (op and dtype names, "X", "gpu", ...), each one shared
+     * json-c object that events take a reference to instead of a copy; keyed by the
+     * address of the static string they come from. */
+    struct {
+        const char *key;
+        json_object *obj;
+    } interned[64];
+    json_object *yes;
+    uint64_t comm_id; /* the last comm id and its string: calls come in runs of one comm */
+    json_object *comm;
+} pw;
+
+/* json-c's allocation failures surface as NULLs; one flag per event catches them all. */
+static json_object *chk(int *oom, json_object *o)
+{
+    if (!o)
+        *oom = 1;
+    return o;
+}
+
+/* Keys are string literals, each added once per object: json-c need neither copy them nor
+ * look for an existing one (the per-event cost of a large export is mostly such calls). */
+static void put(int *oom, json_object *obj, const char *key, json_object *v)
+{
+    if (!obj || !v ||
+        json_object_object_add_ex(obj, key, v,
+                                  JSON_C_OBJECT_ADD_KEY_IS_NEW | JSON_C_OBJECT_ADD_CONSTANT_KEY))
+    {
+        *oom = 1;
+        json_object_put(v);
+    }
+}
+
+/* Microseconds with three decimals, exactly (json-c would print 17 digits of the double). */
+static json_object *ns_us(int *oom, int64_t ns)
+{
+    char buf[32];
+    return chk(oom, json_object_new_double_s((double)ns / 1e3, cpx_fmt_ns_us(buf, ns)));
+}
+
+static json_object *num3(int *oom, double v)
+{
+    char buf[64];
+    if (!isfinite(v))
+        v = 0;
+    snprintf(buf, sizeof buf, "%.3f", v);
+    return chk(oom, json_object_new_double_s(v, buf));
+}
+
+static json_object *clean_str(int *oom, const char *s)
+{
+    char *c = cp_text_clean_dup(s, strlen(s));
+    if (!c)
+        return chk(oom, NULL);
+    json_object *o = chk(oom, json_object_new_string(c));
+    free(c);
+    return o;
+}
+
+/* Writes and frees ev; an event that could not be built is dropped and fails the export. */
+static void emit(pw *p, json_object *ev, int oom)
+{
+    if (!p->failed && (oom || !ev)) {
+        p->failed = 1;
+        errno = ENOMEM;
+    }
+    if (!p->failed) {
+        size_t len = 0;
+        const char *s = json_object_to_json_string_length(
+            ev, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+        if (!s || fputs(p->first ? "\n" : ",\n", p->out) < 0 ||
+            fwrite(s, 1, len, p->out) != len)
+            p->failed = 1;
+        else
+            p->events++;
+        p->first = 0;
+    }
+    json_object_put(ev);
+}
+
+/* A reference to the shared object for a static string (a literal, cp_op_name's ...). */
+static json_object *sstr(pw *p, int *oom, const char *s)
+{
+    size_t n = sizeof p->interned / sizeof p->interned[0];
+    size_t i = ((uintptr_t)s >> 3) % n;
+    for (size_t k = 0; k < n; k++, i = (i + 1) % n) {
+        if (p->interned[i].key == s)
+            return json_object_get(p->interned[i].obj);
+        if (!p->interned[i].key) {
+            json_object *o = json_object_new_string(s);
+            if (!o)
+                return chk(oom, NULL);
+            p->interned[i].key = s;
+            p->interned[i].obj = o;
+            return json_object_get(o);
+        }
+    }
+    return chk(oom, json_object_new_string(s)); /* table full: a copy of its own */
+}
+
+static json_object *yes(pw *p, int *oom)
+{
+    if (!p->yes && !(p->yes = json_object_new_boolean(1)))
+        return chk(oom, NULL);
+    return json_object_get(p->yes);
+}
+
+static json_object *comm_of(pw *p, int *oom, uint64_t comm_id)
+{
+    if (!p->comm || p->comm_id != comm_id) {
+        char hex[17];
+        cpx_fmt_comm(hex, comm_id);
+        json_object *o = json_object_new_string(hex);
+        if (!o)
+            return chk(oom, NULL);
+        json_object_put(p->comm);
+        p->comm = o;
+        p->comm_id = comm_id;
+    }
+    return json_object_get(p->comm);
+}
+
+static void pw_release(pw *p)
+{
+    for (size_t i = 0; i < sizeof p->interned / sizeof p->interned[0]; i++)
+        json_object_put(p->interned[i].obj);
+    json_object_put(p->yes);
+    json_object_put(p->comm);
+    cpx_timeline_free(&p->tl);
+    free(p->pid);
+    free(p->tid_base);
+}
+
+static json_object *event_named(pw *p, int *oom, json_object *name, const char *ph,
+                                uint32_t pid, uint32_t tid)
+{
+    json_object *ev = chk(oom, json_object_new_object());
+    put(oom, ev, "name", name);
+    put(oom, ev, "ph", sstr(p, oom, ph));
+    put(oom, ev, "pid", chk(oom, json_object_new_int64(pid)));
+    put(oom, ev, "tid", chk(oom, json_object_new_int64(tid)));
+    return ev;
+}
+
+/* name must be a static string (it is interned). */
+static json_object *event(pw *p, int *oom, const char *name, const char *ph, uint32_t pid,
+                          uint32_t tid)
+{
+    return event_named(p, oom, sstr(p, oom, name), ph, pid, tid);
+}
+
+static void metadata(pw *p, const char *name, uint32_t pid, uint32_t tid, const char *key,
+                     json_object *value)
+{
+    int oom = 0;
+    json_object *ev = event(p, &oom, name, "M", pid, tid);
+    json_object *args = chk(&oom, json_object_new_object());
+    put(&oom, args, key, chk(&oom, value));
+    put(&oom, ev, "args", args);
+    emit(p, ev, oom);
+}
+
+/* pid = the rank; a file with no rank, or a rank two files claim, gets one past all ranks,
+ * so no two processes share a pid. tids are unique across the whole trace and above every
+ * pid: Perfetto keys threads by tid, and a pid doubles as its main thread's tid. */
+static int assign_ids(pw *p)
+{
+    const cpa_model *m = p->a->model;
+    size_t n = m->nranks ? m->nranks : 1;
+    p->pid = malloc(n * sizeof *p->pid);
+    p->tid_base = malloc(n * sizeof *p->tid_base);
+    if (!p->pid || !p->tid_base)
+        return -1;
+    uint32_t max_pid = 0;
+    for (size_t i = 0; i < m->nranks; i++)
+        if (m->ranks[i].rank >= 0 && (uint32_t)m->ranks[i].rank > max_pid)
+            max_pid = (uint32_t)m->ranks[i].rank;
+    uint32_t spare = max_pid + 1;
+    for (size_t i = 0; i < m->nranks; i++) {
+        int32_t r = m->ranks[i].rank;
+        int dup = i > 0 && m->ranks[i - 1].rank == r;
+        p->pid[i] = r >= 0 && !dup ? (uint32_t)r : spare++;
+    }
+    uint32_t tid = spare;
+    for (size_t i = 0; i < m->nranks; i++) {
+        p->tid_base[i] = tid;
+        tid += (uint32_t)(m->ranks[i].nstreams ? m->ranks[i].nstreams : 1);
+    }
+    return 0;
+}
+
+static void rank_metadata(pw *p, size_t ri)
+{
+    const cpa_rank *r = &p->a->model->ranks[ri];
+    char name[160], host[CP_HOSTNAME_BYTES + 1];
+    cp_text_clean(host, r->hostname, strlen(r->hostname));
+    if (r->rank >= 0)
+        snprintf(name, sizeof name, "rank %d (%s)", (int)r->rank, host[0] ? host : "?");
+    else
+        snprintf(name, sizeof name, "rank ? (%s, pid %u)", host[0] ? host : "?", r->pid);
+    metadata(p, "process_name", p->pid[ri], p->pid[ri], "name", json_object_new_string(name));
+    metadata(p, "process_sort_index", p->pid[ri], p->pid[ri], "sort_index",
+             json_object_new_int64(p->pid[ri]));
+    size_t ns = r->nstreams ? r->nstreams : 1;
+    for (size_t s = 0; s < ns; s++) {
+        if (r->nstreams)
+            snprintf(name, sizeof name, "stream %zu (0x%" PRIx64 ")", s, r->streams[s]);
+        else
+            snprintf(name, sizeof name, "stream ?");
+        uint32_t tid = p->tid_base[ri] + (uint32_t)s;
+        metadata(p, "thread_name", p->pid[ri], tid, "name", json_object_new_string(name));
+        metadata(p, "thread_sort_index", p->pid[ri], tid, "sort_index",
+                 json_object_new_int64((int64_t)s));
+    }
+}
+
+static int is_rooted(unsigned op)
+{
+    return op == CP_OP_BROADCAST || op == CP_OP_REDUCE || op == CP_OP_GATHER ||
+           op == CP_OP_SCATTER;
+}
+
+static uint32_t call_tid(const pw *p, size_t ri, const cpa_call *c)
+{
+    const cpa_rank *r = &p->a->model->ranks[ri];
+    return p->tid_base[ri] + (c->stream < r->nstreams ? c->stream : 0);
+}
+
+static void call_events(pw *p, size_t ri, size_t ci)
+{
+    const cpa_analysis *a = p->a;
+    const cpa_rank *r = &a->model->ranks[ri];
+    const cpa_call *c = &r->calls[ci];
+    uint32_t oi = p->tl.call_op[ri][ci];
+    const cpa_op *o = oi != CPX_NO_OP ? &a->matched.ops[oi] : NULL;
+    int oom = 0;
+
+    uint64_t start, end;
+    int unfinished;
+    cpx_call_span_job_ns(a, ri, c, &start, &end, &unfinished);
+    /* Integer nanoseconds since the job's start: exact, and cheap to print. */
+    int64_t ts = (int64_t)(start - a->start_ns), te = (int64_t)(end - a->start_ns);
+    uint32_t pid = p->pid[ri], tid = call_tid(p, ri, c);
+
+    json_object *ev = event(p, &oom, cp_op_name(c->op), "X", pid, tid);
+    put(&oom, ev, "cat", sstr(p, &oom, cp_op_is_p2p(c->op) ? "p2p" : "collective"));
+    put(&oom, ev, "ts", ns_us(&oom, ts));
+    put(&oom, ev, "dur", ns_us(&oom, te > ts ? te - ts : 0));
+
+    json_object *args = chk(&oom, json_object_new_object());
+    put(&oom, args, "op", sstr(p, &oom, cp_op_name(c->op)));
+    put(&oom, args, "comm", comm_of(p, &oom, c->comm_id));
+    put(&oom, args, "seq", chk(&oom, json_object_new_uint64(c->seq)));
+    put(&oom, args, "count", chk(&oom, json_object_new_uint64(c->count)));
+    put(&oom, args, "dtype", sstr(p, &oom, cp_dtype_name(c->dtype)));
+    put(&oom, args, "bytes",
+        chk(&oom, json_object_new_uint64(c->count * cp_dtype_size(c->dtype))));
+    if (c->redop != CP_REDOP_NONE)
+        put(&oom, args, "redop", sstr(p, &oom, cp_redop_name(c->redop)));
+    if (is_rooted(c->op))
+        put(&oom, args, "root", chk(&oom, json_object_new_int(c->peer)));
+    else if (cp_op_is_p2p(c->op))
+        put(&oom, args, "peer", chk(&oom, json_object_new_int(c->peer)));
+    put(&oom, args, "timing", sstr(p, &oom, c->gpu_timed ? "gpu" : "host"));
+    if (unfinished)
+        put(&oom, args, "unfinished", yes(p, &oom));
+    uint64_t enter = cpa_clock_job_ns(a->model, &a->clock, ri, c->enter_ns);
+    put(&oom, args, "host_enter_us", ns_us(&oom, (int64_t)(enter - a->start_ns)));
+    put(&oom, args, "host_us", ns_us(&oom, c->host_ns));
+
+    int64_t arrival = (int64_t)(cpx_call_arrival_job_ns(a, ri, c) - a->start_ns);
+    int64_t wait_end = 0;
+    int flow = o && o->nparts >= 2;
+    if (flow) {
+        int64_t latest = (int64_t)(p->tl.latest_ns[oi] - a->start_ns);
+        put(&oom, args, "arrival_us", ns_us(&oom, arrival));
+        put(&oom, args, "wait_us", ns_us(&oom, latest > arrival ? latest - arrival : 0));
+        put(&oom, args, "ranks", chk(&oom, json_object_new_int64(o->nparts)));
+        int32_t late = cpx_op_late_rank_idx(a, oi);
+        if (late >= 0) {
+            put(&oom, args, "late_rank", chk(&oom, json_object_new_int(a->model->ranks[late].rank)));
+            put(&oom, args, "late_us", ns_us(&oom, llround(cpx_op_late_us(a, oi) * 1e3)));
+        }
+        wait_end = latest < te ? latest : te;
+    }
+    const char *site = cpa_call_site(r, c);
+    if (site)
+        put(&oom, args, "site", clean_str(&oom, site));
+    put(&oom, ev, "args", args);
+
+    if (flow) {
+        const cpa_part *fp = &a->matched.parts[o->first_part + p->tl.first_part[oi]];
+        const cpa_part *lp = &a->matched.parts[o->first_part + p->tl.last_part[oi]];
+        put(&oom, ev, "bind_id", chk(&oom, json_object_new_uint64((uint64_t)oi + 1)));
+        if (!(fp->rank_idx == ri && fp->call_idx == ci))
+            put(&oom, ev, "flow_in", yes(p, &oom));
+        if (!(lp->rank_idx == ri && lp->call_idx == ci))
+            put(&oom, ev, "flow_out", yes(p, &oom));
+    }
+    emit(p, ev, oom);
+
+    /* The wait, nested in the call's slice; where the slice is the host's short enqueue
+     * (an untimed call) the wait does not fit in it and stays in the args. */
+    if (flow && wait_end > arrival && arrival >= ts) {
+        oom = 0;
+        json_object *w = event(p, &oom, "wait", "X", pid, tid);
+        put(&oom, w, "cat", sstr(p, &oom, "wait"));
+        put(&oom, w, "ts", ns_us(&oom, arrival));
+        put(&oom, w, "dur", ns_us(&oom, wait_end - arrival));
+        json_object *wargs = chk(&oom, json_object_new_object());
+        const cpa_part *lastp = &a->matched.parts[o->first_part + p->tl.last_part[oi]];
+        put(&oom, wargs, "for_rank",
+            chk(&oom, json_object_new_int(a->model->ranks[lastp->rank_idx].rank)));
+        put(&oom, wargs, "wait_us", ns_us(&oom, wait_end - arrival));
+        put(&oom, w, "args", wargs);
+        emit(p, w, oom);
+    }
+}
+
+static json_object *int_array(int *oom, const int32_t *v, size_t n)
+{
+    json_object *arr = chk(oom, json_object_new_array());
+    for (size_t i = 0; i < n; i++)
+        if (!arr || json_object_array_add(arr, chk(oom, json_object_new_int(v[i]))) != 0)
+            *oom = 1;
+    return arr;
+}
+
+static void hang_instant(pw *p, const cpa_hang *h, int32_t rank, const char *role)
+{
+    const cpa_analysis *a = p->a;
+    long ri = cpx_rank_index(a->model, rank);
+    if (ri < 0)
+        return; /* a rank with no trace file has no process to mark */
+    const cpa_rank *r = &a->model->ranks[ri];
+    int oom = 0;
+    char name[96];
+    snprintf(name, sizeof name, "hang: %s %s seq %" PRIu64, cpa_hang_verdict_name(h->verdict),
+             cp_op_name(h->op), h->seq);
+    json_object *ev = event_named(p, &oom, chk(&oom, json_object_new_string(name)), "i",
+                                  p->pid[ri], p->tid_base[ri]);
+    put(&oom, ev, "s", chk(&oom, json_object_new_string("p")));
+    put(&oom, ev, "cat", chk(&oom, json_object_new_string("hang")));
+    uint64_t last = cpa_clock_job_ns(a->model, &a->clock, (size_t)ri, r->last_ns);
+    put(&oom, ev, "ts", ns_us(&oom, (int64_t)(last - a->start_ns)));
+    json_object *args = chk(&oom, json_object_new_object());
+    char comm[17];
+    cpx_fmt_comm(comm, h->comm_id);
+    put(&oom, args, "verdict", chk(&oom, json_object_new_string(cpa_hang_verdict_name(h->verdict))));
+    put(&oom, args, "role", chk(&oom, json_object_new_string(role)));
+    put(&oom, args, "comm", chk(&oom, json_object_new_string(comm)));
+    put(&oom, args, "seq", chk(&oom, json_object_new_uint64(h->seq)));
+    put(&oom, args, "op", chk(&oom, json_object_new_string(cp_op_name(h->op))));
+    put(&oom, args, "missing_ranks", int_array(&oom, h->missing_ranks, h->nmissing));
+    put(&oom, args, "waiting_ranks", int_array(&oom, h->waiting_ranks, h->nwaiting));
+    if (h->last[0])
+        put(&oom, args, "last", clean_str(&oom, h->last));
+    put(&oom, ev, "args", args);
+    emit(p, ev, oom);
+}
+
+static void header(pw *p)
+{
+    const cpa_analysis *a = p->a;
+    int oom = 0;
+    json_object *other = chk(&oom, json_object_new_object());
+    put(&oom, other, "generator", chk(&oom, json_object_new_string("collprof " COLLPROF_VERSION)));
+    put(&oom, other, "ranks", chk(&oom, json_object_new_uint64(a->model->nranks)));
+    put(&oom, other, "clock_aligned", chk(&oom, json_object_new_boolean(a->clock.aligned != 0)));
+    put(&oom, other, "clock_error_us", num3(&oom, a->clock.error_us));
+    char start[32];
+    snprintf(start, sizeof start, "%" PRIu64, a->start_ns);
+    put(&oom, other, "start_unix_ns", chk(&oom, json_object_new_string(start)));
+    if (oom) {
+        json_object_put(other);
+        p->failed = 1;
+        errno = ENOMEM;
+        return;
+    }
+    const char *s = json_object_to_json_string_ext(other, JSON_C_TO_STRING_PLAIN |
+                                                              JSON_C_TO_STRING_NOSLASHESCAPE);
+    if (!s || fprintf(p->out, "{\"displayTimeUnit\":\"ns\",\"otherData\":%s,\"traceEvents\":[",
+                      s) < 0)
+        p->failed = 1;
+    json_object_put(other);
+}
+
+int cpx_export_perfetto(FILE *out, const cpa_analysis *a)
+{
+    uint64_t events;
+    return cpx_export_perfetto_events(out, a, &events);
+}
+
+int cpx_export_perfetto_events(FILE *out, const cpa_analysis *a, uint64_t *events)
+{
+    pw p = { .out = out, .a = a, .first = 1 };
+    *events = 0;
+    const cpa_model *m = a->model;
+    if (cpx_timeline_build(a, &p.tl) != 0 || assign_ids(&p) != 0) {
+        pw_release(&p);
+        errno = ENOMEM;
+        return -1;
+    }
+    header(&p);
+    for (size_t ri = 0; ri < m->nranks && !p.failed; ri++)
+        rank_metadata(&p, ri);
+    for (size_t ri = 0; ri < m->nranks && !p.failed; ri++)
+        for (size_t ci = 0; ci < m->ranks[ri].ncalls && !p.failed; ci++)
+            call_events(&p, ri, ci);
+    for (size_t i = 0; i < a->hangs.nrows && !p.failed; i++) {
+        const cpa_hang *h = &a->hangs.rows[i];
+        for (size_t k = 0; k < h->nwaiting; k++)
+            hang_instant(&p, h, h->waiting_ranks[k], "waiting");
+        for (size_t k = 0; k < h->nmissing; k++)
+            hang_instant(&p, h, h->missing_ranks[k], "missing");
+    }
+    if (!p.failed && fputs("\n]}\n", out) < 0)
+        p.failed = 1;
+    pw_release(&p);
+    if (fflush(out) != 0 || ferror(out))
+        p.failed = 1;
+    *events = p.events;
+    return p.failed ? -1 : 0;
+}

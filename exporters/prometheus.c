@@ -1,0 +1,380 @@
+/* prometheus: the analysis as Prometheus text exposition format (version 0.0.4), for
+ * node_exporter's textfile collector (write it to a *.prom file there) or a Pushgateway.
+ *
+ * Each family has its HELP and TYPE once, before its samples, and its samples together;
+ * counters end in _total; units are the base ones (seconds, bytes, bytes per second); no
+ * timestamps (the textfile collector refuses them). Label values are cleaned to UTF-8 and
+ * escaped (\\, \", \n). A rank claimed by two files appears once: the first file's.
+ * tests/exporters/test_prometheus.c checks all of this the way promtool does.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/text.h"
+#include "exporters/export_util.h"
+#include "exporters/exporters.h"
+
+#define LABELS_MAX 1024
+
+typedef struct labels {
+    char buf[LABELS_MAX];
+    size_t len;
+} labels;
+
+static void lbl_reset(labels *l)
+{
+    l->len = 0;
+    l->buf[0] = '\0';
+}
+
+static void lbl_add(labels *l, const char *key, const char *value)
+{
+    char clean[512];
+    size_t n = strlen(value);
+    if (n >= sizeof clean)
+        n = sizeof clean - 1;
+    /* Never cut inside a UTF-8 sequence: the cleaner would turn its head into '?'. */
+    while (n > 0 && n < strlen(value) && ((unsigned char)value[n] & 0xc0) == 0x80)
+        n--;
+    cp_text_clean(clean, value, n);
+    char esc[1100];
+    size_t e = 0;
+    for (const char *p = clean; *p && e + 3 < sizeof esc; p++) {
+        if (*p == '\\' || *p == '"') {
+            esc[e++] = '\\';
+            esc[e++] = *p;
+        } else if (*p == '\n') {
+            esc[e++] = '\\';
+            esc[e++] = 'n';
+        } else {
+            esc[e++] = *p;
+        }
+    }
+    esc[e] = '\0';
+    int w = snprintf(l->buf + l->len, sizeof l->buf - l->len, "%s%s=\"%s\"", l->len ? "," : "",
+                     key, esc);
+    if (w > 0 && l->len + (size_t)w < sizeof l->buf)
+        l->len += (size_t)w;
+    else
+        l->buf[l->len] = '\0'; /* no room: the label is left out rather than half written */
+}
+
+static void lbl_int(labels *l, const char *key, int64_t v)
+{
+    char s[32];
+    snprintf(s, sizeof s, "%" PRId64, v);
+    lbl_add(l, key, s);
+}
+
+static void family(FILE *out, const char *name, const char *type, const char *help)
+{
+    fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* The shortest %g that reads back as the same double, as Go clients write floats
+ * (FormatFloat 'g', -1); infinities and NaN in the spelling Go's ParseFloat reads. */
+static void format_float(char *num, size_t len, double v)
+{
+    if (isnan(v)) {
+        snprintf(num, len, "NaN");
+        return;
+    }
+    if (isinf(v)) {
+        snprintf(num, len, v > 0 ? "+Inf" : "-Inf");
+        return;
+    }
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(num, len, "%.*g", digits, v);
+        if (strtod(num, NULL) == v)
+            return;
+    }
+}
+
+static void sample(FILE *out, const char *name, const labels *l, double v)
+{
+    char num[48];
+    format_float(num, sizeof num, v);
+    if (l && l->len)
+        fprintf(out, "%s{%s} %s\n", name, l->buf, num);
+    else
+        fprintf(out, "%s %s\n", name, num);
+}
+
+static void sample_u64(FILE *out, const char *name, const labels *l, uint64_t v)
+{
+    if (l && l->len)
+        fprintf(out, "%s{%s} %" PRIu64 "\n", name, l->buf, v);
+    else
+        fprintf(out, "%s %" PRIu64 "\n", name, v);
+}
+
+static void job_metrics(FILE *out, const cpa_analysis *a)
+{
+    const cpa_model *m = a->model;
+    family(out, "collprof_ranks", "gauge", "Ranks (trace files) in the analysed job.");
+    sample_u64(out, "collprof_ranks", NULL, m->nranks);
+    family(out, "collprof_hosts", "gauge", "Distinct hosts of the job's ranks.");
+    sample_u64(out, "collprof_hosts", NULL, a->nhosts);
+    family(out, "collprof_records_total", "counter", "Trace records read.");
+    sample_u64(out, "collprof_records_total", NULL, m->records);
+    family(out, "collprof_lost_records_total", "counter",
+           "Trace records the writers dropped (a full ring, a write error).");
+    sample_u64(out, "collprof_lost_records_total", NULL, m->lost_records);
+    family(out, "collprof_warnings", "gauge", "Problems met reading the trace (cut files, ...).");
+    sample_u64(out, "collprof_warnings", NULL, m->nwarnings + m->dropped_warnings);
+    family(out, "collprof_trace_duration_seconds", "gauge",
+           "First to last record of any rank on the job time line.");
+    sample(out, "collprof_trace_duration_seconds", NULL, a->duration_s);
+    family(out, "collprof_clock_aligned", "gauge",
+           "1 when every host's clock was put on one time line (or one host), else 0.");
+    sample(out, "collprof_clock_aligned", NULL, a->clock.aligned ? 1 : 0);
+    family(out, "collprof_clock_error_seconds", "gauge",
+           "How far the hosts' aligned clocks may still disagree.");
+    sample(out, "collprof_clock_error_seconds", NULL, a->clock.error_us / 1e6);
+}
+
+/* Operations and bytes per op from the matched operations: every operation counts, also
+ * one whose duration is unknown (the statistics leave those out). */
+static void op_counters(FILE *out, const cpa_analysis *a)
+{
+    uint64_t count[CP_OP_COUNT] = { 0 }, bytes[CP_OP_COUNT] = { 0 };
+    const cpa_matched *mt = &a->matched;
+    for (size_t i = 0; i < mt->nops; i++) {
+        const cpa_op *o = &mt->ops[i];
+        if (o->op >= CP_OP_COUNT || !o->nparts)
+            continue;
+        const cpa_part *p = &mt->parts[o->first_part];
+        const cpa_call *c = &a->model->ranks[p->rank_idx].calls[p->call_idx];
+        int n = o->nranks > 0 ? o->nranks : (int)o->nparts;
+        count[o->op]++;
+        bytes[o->op] += cpa_op_bytes(o->op, c->count, c->dtype, n);
+    }
+    labels l;
+    family(out, "collprof_ops_total", "counter",
+           "Operations across ranks (a collective or a send/recv pair counts once), by op.");
+    for (unsigned op = 0; op < CP_OP_COUNT; op++)
+        if (count[op]) {
+            lbl_reset(&l);
+            lbl_add(&l, "op", cpx_op_label(op, 0));
+            sample_u64(out, "collprof_ops_total", &l, count[op]);
+        }
+    family(out, "collprof_bytes_total", "counter",
+           "Bytes of the operations as nccl-tests counts them (S), by op.");
+    for (unsigned op = 0; op < CP_OP_COUNT; op++)
+        if (count[op]) {
+            lbl_reset(&l);
+            lbl_add(&l, "op", cpx_op_label(op, 0));
+            sample_u64(out, "collprof_bytes_total", &l, bytes[op]);
+        }
+}
+
+static void op_bucket_labels(labels *l, const cpa_stat *r)
+{
+    lbl_reset(l);
+    lbl_add(l, "op", cpx_op_label(r->op, 0));
+    char b[32];
+    snprintf(b, sizeof b, "%" PRIu64, r->bucket);
+    lbl_add(l, "bytes", b);
+}
+
+static void stat_metrics(FILE *out, const cpa_analysis *a)
+{
+    const cpa_stats *s = &a->stats;
+    labels l;
+    family(out, "collprof_op_duration_seconds", "summary",
+           "Duration of an operation (mean over its ranks; GPU time when timed), by op and "
+           "power-of-two size bucket.");
+    for (size_t i = 0; i < s->nrows; i++) {
+        const cpa_stat *r = &s->rows[i];
+        static const char *const q[] = { "0.5", "0.99" };
+        double v[] = { r->time_us_p50 / 1e6, r->time_us_p99 / 1e6 };
+        for (int k = 0; k < 2; k++) {
+            op_bucket_labels(&l, r);
+            lbl_add(&l, "quantile", q[k]);
+            sample(out, "collprof_op_duration_seconds", &l, v[k]);
+        }
+        op_bucket_labels(&l, r);
+        sample(out, "collprof_op_duration_seconds_sum", &l, r->time_us_total / 1e6);
+        sample_u64(out, "collprof_op_duration_seconds_count", &l, r->calls);
+    }
+    family(out, "collprof_algbw_bytes_per_second", "gauge",
+           "Algorithm bandwidth (nccl-tests: S / t) by op and size bucket.");
+    for (size_t i = 0; i < s->nrows; i++) {
+        op_bucket_labels(&l, &s->rows[i]);
+        sample(out, "collprof_algbw_bytes_per_second", &l, s->rows[i].algbw_gbps * 1e9);
+    }
+    family(out, "collprof_busbw_bytes_per_second", "gauge",
+           "Bus bandwidth (nccl-tests: algbw x the op's factor) by op and size bucket.");
+    for (size_t i = 0; i < s->nrows; i++) {
+        op_bucket_labels(&l, &s->rows[i]);
+        sample(out, "collprof_busbw_bytes_per_second", &l, s->rows[i].busbw_gbps * 1e9);
+    }
+}
+
+/* A rank's label set, or 0 when an earlier file already claimed that rank. */
+static int rank_labels(labels *l, const cpa_model *m, size_t ri)
+{
+    if (ri > 0 && m->ranks[ri - 1].rank == m->ranks[ri].rank)
+        return 0;
+    lbl_reset(l);
+    lbl_int(l, "rank", m->ranks[ri].rank);
+    return 1;
+}
+
+static void straggler_metrics(FILE *out, const cpa_analysis *a, const cpa_straggler **by_rank)
+{
+    const cpa_model *m = a->model;
+    static const char *const kinds[] = { "none", "persistent", "rotating" };
+    labels l;
+    family(out, "collprof_straggler_kind", "gauge",
+           "1 for the kind of lateness found: none, persistent (one rank) or rotating.");
+    for (int k = 0; k < 3; k++) {
+        lbl_reset(&l);
+        lbl_add(&l, "kind", kinds[k]);
+        sample(out, "collprof_straggler_kind", &l, a->stragglers.kind == k ? 1 : 0);
+    }
+    family(out, "collprof_straggler_late_collectives_total", "counter",
+           "Collectives in which the rank arrived last, late by more than the threshold.");
+    for (size_t ri = 0; ri < m->nranks; ri++)
+        if (by_rank[ri] && rank_labels(&l, m, ri))
+            sample_u64(out, "collprof_straggler_late_collectives_total", &l,
+                       by_rank[ri]->late_count);
+    family(out, "collprof_straggler_late_seconds_total", "counter",
+           "Sum of the rank's lateness over the collectives it was late in.");
+    for (size_t ri = 0; ri < m->nranks; ri++)
+        if (by_rank[ri] && rank_labels(&l, m, ri))
+            sample(out, "collprof_straggler_late_seconds_total", &l,
+                   by_rank[ri]->late_us_total / 1e6);
+    family(out, "collprof_straggler_share", "gauge",
+           "Share of the judged collectives the rank took part in where it was the late one.");
+    for (size_t ri = 0; ri < m->nranks; ri++)
+        if (by_rank[ri] && rank_labels(&l, m, ri))
+            sample(out, "collprof_straggler_share", &l, by_rank[ri]->share);
+}
+
+static void rank_metrics(FILE *out, const cpa_analysis *a)
+{
+    const cpa_model *m = a->model;
+    if (!a->ranks)
+        return;
+    labels l;
+    family(out, "collprof_rank_nccl_seconds_total", "counter",
+           "Time the rank spent in NCCL operations (the union of their intervals).");
+    for (size_t ri = 0; ri < m->nranks; ri++)
+        if (rank_labels(&l, m, ri)) {
+            lbl_add(&l, "host", m->ranks[ri].hostname);
+            sample(out, "collprof_rank_nccl_seconds_total", &l, a->ranks[ri].nccl_time_s);
+        }
+    family(out, "collprof_rank_nccl_share", "gauge",
+           "Time in NCCL over the rank's first-to-last record.");
+    for (size_t ri = 0; ri < m->nranks; ri++)
+        if (rank_labels(&l, m, ri)) {
+            lbl_add(&l, "host", m->ranks[ri].hostname);
+            sample(out, "collprof_rank_nccl_share", &l, a->ranks[ri].share);
+        }
+}
+
+/* Two findings at the same place would be two samples of one series, which a scraper
+ * refuses: the later is left out. Findings are few (one per communicator at most). */
+typedef struct seen {
+    char **sets;
+    size_t n;
+} seen;
+
+static int first_time(seen *s, const labels *l)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->sets[i], l->buf) == 0)
+            return 0;
+    char **grown = realloc(s->sets, (s->n + 1) * sizeof *grown);
+    char *copy = strdup(l->buf);
+    if (!grown || !copy) {
+        free(copy);
+        if (grown)
+            s->sets = grown;
+        return 0; /* out of memory: leaving a sample out is safer than a duplicate series */
+    }
+    s->sets = grown;
+    s->sets[s->n++] = copy;
+    return 1;
+}
+
+static void seen_free(seen *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->sets[i]);
+    free(s->sets);
+    s->sets = NULL;
+    s->n = 0;
+}
+
+static void finding_metrics(FILE *out, const cpa_analysis *a)
+{
+    labels l;
+    seen once = { 0 };
+    char comm[17], seq[32], ranks[256];
+    family(out, "collprof_hangs", "gauge", "Operations that never finished everywhere.");
+    sample_u64(out, "collprof_hangs", NULL, a->hangs.nrows);
+    family(out, "collprof_hang_info", "gauge", "1 per hang: where it is and its verdict.");
+    for (size_t i = 0; i < a->hangs.nrows; i++) {
+        const cpa_hang *h = &a->hangs.rows[i];
+        lbl_reset(&l);
+        cpx_fmt_comm(comm, h->comm_id);
+        snprintf(seq, sizeof seq, "%" PRIu64, h->seq);
+        cpx_fmt_ranks(ranks, sizeof ranks, h->missing_ranks, h->nmissing);
+        lbl_add(&l, "comm", comm);
+        lbl_add(&l, "seq", seq);
+        lbl_add(&l, "op", cpx_op_label(h->op, 0));
+        lbl_add(&l, "verdict", cpa_hang_verdict_name(h->verdict));
+        lbl_add(&l, "missing_ranks", ranks);
+        if (first_time(&once, &l))
+            sample(out, "collprof_hang_info", &l, 1);
+    }
+    seen_free(&once);
+    uint64_t total = a->mismatches.total > a->mismatches.nrows ? a->mismatches.total
+                                                                : a->mismatches.nrows;
+    family(out, "collprof_mismatches", "gauge",
+           "Operations whose ranks disagreed on op, count, dtype, redop, root or peer.");
+    sample_u64(out, "collprof_mismatches", NULL, total);
+    family(out, "collprof_mismatch_info", "gauge", "1 per mismatch kept: where, which field, "
+                                                   "and the culprit ranks.");
+    for (size_t i = 0; i < a->mismatches.nrows; i++) {
+        const cpa_mismatch *x = &a->mismatches.rows[i];
+        lbl_reset(&l);
+        cpx_fmt_comm(comm, x->comm_id);
+        snprintf(seq, sizeof seq, "%" PRIu64, x->seq);
+        cpx_fmt_ranks(ranks, sizeof ranks, x->culprit_ranks, x->nculprits);
+        lbl_add(&l, "comm", comm);
+        lbl_add(&l, "seq", seq);
+        lbl_add(&l, "field", cpa_field_name(x->field));
+        lbl_add(&l, "culprit_ranks", ranks);
+        if (first_time(&once, &l))
+            sample(out, "collprof_mismatch_info", &l, 1);
+    }
+    seen_free(&once);
+}
+
+int cpx_export_prometheus(FILE *out, const cpa_analysis *a)
+{
+    const cpa_model *m = a->model;
+    const cpa_straggler **by_rank = calloc(m->nranks ? m->nranks : 1, sizeof *by_rank);
+    if (!by_rank) {
+        errno = ENOMEM;
+        return -1;
+    }
+    for (size_t i = 0; i < a->stragglers.nrows; i++)
+        if (a->stragglers.rows[i].rank_idx < m->nranks)
+            by_rank[a->stragglers.rows[i].rank_idx] = &a->stragglers.rows[i];
+    job_metrics(out, a);
+    op_counters(out, a);
+    stat_metrics(out, a);
+    straggler_metrics(out, a, by_rank);
+    rank_metrics(out, a);
+    finding_metrics(out, a);
+    free(by_rank);
+    return fflush(out) != 0 || ferror(out) ? -1 : 0;
+}

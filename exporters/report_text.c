@@ -1,0 +1,443 @@
+/* report_text: `collprof report`, the one-screen summary of an analysis.
+ *
+ * Sections in the order a reader asks: the job, its clocks (whether lateness can be
+ * trusted), what it sent (the op table), who was slow, what hung, what disagreed, what was
+ * lost on the way. Every line is cut to 80 columns and every string from the trace is
+ * cleaned (common/text.h): a hostile hostname must not drive the terminal. Colour only
+ * when the caller asks (cpx_want_color), and only around whole lines, so a cut never
+ * leaves an escape sequence open.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/text.h"
+#include "exporters/export_util.h"
+#include "exporters/exporters.h"
+
+#define WIDTH 80
+#define INDENT "         " /* under the job/clock labels */
+#define MAX_WARNINGS_SHOWN 5
+#define MAX_HOSTS_SHOWN 4
+
+enum style { PLAIN, TITLE, BAD, WARN };
+
+typedef struct tw {
+    FILE *out;
+    int color;
+    size_t top;
+} tw;
+
+int cpx_want_color(int fd)
+{
+    const char *no = getenv("NO_COLOR");
+    const char *term = getenv("TERM");
+    if (no && *no)
+        return 0;
+    if (term && strcmp(term, "dumb") == 0)
+        return 0;
+    return isatty(fd);
+}
+
+/* Cuts s (clean UTF-8) to WIDTH code points. */
+static void cut_to_width(char *s)
+{
+    size_t cols = 0;
+    for (size_t i = 0; s[i]; i++) {
+        if (((unsigned char)s[i] & 0xc0) == 0x80)
+            continue;
+        if (cols++ == WIDTH) {
+            s[i] = '\0';
+            return;
+        }
+    }
+}
+
+static void emit_line(tw *w, enum style st, const char *text)
+{
+    static const char *const on[] = { "", "\033[1m", "\033[1;31m", "\033[1;33m" };
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", text);
+    cut_to_width(buf);
+    /* Trailing blanks from fixed-width columns are noise in a pasted report. */
+    size_t n = strlen(buf);
+    while (n && buf[n - 1] == ' ')
+        buf[--n] = '\0';
+    if (w->color && st != PLAIN)
+        fprintf(w->out, "%s%s\033[0m\n", on[st], buf);
+    else
+        fprintf(w->out, "%s\n", buf);
+}
+
+static void line(tw *w, enum style st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void line(tw *w, enum style st, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    emit_line(w, st, buf);
+}
+
+/* Free text (a warning, what a rank did last) on at most max_lines lines of WIDTH, broken
+ * at spaces, each after indent; what does not fit ends in "...". */
+static void wrapped(tw *w, const char *indent, const char *text, int max_lines)
+{
+    char *clean = cp_text_clean_dup(text, strlen(text));
+    if (!clean)
+        return;
+    size_t avail = WIDTH - strlen(indent);
+    const char *p = clean;
+    for (int l = 0; l < max_lines && *p; l++) {
+        size_t len = strlen(p);
+        size_t take = len;
+        if (len > avail) {
+            if (l == max_lines - 1) {
+                take = avail - 3;
+            } else {
+                take = avail;
+                while (take > avail / 2 && p[take] != ' ')
+                    take--;
+                if (p[take] != ' ')
+                    take = avail;
+            }
+            while (take > 0 && ((unsigned char)p[take] & 0xc0) == 0x80)
+                take--;
+        }
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s%.*s%s", indent, (int)take, p,
+                 len > take && l == max_lines - 1 ? "..." : "");
+        emit_line(w, PLAIN, buf);
+        p += take;
+        while (*p == ' ')
+            p++;
+    }
+    free(clean);
+}
+
+static void clean_cut(char *dst, size_t cap, const char *s, size_t max_cols)
+{
+    size_t n = strlen(s);
+    if (n > max_cols)
+        n = max_cols;
+    if (n >= cap)
+        n = cap - 1;
+    while (n > 0 && n < strlen(s) && ((unsigned char)s[n] & 0xc0) == 0x80)
+        n--;
+    cp_text_clean(dst, s, n);
+}
+
+/* ---- the job ---- */
+
+static void section_job(tw *w, const cpa_analysis *a)
+{
+    const cpa_model *m = a->model;
+    char hosts[160] = "";
+    if (a->nhosts <= 3) {
+        size_t used = 0;
+        for (size_t i = 0; i < a->nhosts && used < sizeof hosts; i++) {
+            char h[40];
+            clean_cut(h, sizeof h, a->hosts[i][0] ? a->hosts[i] : "?", 24);
+            used += (size_t)snprintf(hosts + used, sizeof hosts - used, "%s%s", i ? ", " : "", h);
+        }
+    }
+    line(w, PLAIN, "job      %zu rank%s on %zu host%s%s%s%s, %.3f s", m->nranks,
+         m->nranks == 1 ? "" : "s", a->nhosts, a->nhosts == 1 ? "" : "s",
+         hosts[0] ? " (" : "", hosts, hosts[0] ? ")" : "", a->duration_s);
+
+    uint64_t calls = 0;
+    for (size_t i = 0; i < m->nranks; i++)
+        calls += m->ranks[i].ncalls;
+    char lost[64];
+    if (m->lost_records)
+        snprintf(lost, sizeof lost, "%" PRIu64 " LOST", m->lost_records);
+    else
+        snprintf(lost, sizeof lost, "none lost");
+    line(w, m->lost_records ? WARN : PLAIN,
+         INDENT "%" PRIu64 " records (%s), %" PRIu64 " calls in %zu operations", m->records, lost,
+         calls, a->matched.nops);
+
+    if (a->ranks && m->nranks) {
+        size_t lo = 0, hi = 0;
+        double sum = 0;
+        for (size_t i = 0; i < m->nranks; i++) {
+            sum += a->ranks[i].share;
+            if (a->ranks[i].share < a->ranks[lo].share)
+                lo = i;
+            if (a->ranks[i].share > a->ranks[hi].share)
+                hi = i;
+        }
+        if (m->nranks == 1)
+            line(w, PLAIN, INDENT "time in NCCL %.1f%% of the rank's run", 100 * sum);
+        else
+            line(w, PLAIN, INDENT "time in NCCL %.1f%% mean, %.1f%% rank %d (least), %.1f%% "
+                                  "rank %d (most)",
+                 100 * sum / (double)m->nranks, 100 * a->ranks[lo].share, (int)m->ranks[lo].rank,
+                 100 * a->ranks[hi].share, (int)m->ranks[hi].rank);
+    }
+}
+
+static void section_clock(tw *w, const cpa_analysis *a)
+{
+    const cpa_clock *c = &a->clock;
+    if (c->ndomains <= 1) {
+        line(w, PLAIN, "clock    one host: one clock, nothing to align");
+        return;
+    }
+    if (c->aligned)
+        line(w, PLAIN, "clock    %zu hosts, aligned to within %.1f us", c->ndomains, c->error_us);
+    else
+        line(w, WARN, "clock    %zu hosts, NOT aligned (wall-clock anchors only)", c->ndomains);
+    for (size_t d = 0; d < c->ndomains && d < MAX_HOSTS_SHOWN; d++) {
+        const cpa_clock_domain *dom = &c->domains[d];
+        char h[40];
+        clean_cut(h, sizeof h, dom->hostname[0] ? dom->hostname : "?", 24);
+        if (d == 0)
+            line(w, PLAIN, INDENT "%-24s reference", h);
+        else if (dom->refined)
+            line(w, PLAIN, INDENT "%-24s %+.1f us, error %.1f us (%" PRIu64 " collectives)", h,
+                 dom->offset_ns / 1e3, dom->error_ns / 1e3, dom->samples);
+        else
+            line(w, PLAIN, INDENT "%-24s %+.1f us, anchors only", h, dom->offset_ns / 1e3);
+    }
+    if (c->ndomains > MAX_HOSTS_SHOWN)
+        line(w, PLAIN, INDENT "... %zu more hosts (--json)", c->ndomains - MAX_HOSTS_SHOWN);
+    if (a->stragglers.threshold_us > 0)
+        line(w, PLAIN, INDENT "lateness under %.0f us is not judged", a->stragglers.threshold_us);
+}
+
+/* ---- what it sent ---- */
+
+static int cmp_stat_time(const void *x, const void *y)
+{
+    const cpa_stat *p = *(const cpa_stat *const *)x, *q = *(const cpa_stat *const *)y;
+    if (p->time_us_total != q->time_us_total)
+        return p->time_us_total > q->time_us_total ? -1 : 1;
+    return p < q ? -1 : p > q;
+}
+
+static void section_ops(tw *w, const cpa_analysis *a)
+{
+    const cpa_stats *s = &a->stats;
+    line(w, PLAIN, "%s", "");
+    if (!s->nrows) {
+        line(w, TITLE, "operations   none with a known duration");
+        return;
+    }
+    line(w, TITLE, "operations (by total time)");
+    line(w, PLAIN, "%-13s %9s %9s %9s %9s %11s %11s", "op", "size", "calls", "p50 us", "p99 us",
+         "algbw GB/s", "busbw GB/s");
+    const cpa_stat **order = malloc(s->nrows * sizeof *order);
+    if (!order)
+        return;
+    for (size_t i = 0; i < s->nrows; i++)
+        order[i] = &s->rows[i];
+    qsort(order, s->nrows, sizeof *order, cmp_stat_time);
+    size_t shown = s->nrows < w->top ? s->nrows : w->top;
+    for (size_t i = 0; i < shown; i++) {
+        const cpa_stat *r = order[i];
+        char size[24];
+        cpx_fmt_size(size, sizeof size, r->bucket);
+        line(w, PLAIN, "%-13s %9s %9" PRIu64 " %9.1f %9.1f %11.2f %11.2f",
+             cpx_op_label(r->op, 1), size, r->calls, r->time_us_p50, r->time_us_p99,
+             r->algbw_gbps, r->busbw_gbps);
+    }
+    if (s->nrows > shown)
+        line(w, PLAIN, "... %zu more rows (--top N, or --json)", s->nrows - shown);
+    free(order);
+}
+
+/* ---- who was slow ---- */
+
+static void section_stragglers(tw *w, const cpa_analysis *a)
+{
+    const cpa_stragglers *s = &a->stragglers;
+    line(w, PLAIN, "%s", "");
+    if (!s->nrows) {
+        if (s->judged)
+            line(w, TITLE, "stragglers   none: no rank late in %" PRIu64
+                           " collectives judged (threshold %.0f us)",
+                 s->judged, s->threshold_us);
+        else
+            line(w, TITLE, "stragglers   none judged (no complete collective of 2+ ranks)");
+        return;
+    }
+    const cpa_straggler *top = &s->rows[0];
+    if (s->kind == CPA_STRAGGLER_PERSISTENT)
+        line(w, WARN, "stragglers   persistent: rank %d was the late one in %" PRIu64 " of %" PRIu64
+                      " collectives", (int)top->rank, top->late_count, s->judged);
+    else if (s->kind == CPA_STRAGGLER_ROTATING)
+        line(w, WARN, "stragglers   rotating: %zu ranks late in turn, %" PRIu64 " of %" PRIu64
+                      " collectives", s->nrows, s->late, s->judged);
+    else
+        line(w, WARN, "stragglers   %" PRIu64 " of %" PRIu64 " collectives had a late rank",
+             s->late, s->judged);
+    line(w, PLAIN, "%6s  %-14s %8s %13s %9s %7s %11s", "rank", "host", "late", "late total ms",
+         "p50 us", "share", "waited ms");
+    size_t shown = s->nrows < w->top ? s->nrows : w->top;
+    for (size_t i = 0; i < shown; i++) {
+        const cpa_straggler *r = &s->rows[i];
+        char h[40];
+        const char *host = r->rank_idx < a->model->nranks ? a->model->ranks[r->rank_idx].hostname
+                                                          : "";
+        clean_cut(h, sizeof h, host[0] ? host : "?", 14);
+        line(w, PLAIN, "%6d  %-14s %8" PRIu64 " %13.3f %9.1f %6.1f%% %11.3f", (int)r->rank, h,
+             r->late_count, r->late_us_total / 1e3, r->late_us_p50, 100 * r->share,
+             r->wait_us_total / 1e3);
+    }
+    if (s->nrows > shown)
+        line(w, PLAIN, "... %zu more ranks (--top N, or --json)", s->nrows - shown);
+    line(w, PLAIN, "(late: arrived > %.0f us after the others' median, whatever the durations)",
+         s->threshold_us);
+}
+
+/* ---- what hung, what disagreed ---- */
+
+static void section_hangs(tw *w, const cpa_analysis *a)
+{
+    const cpa_hangs *h = &a->hangs;
+    line(w, PLAIN, "%s", "");
+    if (!h->nrows) {
+        line(w, TITLE, "hangs        none");
+        return;
+    }
+    line(w, BAD, "hangs (%zu)", h->nrows);
+    size_t shown = h->nrows < w->top ? h->nrows : w->top;
+    for (size_t i = 0; i < shown; i++) {
+        const cpa_hang *r = &h->rows[i];
+        char comm[17], missing[48], waiting[48];
+        cpx_fmt_comm(comm, r->comm_id);
+        cpx_fmt_ranks(missing, sizeof missing, r->missing_ranks, r->nmissing);
+        cpx_fmt_ranks(waiting, sizeof waiting, r->waiting_ranks, r->nwaiting);
+        line(w, BAD, "%s  %s seq %" PRIu64 ", comm %s", cpa_hang_verdict_name(r->verdict),
+             cpx_op_label(r->op, 1), r->seq, comm);
+        char age[40] = "";
+        if (r->age_s > 0)
+            snprintf(age, sizeof age, "; in flight %.1f s", r->age_s);
+        if (r->nmissing)
+            line(w, PLAIN, "  missing %s; waiting %s%s", missing, r->nwaiting ? waiting : "none",
+                 age);
+        else
+            line(w, PLAIN, "  every rank entered (%s), none finished%s", waiting, age);
+        /* hang.c words it whole ("rank 5 last called ..."): shown as it is. */
+        if (r->last[0])
+            wrapped(w, "  ", r->last, 2);
+    }
+    if (h->nrows > shown)
+        line(w, PLAIN, "... %zu more hangs (--top N, or --json)", h->nrows - shown);
+}
+
+static void value_text(char *buf, size_t len, int field, int64_t v)
+{
+    switch (field) {
+    case CPA_FIELD_OP:
+        snprintf(buf, len, "%s", v >= 0 && v <= 255 ? cp_op_name((unsigned)v) : "?");
+        break;
+    case CPA_FIELD_DTYPE:
+        snprintf(buf, len, "%s", v >= 0 && v <= 255 ? cp_dtype_name((unsigned)v) : "?");
+        break;
+    case CPA_FIELD_REDOP:
+        snprintf(buf, len, "%s", v >= 0 && v <= 255 ? cp_redop_name((unsigned)v) : "?");
+        break;
+    default:
+        snprintf(buf, len, "%" PRId64, v);
+    }
+}
+
+/* The ranks of one mismatch grouped by value (a 1024-rank job must stay on one screen):
+ * each value once, its ranks, and the call site of the first of them. */
+static void mismatch_groups(tw *w, const cpa_mismatch *r)
+{
+    int32_t *ranks = malloc((r->nvalues ? r->nvalues : 1) * sizeof *ranks);
+    unsigned char *done = calloc(r->nvalues ? r->nvalues : 1, 1);
+    if (!ranks || !done)
+        goto out;
+    size_t groups = 0;
+    for (size_t i = 0; i < r->nvalues; i++) {
+        if (done[i])
+            continue;
+        size_t n = 0;
+        for (size_t k = i; k < r->nvalues; k++)
+            if (!done[k] && r->values[k].value == r->values[i].value) {
+                done[k] = 1;
+                ranks[n++] = r->values[k].rank;
+            }
+        if (groups++ == 4) {
+            line(w, PLAIN, "    ... more values (--json)");
+            break;
+        }
+        char list[40], val[32], site[96];
+        cpx_fmt_ranks(list, sizeof list, ranks, n);
+        value_text(val, sizeof val, r->field, r->values[i].value);
+        cpx_fmt_site(site, sizeof site, r->values[i].site);
+        line(w, PLAIN, "  %s %s: %s", n == 1 ? "rank" : "ranks", list, val);
+        if (site[0])
+            wrapped(w, "      at ", site, 1);
+    }
+out:
+    free(ranks);
+    free(done);
+}
+
+static void section_mismatches(tw *w, const cpa_analysis *a)
+{
+    const cpa_mismatches *x = &a->mismatches;
+    line(w, PLAIN, "%s", "");
+    uint64_t total = x->total > x->nrows ? x->total : x->nrows;
+    if (!total) {
+        line(w, TITLE, "mismatches   none");
+        return;
+    }
+    line(w, BAD, "mismatches (%" PRIu64 ")", total);
+    size_t shown = x->nrows < w->top ? x->nrows : w->top;
+    for (size_t i = 0; i < shown; i++) {
+        const cpa_mismatch *r = &x->rows[i];
+        char comm[17], culprits[48];
+        cpx_fmt_comm(comm, r->comm_id);
+        cpx_fmt_ranks(culprits, sizeof culprits, r->culprit_ranks, r->nculprits);
+        line(w, BAD, "%s differs at seq %" PRIu64 ", comm %s; culprit%s %s",
+             cpa_field_name(r->field), r->seq, comm, r->nculprits == 1 ? "" : "s",
+             r->nculprits ? culprits : "unknown");
+        mismatch_groups(w, r);
+    }
+    if (total > shown)
+        line(w, PLAIN, "... %" PRIu64 " more mismatches (--top N, or --json)", total - shown);
+}
+
+static void section_warnings(tw *w, const cpa_analysis *a)
+{
+    const cpa_model *m = a->model;
+    uint64_t total = m->nwarnings + m->dropped_warnings;
+    if (!total)
+        return;
+    line(w, PLAIN, "%s", "");
+    line(w, WARN, "warnings (%" PRIu64 ")", total);
+    size_t shown = m->nwarnings < MAX_WARNINGS_SHOWN ? m->nwarnings : MAX_WARNINGS_SHOWN;
+    for (size_t i = 0; i < shown; i++)
+        wrapped(w, "  ", m->warnings[i], 2);
+    if (total > shown)
+        line(w, PLAIN, "  ... %" PRIu64 " more (--json lists %zu)", total - shown, m->nwarnings);
+}
+
+int cpx_report_text(FILE *out, const cpa_analysis *a, const cpx_text_options *o)
+{
+    tw w = { .out = out, .color = o && o->color, .top = o && o->top ? o->top : CPX_TOP_DEFAULT };
+    if (o && o->title) {
+        char t[WIDTH + 1];
+        clean_cut(t, sizeof t, o->title, WIDTH - 17);
+        line(&w, TITLE, "collprof report: %s", t);
+    }
+    section_job(&w, a);
+    section_clock(&w, a);
+    section_ops(&w, a);
+    section_stragglers(&w, a);
+    section_hangs(&w, a);
+    section_mismatches(&w, a);
+    section_warnings(&w, a);
+    return fflush(out) != 0 || ferror(out) ? -1 : 0;
+}

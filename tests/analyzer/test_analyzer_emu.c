@@ -1,0 +1,425 @@
+/* The analyzer on emulated jobs with injected faults, run under the shim: each fault's
+ * culprit is named exactly (straggler on the GPU and on the host, a hang on the world comm
+ * and on a split comm, a count / dtype / root mismatch, a rank killed with SIGKILL, two hosts
+ * whose wall clocks are 5 ms apart), healthy jobs of every pattern report nothing, and a large
+ * AllReduce's busbw agrees with the emulation's own model. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <signal.h>
+#include <time.h>
+
+#include "analyzer/analyzer.h"
+#include "emu/common/topo.h"
+#include "tests/preload/shim_test_util.h"
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define ENV(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* A fresh trace folder per job, removed by the next test's run (and at exit). */
+static char g_dir[64];
+
+static void clean_dir(void)
+{
+    if (!g_dir[0])
+        return;
+    DIR *d = opendir(g_dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char p[512];
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
+        unlink(p);
+    }
+    if (d)
+        closedir(d);
+    rmdir(g_dir);
+    g_dir[0] = '\0';
+}
+
+/* Runs collprof-sim under the shim with env (plus COLLPROF_DIR) and returns its status. */
+static int run_sim(const char *const *env, const char *const *argv)
+{
+    clean_dir();
+    snprintf(g_dir, sizeof g_dir, "/tmp/collprof-anemu-XXXXXX");
+    assert_non_null(mkdtemp(g_dir));
+    static char dir_var[96];
+    snprintf(dir_var, sizeof dir_var, "COLLPROF_DIR=%s", g_dir);
+    const char *all[32];
+    size_t n = 0;
+    all[n++] = dir_var;
+    for (; env && *env && n < 31; env++)
+        all[n++] = *env;
+    all[n] = NULL;
+    static job_result res;
+    st_run_prog(&res, "collprof-sim", 1, all, argv);
+    if (!WIFEXITED(res.status))
+        fprintf(stderr, "collprof-sim died: %s\n", res.err);
+    return WIFEXITED(res.status) ? WEXITSTATUS(res.status) : -1;
+}
+
+static void analyze(cpa_analysis *a)
+{
+    char err[512];
+    if (cpa_analyze(g_dir, a, NULL, NULL, err, sizeof err)) {
+        fprintf(stderr, "cpa_analyze: %s\n", err);
+        fail();
+    }
+}
+
+static void show(const cpa_analysis *a)
+{
+    const cpa_stragglers *s = &a->stragglers;
+    fprintf(stderr, "stragglers: judged %llu late %llu threshold %.0f us kind %d\n",
+            (unsigned long long)s->judged, (unsigned long long)s->late, s->threshold_us,
+            s->kind);
+    for (size_t i = 0; i < s->nrows; i++)
+        fprintf(stderr, "  rank %d late %llu total %.0f us p50 %.0f us share %.2f\n",
+                s->rows[i].rank, (unsigned long long)s->rows[i].late_count,
+                s->rows[i].late_us_total, s->rows[i].late_us_p50, s->rows[i].share);
+    for (size_t i = 0; i < a->hangs.nrows; i++) {
+        const cpa_hang *h = &a->hangs.rows[i];
+        fprintf(stderr, "  hang comm %016llx seq %llu %s %s missing", (unsigned long long)h->comm_id,
+                (unsigned long long)h->seq, cp_op_name(h->op), cpa_hang_verdict_name(h->verdict));
+        for (size_t k = 0; k < h->nmissing; k++)
+            fprintf(stderr, " %d", h->missing_ranks[k]);
+        fprintf(stderr, " waiting");
+        for (size_t k = 0; k < h->nwaiting; k++)
+            fprintf(stderr, " %d", h->waiting_ranks[k]);
+        fprintf(stderr, " (%s)\n", h->last);
+    }
+    for (size_t i = 0; i < a->mismatches.nrows; i++)
+        fprintf(stderr, "  mismatch seq %llu field %s culprits %zu\n",
+                (unsigned long long)a->mismatches.rows[i].seq,
+                cpa_field_name(a->mismatches.rows[i].field), a->mismatches.rows[i].nculprits);
+    for (size_t d = 0; d < a->clock.ndomains; d++)
+        fprintf(stderr, "  clock %s offset %.1f us error %.1f us refined %d\n",
+                a->clock.domains[d].hostname, a->clock.domains[d].offset_ns / 1e3,
+                a->clock.domains[d].error_ns / 1e3, a->clock.domains[d].refined);
+}
+
+static void assert_one_straggler(const cpa_analysis *a, int rank)
+{
+    if (a->stragglers.nrows != 1 || a->stragglers.rows[0].rank != rank ||
+        a->stragglers.kind != CPA_STRAGGLER_PERSISTENT)
+        show(a);
+    assert_int_equal(a->stragglers.nrows, 1);
+    assert_int_equal(a->stragglers.rows[0].rank, rank);
+    assert_int_equal(a->stragglers.kind, CPA_STRAGGLER_PERSISTENT);
+    /* late in nearly every collective it took part in */
+    assert_true(a->stragglers.rows[0].share > 0.8);
+}
+
+static void assert_nothing_wrong(const cpa_analysis *a, int stragglers_too)
+{
+    if ((stragglers_too && a->stragglers.nrows) || a->hangs.nrows || a->mismatches.nrows)
+        show(a);
+    if (stragglers_too) {
+        assert_int_equal(a->stragglers.nrows, 0);
+        assert_int_equal(a->stragglers.kind, CPA_STRAGGLER_NONE);
+    }
+    assert_int_equal(a->hangs.nrows, 0);
+    assert_int_equal(a->mismatches.nrows, 0);
+}
+
+static void straggler_on_the_gpu(void **state)
+{
+    (void)state;
+    assert_int_equal(run_sim(ENV("COLLPROF_EMU_DELAY=5:2"),
+                             ARGS("--launch", "8", "--pattern", "ddp", "--steps", "10",
+                                  "--scale", "0.01")), 0);
+    cpa_analysis a;
+    analyze(&a);
+    assert_one_straggler(&a, 5);
+    /* 2 ms late: the median lateness says so (the model is exact, timing within µs) */
+    assert_true(a.stragglers.rows[0].late_us_p50 > 1800 && a.stragglers.rows[0].late_us_p50 < 2600);
+    assert_nothing_wrong(&a, 0);
+    cpa_analysis_free(&a);
+}
+
+static void straggler_on_the_host(void **state)
+{
+    (void)state;
+    assert_int_equal(run_sim(NULL, ARGS("--launch", "8", "--pattern", "ddp", "--steps", "10",
+                                        "--scale", "0.01", "--late", "2:3")), 0);
+    cpa_analysis a;
+    analyze(&a);
+    assert_one_straggler(&a, 2);
+    assert_nothing_wrong(&a, 0);
+    cpa_analysis_free(&a);
+}
+
+static void healthy_patterns_report_nothing(void **state)
+{
+    (void)state;
+    static const char *const patterns[] = {"ddp", "fsdp", "tp", "pp", "moe", "mixed"};
+    for (size_t i = 0; i < sizeof patterns / sizeof patterns[0]; i++) {
+        assert_int_equal(run_sim(NULL, ARGS("--launch", "8", "--pattern", patterns[i],
+                                            "--steps", "3", "--scale", "0.005")), 0);
+        cpa_analysis a;
+        analyze(&a);
+        fprintf(stderr, "%s: %llu collectives judged\n", patterns[i],
+                (unsigned long long)a.stragglers.judged);
+        assert_true(a.matched.nops > 0);
+        assert_nothing_wrong(&a, 1);
+        cpa_analysis_free(&a);
+    }
+}
+
+static const cpa_hang *only_hang_of_size(const cpa_analysis *a, int nranks)
+{
+    for (size_t i = 0; i < a->hangs.nrows; i++) {
+        const cpa_hang *h = &a->hangs.rows[i];
+        if ((int)(h->nmissing + h->nwaiting) == nranks)
+            return h;
+    }
+    return NULL;
+}
+
+static void hang_on_the_world_comm(void **state)
+{
+    (void)state;
+    /* ddp: Broadcast (seq 0), then 5 AllReduce per step: rank 3 never starts seq 5 */
+    assert_int_equal(run_sim(ENV("COLLPROF_EMU_HANG=3:5", "COLLPROF_HANG_S=1"),
+                             ARGS("--launch", "8", "--pattern", "ddp", "--steps", "3",
+                                  "--scale", "0.001", "--timeout", "3")), 6);
+    cpa_analysis a;
+    analyze(&a);
+    show(&a);
+    assert_true(a.hangs.nrows >= 1);
+    const cpa_hang *h = &a.hangs.rows[0];
+    assert_int_equal(h->verdict, CPA_HANG_RANK_NOT_JOINED);
+    assert_int_equal(h->seq, 5);
+    assert_int_equal(h->op, CP_OP_ALLREDUCE);
+    assert_int_equal(h->nmissing, 1);
+    assert_int_equal(h->missing_ranks[0], 3);
+    assert_int_equal(h->nwaiting, 7);
+    for (size_t k = 0; k < h->nwaiting; k++)
+        assert_int_not_equal(h->waiting_ranks[k], 3);
+    cpa_analysis_free(&a);
+}
+
+static void hang_on_a_split_comm(void **state)
+{
+    (void)state;
+    /* mixed, 8 ranks on one host: TP comms of 4 (ranks 0-3, 4-7), 16 AllReduce a step each;
+     * rank 6 never starts its TP comm's collective 20 (step 1), while its world and DP
+     * comms have not reached a 20th */
+    assert_int_equal(run_sim(ENV("COLLPROF_EMU_HANG=6:20", "COLLPROF_HANG_S=1"),
+                             ARGS("--launch", "8", "--pattern", "mixed", "--steps", "3",
+                                  "--scale", "0.001", "--timeout", "3")), 6);
+    cpa_analysis a;
+    analyze(&a);
+    show(&a);
+    assert_true(a.hangs.nrows >= 1);
+    const cpa_hang *h = &a.hangs.rows[0];
+    assert_int_equal(h->verdict, CPA_HANG_RANK_NOT_JOINED);
+    assert_int_equal(h->seq, 20);
+    assert_int_equal(h->nmissing, 1);
+    assert_int_equal(h->missing_ranks[0], 6);
+    assert_int_equal(h->nwaiting, 3);
+    assert_int_equal(h->waiting_ranks[0], 4);
+    assert_int_equal(h->waiting_ranks[1], 5);
+    assert_int_equal(h->waiting_ranks[2], 7);
+    /* the TP comm, not the world */
+    const cpa_hang *w = only_hang_of_size(&a, 8);
+    assert_true(w == NULL || w != h);
+    cpa_analysis_free(&a);
+}
+
+static void mismatch_case(const char *rule, int field, int64_t culprit_value, int64_t others)
+{
+    assert_int_equal(run_sim(NULL, ARGS("--launch", "8", "--pattern", "ddp", "--steps", "2",
+                                        "--scale", "0.001", "--timeout", "5", "--mismatch",
+                                        rule)), 0);
+    cpa_analysis a;
+    analyze(&a);
+    if (a.mismatches.nrows != 1)
+        show(&a);
+    assert_int_equal(a.mismatches.nrows, 1);
+    const cpa_mismatch *x = &a.mismatches.rows[0];
+    assert_int_equal(x->field, field);
+    assert_int_equal(x->nculprits, 1);
+    assert_int_equal(x->culprit_ranks[0], 3);
+    assert_int_equal(x->nvalues, 8);
+    int64_t first_other = -1;
+    for (size_t i = 0; i < x->nvalues; i++) {
+        if (x->values[i].rank == 3) {
+            assert_int_equal(x->values[i].value, culprit_value);
+        } else {
+            if (first_other < 0)
+                first_other = x->values[i].value;
+            /* the majority agrees, on the value the job meant (when the test knows it) */
+            assert_int_equal(x->values[i].value, others >= 0 ? others : first_other);
+            assert_int_not_equal(x->values[i].value, culprit_value);
+        }
+        /* where each side called from: collprof-sim's own frames */
+        assert_non_null(x->values[i].site);
+    }
+    cpa_analysis_free(&a);
+}
+
+static void mismatches_name_the_culprit(void **state)
+{
+    (void)state;
+    /* ddp: seq 2 is an fp32 AllReduce of a gradient bucket; seq 0 the Broadcast from rank 0 */
+    mismatch_case("3:2:count=7", CPA_FIELD_COUNT, 7, -1);
+    mismatch_case("3:2:dtype=float16", CPA_FIELD_DTYPE, 6 /* ncclFloat16 */, 7 /* ncclFloat32 */);
+    mismatch_case("3:0:root=2", CPA_FIELD_ROOT, 2, 0);
+}
+
+/* The pid in a rank's trace file name: rank00004-host-PID.cptrace. */
+static pid_t pid_of_rank(int rank)
+{
+    DIR *d = opendir(g_dir);
+    struct dirent *e;
+    char prefix[16];
+    snprintf(prefix, sizeof prefix, "rank%05d-", rank);
+    pid_t pid = 0;
+    while (d && (e = readdir(d)))
+        if (!strncmp(e->d_name, prefix, strlen(prefix))) {
+            const char *dash = strrchr(e->d_name, '-');
+            pid = dash ? (pid_t)atoi(dash + 1) : 0;
+        }
+    if (d)
+        closedir(d);
+    return pid;
+}
+
+static void killed_rank_is_named(void **state)
+{
+    (void)state;
+    clean_dir();
+    snprintf(g_dir, sizeof g_dir, "/tmp/collprof-anemu-XXXXXX");
+    assert_non_null(mkdtemp(g_dir));
+    char dir_var[96];
+    snprintf(dir_var, sizeof dir_var, "COLLPROF_DIR=%s", g_dir);
+    fflush(NULL);
+    pid_t job = fork();
+    if (job == 0) {
+        static job_result res;
+        st_run_prog(&res, "collprof-sim", 1, ENV(dir_var, "COLLPROF_FLUSH_MS=20"),
+                    ARGS("--launch", "8", "--pattern", "ddp", "--steps", "100000", "--scale",
+                         "0.01", "--timeout", "3"));
+        _exit(WIFEXITED(res.status) ? WEXITSTATUS(res.status) : 99);
+    }
+    /* let it run a while, then kill rank 4 outright */
+    pid_t victim = 0;
+    for (int i = 0; i < 200 && !victim; i++) {
+        nanosleep(&(struct timespec){0, 20000000}, NULL);
+        victim = pid_of_rank(4);
+    }
+    assert_true(victim > 0);
+    nanosleep(&(struct timespec){0, 500000000}, NULL);
+    assert_int_equal(kill(victim, SIGKILL), 0);
+    int status;
+    assert_int_equal(waitpid(job, &status, 0), job);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    cpa_analysis a;
+    analyze(&a);
+    show(&a);
+    assert_true(a.hangs.nrows >= 1);
+    const cpa_hang *h = &a.hangs.rows[0];
+    assert_int_equal(h->verdict, CPA_HANG_RANK_EXITED);
+    assert_int_equal(h->nmissing, 1);
+    assert_int_equal(h->missing_ranks[0], 4);
+    assert_int_equal(h->nwaiting, 7);
+    cpa_analysis_free(&a);
+}
+
+static void clock_offset_between_hosts(void **state)
+{
+    (void)state;
+    /* host 1's wall clock 5 ms ahead: anchors alone would make ranks 4-7 look 5 ms late */
+    assert_int_equal(run_sim(ENV("COLLPROF_EMU_HOSTS=2", "COLLPROF_EMU_CLOCK_OFFSET_US=1:5000"),
+                             ARGS("--launch", "8", "--pattern", "ddp", "--steps", "10",
+                                  "--scale", "0.01")), 0);
+    cpa_analysis a;
+    analyze(&a);
+    if (a.clock.ndomains != 2 || !a.clock.aligned)
+        show(&a);
+    assert_int_equal(a.clock.ndomains, 2);
+    assert_true(a.clock.aligned);
+    /* the refinement found the 5 ms, to well under the lateness it will call */
+    double off = a.clock.domains[1].offset_ns / 1e3;
+    assert_true(off > -5100 && off < -4900);
+    assert_true(a.clock.error_us < 100);
+    assert_nothing_wrong(&a, 1);
+    cpa_analysis_free(&a);
+
+    /* and a real straggler on the offset host is still found */
+    assert_int_equal(run_sim(ENV("COLLPROF_EMU_HOSTS=2", "COLLPROF_EMU_CLOCK_OFFSET_US=1:5000",
+                                 "COLLPROF_EMU_DELAY=6:2"),
+                             ARGS("--launch", "8", "--pattern", "ddp", "--steps", "10",
+                                  "--scale", "0.01")), 0);
+    analyze(&a);
+    assert_one_straggler(&a, 6);
+    cpa_analysis_free(&a);
+}
+
+static void busbw_follows_the_model(void **state)
+{
+    (void)state;
+    /* ddp at --scale 0.2: AllReduce buckets of 5 MiB (three) and 4.3 MiB: one [4, 8) MiB row */
+    assert_int_equal(run_sim(NULL, ARGS("--launch", "8", "--pattern", "ddp", "--steps", "2",
+                                        "--scale", "0.2")), 0);
+    cpa_analysis a;
+    analyze(&a);
+    cpemu_topo topo;
+    char err[256];
+    assert_int_equal(cpemu_topo_load(&topo, err, sizeof err), 0);
+    cpemu_place places[8];
+    for (int i = 0; i < 8; i++)
+        places[i] = (cpemu_place){0, i};
+    /* what the model says of the same operations: sum of S x factor over sum of times */
+    double bus = 0, t = 0;
+    for (size_t i = 0; i < a.matched.nops; i++) {
+        const cpa_op *o = &a.matched.ops[i];
+        const cpa_part *p = &a.matched.parts[o->first_part];
+        const cpa_call *c = &a.model->ranks[p->rank_idx].calls[p->call_idx];
+        uint64_t s = cpa_op_bytes(o->op, c->count, c->dtype, 8);
+        if (o->op != CP_OP_ALLREDUCE || s < (4u << 20) || s >= (8u << 20))
+            continue;
+        bus += (double)s * cpa_busbw_factor(o->op, 8);
+        t += cpemu_model_ns(&topo, o->op, s, places, 8);
+    }
+    assert_true(t > 0);
+    double want = bus / t;
+    const cpa_stat *row = NULL;
+    for (size_t i = 0; i < a.stats.nrows; i++)
+        if (a.stats.rows[i].op == CP_OP_ALLREDUCE && a.stats.rows[i].bucket == (4u << 20))
+            row = &a.stats.rows[i];
+    assert_non_null(row);
+    fprintf(stderr, "AllReduce [4, 8) MiB: busbw %.1f GB/s, model %.1f GB/s\n",
+            row->busbw_gbps, want);
+    assert_true(row->busbw_gbps > want * 0.85 && row->busbw_gbps < want * 1.15);
+    cpa_analysis_free(&a);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    clean_dir();
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(straggler_on_the_gpu, teardown),
+        cmocka_unit_test_teardown(straggler_on_the_host, teardown),
+        cmocka_unit_test_teardown(healthy_patterns_report_nothing, teardown),
+        cmocka_unit_test_teardown(hang_on_the_world_comm, teardown),
+        cmocka_unit_test_teardown(hang_on_a_split_comm, teardown),
+        cmocka_unit_test_teardown(mismatches_name_the_culprit, teardown),
+        cmocka_unit_test_teardown(killed_rank_is_named, teardown),
+        cmocka_unit_test_teardown(clock_offset_between_hosts, teardown),
+        cmocka_unit_test_teardown(busbw_follows_the_model, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,364 @@
+/* The Perfetto / Chrome trace-event JSON of the synthetic job (exp_job.h): it parses with
+ * strict parsers (json-c's strict mode, and Python's json with no NaN/Infinity and no
+ * duplicate keys when python3 is here), and holds the events a timeline needs: a named
+ * process per rank and thread per stream, one X slice per call at the times the trace
+ * gives, the wait nested before the last arrival, flow arrows chaining each operation's
+ * slices in arrival order, instants on hangs. */
+#include "tests/exporters/exp_job.h"
+
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <math.h>
+
+#include "exporters/exporters.h"
+
+typedef struct fixture {
+    char *dir;
+    cpa_analysis a;
+    json_object *doc;
+    json_object *events;
+} fixture;
+
+static json_object *parse_strict(const char *s)
+{
+    json_tokener *tok = json_tokener_new();
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+    json_object *o = json_tokener_parse_ex(tok, s, (int)strlen(s));
+    enum json_tokener_error e = json_tokener_get_error(tok);
+    json_tokener_free(tok);
+    if (!o || e != json_tokener_success)
+        fail_msg("Perfetto JSON does not parse strictly: %s", json_tokener_error_desc(e));
+    return o;
+}
+
+static char *export_of(const cpa_analysis *a)
+{
+    exp_buf b;
+    assert_int_equal(cpx_export_perfetto(exp_buf_open(&b), a), 0);
+    return exp_buf_close(&b);
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    f->dir = tt_tmpdir();
+    exp_write_job(f->dir);
+    exp_analyze(f->dir, &f->a);
+    exp_set_findings(&f->a);
+    char *s = export_of(&f->a);
+    f->doc = parse_strict(s);
+    free(s);
+    assert_true(json_object_object_get_ex(f->doc, "traceEvents", &f->events));
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    json_object_put(f->doc);
+    cpa_analysis_free(&f->a);
+    tt_rmtree(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+static json_object *field(json_object *o, const char *key)
+{
+    json_object *v = NULL;
+    json_object_object_get_ex(o, key, &v);
+    return v;
+}
+
+static const char *str_of(json_object *o, const char *key)
+{
+    json_object *v = field(o, key);
+    return v ? json_object_get_string(v) : "";
+}
+
+static json_object *arg(json_object *ev, const char *key)
+{
+    return field(field(ev, "args"), key);
+}
+
+static void assert_us(json_object *v, double want)
+{
+    assert_non_null(v);
+    double got = json_object_get_double(v);
+    if (fabs(got - want) > 1e-6)
+        fail_msg("%.3f us, want %.3f", got, want);
+}
+
+/* The X slice of rank `pid`'s call (name, seq). */
+static json_object *slice(fixture *f, int pid, const char *name, int64_t seq)
+{
+    for (size_t i = 0; i < json_object_array_length(f->events); i++) {
+        json_object *ev = json_object_array_get_idx(f->events, i);
+        if (!strcmp(str_of(ev, "ph"), "X") && !strcmp(str_of(ev, "name"), name) &&
+            json_object_get_int(field(ev, "pid")) == pid &&
+            json_object_get_int64(arg(ev, "seq")) == seq)
+            return ev;
+    }
+    fail_msg("no X slice %s seq %" PRId64 " on pid %d", name, seq, pid);
+    return NULL;
+}
+
+static void document_is_strict_json_with_the_object_format(void **state)
+{
+    fixture *f = *state;
+    assert_string_equal(str_of(f->doc, "displayTimeUnit"), "ns");
+    assert_non_null(field(f->doc, "otherData"));
+    assert_true(json_object_is_type(f->events, json_type_array));
+
+    /* Python's reader, told to refuse what JSON does not have (NaN, Infinity) and what
+     * json-c would let pass (a key twice in one object). */
+    static const char check[] =
+        "import json, sys\n"
+        "def reject(c): raise ValueError('non-JSON constant ' + c)\n"
+        "def pairs(kv):\n"
+        "    keys = [k for k, _ in kv]\n"
+        "    if len(keys) != len(set(keys)): raise ValueError('duplicate key')\n"
+        "    return dict(kv)\n"
+        "d = json.loads(sys.stdin.buffer.read().decode('utf-8', 'strict'),\n"
+        "               parse_constant=reject, object_pairs_hook=pairs)\n"
+        "assert isinstance(d['traceEvents'], list) and len(d['traceEvents']) > 0\n";
+    char *s = export_of(&f->a);
+    int rc = exp_python(check, s, strlen(s));
+    free(s);
+    if (rc == 1)
+        fail_msg("python3's json refused the Perfetto export");
+}
+
+static void a_named_process_per_rank_and_thread_per_stream(void **state)
+{
+    fixture *f = *state;
+    int procs[EXP_NRANKS] = { 0 }, threads = 0;
+    int64_t tids[EXP_NRANKS] = { 0 };
+    for (size_t i = 0; i < json_object_array_length(f->events); i++) {
+        json_object *ev = json_object_array_get_idx(f->events, i);
+        if (strcmp(str_of(ev, "ph"), "M"))
+            continue;
+        int pid = json_object_get_int(field(ev, "pid"));
+        assert_in_range(pid, 0, EXP_NRANKS - 1);
+        const char *name = json_object_get_string(arg(ev, "name"));
+        if (!strcmp(str_of(ev, "name"), "process_name")) {
+            char want[64];
+            snprintf(want, sizeof want, "rank %d (node-a)", pid);
+            assert_string_equal(name, want);
+            procs[pid]++;
+        } else if (!strcmp(str_of(ev, "name"), "thread_name")) {
+            char want[64];
+            snprintf(want, sizeof want, "stream 0 (0x%" PRIx64 ")", exp_stream(pid));
+            assert_string_equal(name, want);
+            tids[pid] = json_object_get_int64(field(ev, "tid"));
+            threads++;
+        }
+    }
+    for (int r = 0; r < EXP_NRANKS; r++)
+        assert_int_equal(procs[r], 1);
+    assert_int_equal(threads, EXP_NRANKS);
+    /* Perfetto keys threads by tid: unique, and no pid (a process' own thread) among them. */
+    for (int r = 0; r < EXP_NRANKS; r++) {
+        assert_true(tids[r] >= EXP_NRANKS);
+        for (int k = 0; k < r; k++)
+            assert_true(tids[k] != tids[r]);
+    }
+}
+
+/* One slice per call, on its rank's stream thread, at the trace's times relative to the
+ * job's first record (AllReduce 0's entry). */
+static void one_slice_per_call_at_its_times(void **state)
+{
+    fixture *f = *state;
+    size_t calls = 0, slices = 0;
+    for (size_t r = 0; r < f->a.model->nranks; r++)
+        calls += f->a.model->ranks[r].ncalls;
+    for (size_t i = 0; i < json_object_array_length(f->events); i++) {
+        json_object *ev = json_object_array_get_idx(f->events, i);
+        if (!strcmp(str_of(ev, "ph"), "X") && strcmp(str_of(ev, "name"), "wait")) {
+            slices++;
+            assert_string_equal(json_object_get_string(arg(ev, "comm")), "9f2c0e1d22aa4b01");
+        }
+    }
+    assert_int_equal(slices, calls);
+
+    json_object *ar = slice(f, 2, "AllReduce", 7);
+    assert_us(field(ar, "ts"), 7 * 100.0);
+    assert_us(field(ar, "dur"), 10.0);
+    assert_string_equal(str_of(ar, "cat"), "collective");
+    assert_string_equal(json_object_get_string(arg(ar, "dtype")), "float32");
+    assert_int_equal(json_object_get_int64(arg(ar, "count")), 262144);
+    assert_int_equal(json_object_get_int64(arg(ar, "bytes")), 1048576);
+    assert_string_equal(json_object_get_string(arg(ar, "redop")), "sum");
+    assert_string_equal(json_object_get_string(arg(ar, "timing")), "gpu");
+
+    json_object *s0 = slice(f, 0, "AllReduce", 0);
+    assert_string_equal(json_object_get_string(arg(s0, "site")), EXP_SITE);
+
+    /* The pair is untimed: its slices are the host's time in the call. */
+    json_object *send = slice(f, 0, "Send", 0), *recv = slice(f, 1, "Recv", 0);
+    assert_us(field(send, "ts"), 8000.0);
+    assert_us(field(send, "dur"), 3.0);
+    assert_us(field(recv, "ts"), 8001.0);
+    assert_string_equal(json_object_get_string(arg(send, "timing")), "host");
+    assert_string_equal(str_of(send, "cat"), "p2p");
+    assert_int_equal(json_object_get_int(arg(send, "peer")), 1);
+}
+
+/* AllGather: ranks 0-2 start at t, rank 3 at t + 15 us; the early ones wait 15 us, shown
+ * as a "wait" slice nested at the start of theirs. */
+static void the_wait_before_the_last_arrival_is_a_nested_slice(void **state)
+{
+    fixture *f = *state;
+    double t0 = 4000.0 + 2 * 100.0; /* AllGather 2 = seq 12 */
+    for (int r = 0; r < EXP_NRANKS; r++) {
+        json_object *s = slice(f, r, "AllGather", 12);
+        assert_us(field(s, "ts"), r == 3 ? t0 + 15 : t0);
+        assert_us(field(s, "dur"), r == 3 ? 5.0 : 20.0);
+        assert_us(arg(s, "arrival_us"), r == 3 ? t0 + 15 : t0);
+        assert_us(arg(s, "wait_us"), r == 3 ? 0.0 : 15.0);
+        assert_int_equal(json_object_get_int(arg(s, "late_rank")), 3);
+        assert_us(arg(s, "late_us"), 15.0);
+    }
+    int waits = 0;
+    for (size_t i = 0; i < json_object_array_length(f->events); i++) {
+        json_object *ev = json_object_array_get_idx(f->events, i);
+        if (strcmp(str_of(ev, "name"), "wait"))
+            continue;
+        double ts = json_object_get_double(field(ev, "ts"));
+        if (fabs(ts - t0) > 1e-6)
+            continue;
+        waits++;
+        assert_true(json_object_get_int(field(ev, "pid")) != 3);
+        assert_us(field(ev, "dur"), 15.0);
+        assert_int_equal(json_object_get_int(arg(ev, "for_rank")), 3);
+        json_object *parent = slice(f, json_object_get_int(field(ev, "pid")), "AllGather", 12);
+        assert_int_equal(json_object_get_int64(field(ev, "tid")),
+                         json_object_get_int64(field(parent, "tid")));
+    }
+    assert_int_equal(waits, 3);
+}
+
+/* Each operation's slices share one bind_id; chained in arrival order: the first has no
+ * flow_in, the last (the latest arrival) no flow_out, the others both. */
+static void flows_chain_every_rank_of_an_operation(void **state)
+{
+    fixture *f = *state;
+    const cpa_matched *mt = &f->a.matched;
+    for (size_t oi = 0; oi < mt->nops; oi++) {
+        const cpa_op *o = &mt->ops[oi];
+        int members = 0, starts = 0, ends = 0, end_pid = -1, start_pid = -1;
+        for (size_t i = 0; i < json_object_array_length(f->events); i++) {
+            json_object *ev = json_object_array_get_idx(f->events, i);
+            json_object *id = field(ev, "bind_id");
+            if (!id || json_object_get_int64(id) != (int64_t)oi + 1)
+                continue;
+            assert_string_equal(str_of(ev, "ph"), "X");
+            members++;
+            int in = field(ev, "flow_in") != NULL, out = field(ev, "flow_out") != NULL;
+            assert_true(in || out);
+            if (!in) {
+                starts++;
+                start_pid = json_object_get_int(field(ev, "pid"));
+            }
+            if (!out) {
+                ends++;
+                end_pid = json_object_get_int(field(ev, "pid"));
+            }
+        }
+        assert_int_equal(members, o->nparts);
+        assert_int_equal(starts, 1);
+        assert_int_equal(ends, 1);
+        if (o->op == CP_OP_ALLGATHER) {
+            assert_int_equal(start_pid, 0); /* ties go to the lowest rank */
+            assert_int_equal(end_pid, 3);   /* the late one */
+        } else if (o->op == CP_OP_SEND) {
+            assert_int_equal(start_pid, 0);
+            assert_int_equal(end_pid, 1);
+        }
+    }
+}
+
+static void a_hang_is_an_instant_on_each_rank_involved(void **state)
+{
+    fixture *f = *state;
+    int seen[EXP_NRANKS] = { 0 };
+    for (size_t i = 0; i < json_object_array_length(f->events); i++) {
+        json_object *ev = json_object_array_get_idx(f->events, i);
+        if (strcmp(str_of(ev, "ph"), "i"))
+            continue;
+        int pid = json_object_get_int(field(ev, "pid"));
+        assert_in_range(pid, 0, EXP_NRANKS - 1);
+        seen[pid]++;
+        assert_string_equal(str_of(ev, "name"), "hang: RANK_NOT_JOINED AllReduce seq 10");
+        assert_string_equal(str_of(ev, "s"), "p");
+        assert_string_equal(json_object_get_string(arg(ev, "role")),
+                            pid == 2 ? "missing" : "waiting");
+        assert_int_equal(json_object_array_length(arg(ev, "waiting_ranks")), 3);
+        assert_us(field(ev, "ts"), 9000.0); /* each rank's last record: its END */
+    }
+    for (int r = 0; r < EXP_NRANKS; r++)
+        assert_int_equal(seen[r], 1);
+}
+
+/* A timed call with no DONE (the trace ended with it in flight) runs to its rank's last
+ * record, marked unfinished. */
+static void an_unfinished_call_runs_to_the_end_of_its_trace(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    for (int r = 0; r < 2; r++) {
+        cp_trace_writer *w = exp_open_rank(dir, r, "node-a");
+        exp_put_comm(w, 2, r);
+        exp_put_call(w, r, CP_OP_ALLREDUCE, 0, 256, -1, EXP_MONO0, 1);
+        exp_put_done(w, CP_OP_ALLREDUCE, 0, -1, EXP_MONO0 + 1000, EXP_MONO0 + 3000);
+        if (r == 0)
+            exp_put_call(w, r, CP_OP_ALLREDUCE, 1, 256, -1, EXP_MONO0 + 10000, 1);
+        cp_rec_end e = {.h = {CP_REC_END, sizeof e}, .signal = 15, .exit_code = -1,
+                        .at_ns = EXP_MONO0 + 50000};
+        exp_put(w, &e);
+        assert_int_equal(cp_trace_writer_close(w), 0);
+    }
+    cpa_analysis a;
+    exp_analyze(dir, &a);
+    char *s = export_of(&a);
+    json_object *doc = parse_strict(s);
+    free(s);
+    fixture f = { .doc = doc };
+    assert_true(json_object_object_get_ex(doc, "traceEvents", &f.events));
+    json_object *hung = slice(&f, 0, "AllReduce", 1);
+    assert_us(field(hung, "ts"), 10.0);
+    assert_us(field(hung, "dur"), 40.0);
+    assert_true(json_object_get_boolean(arg(hung, "unfinished")));
+    json_object_put(doc);
+    cpa_analysis_free(&a);
+    tt_rmtree(dir);
+    free(dir);
+}
+
+static void a_failed_stream_is_an_error(void **state)
+{
+    fixture *f = *state;
+    FILE *full = fopen("/dev/full", "w");
+    if (!full)
+        skip();
+    setvbuf(full, NULL, _IONBF, 0); /* the first write fails, not the final flush */
+    assert_int_equal(cpx_export_perfetto(full, &f->a), -1);
+    fclose(full);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(document_is_strict_json_with_the_object_format),
+        cmocka_unit_test(a_named_process_per_rank_and_thread_per_stream),
+        cmocka_unit_test(one_slice_per_call_at_its_times),
+        cmocka_unit_test(the_wait_before_the_last_arrival_is_a_nested_slice),
+        cmocka_unit_test(flows_chain_every_rank_of_an_operation),
+        cmocka_unit_test(a_hang_is_an_instant_on_each_rank_involved),
+        cmocka_unit_test(an_unfinished_call_runs_to_the_end_of_its_trace),
+        cmocka_unit_test(a_failed_stream_is_an_error),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
