@@ -10,7 +10,7 @@
  *     collectives after its last one that the others finished are passed over (finishing
  *     proves every rank joined) up to one that a HANG record names or that took far longer
  *     than the comm's typical one (ended by an abort or a dead peer's error, not done); when
- *     the others finished everything, the killed rank took part in all of it: no hang;
+ *     the others finished everything, the last of it, where the job ended;
  *   - every rank called it, each timed it, none finished it, and nothing later finished;
  *   - a watchdog HANG record names it, unless that rank went on to finish a later call it
  *     made after the record (a stall that cleared, not a hang). A HANG record stands even
@@ -189,6 +189,12 @@ static uint64_t stop_seq(const finder *f, comm_view *cv)
                 i++;
         if (i < cv->nops)
             best = cv->ops[i].seq;
+        else if (killed && cv->nops)
+            /* The others finished all they started, the laggard's tail is lost, and nothing
+             * tells which operation its death ended (a dead peer's error can end one as fast
+             * as a slow job runs one): the last of them, where the job ended. A trace that
+             * ends early without a clean exit is RANK_EXITED, named rather than passed over. */
+            best = cv->ops[cv->nops - 1].seq;
     }
     for (size_t i = cpa_hg_op_lower(cv, fin1); i < cv->nops && cv->ops[i].seq < best; i++)
         if (timed_none_done(f, &cv->ops[i])) {

@@ -12,6 +12,15 @@
  * ElapsedTime is float ms, whose resolution falls with the span (~60 ns at 1 s): the
  * reference is re-recorded every second, on the other of two events so that the previous
  * one serves until the new one has completed.
+ *
+ * The record call's host time is only known to within its own duration, and on a loaded
+ * machine a preempted call takes milliseconds: one such reference put a rank's every GPU
+ * time milliseconds off, a false straggler. So a new reference replaces the current one only
+ * when it is tight (CP_REF_TIGHT_NS) or no wider than it; while the current one is wide, a
+ * candidate is recorded every tick until a tight one comes. The first reference is used
+ * whatever its width (withholding DONEs for a better one lost them at exit), and a current
+ * one older than CP_REF_MAX_AGE_NS gives way to any candidate under CP_REF_STALE_OK_NS, so
+ * that the GPU clock's drift from the host's cannot build up for long.
  */
 #include "preload/shim.h"
 
@@ -22,6 +31,10 @@
 #include "common/trace_writer.h"
 
 #define CP_REANCHOR_NS 1000000000ull
+#define CP_REF_TIGHT_NS 20000ull
+#define CP_REF_MAX_AGE_NS 60000000000ull
+#define CP_REF_STALE_OK_NS 1000000ull
+#define CP_REF_WAIT_NS 200000000ull
 #define CP_FINAL_WAIT_NS 200000000ull
 
 struct ref {
@@ -29,6 +42,7 @@ struct ref {
     CUstream stream;
     CUevent ev[2];
     uint64_t host_ns[2];
+    uint64_t width_ns[2]; /* how long the record call took: the bound on host_ns's error */
     int cur, pending; /* -1 none */
     int state;        /* 0 not set up, 1 usable, 2 failed: pairs get DONE with timing none */
 };
@@ -83,6 +97,7 @@ static void ref_record(struct ref *r, int k)
     pop(pushed);
     if (rc == CUDA_SUCCESS) {
         r->host_ns[k] = t0 + (t1 - t0) / 2;
+        r->width_ns[k] = t1 - t0;
         r->pending = k;
     }
 }
@@ -111,13 +126,19 @@ static void ref_tick(struct ref *r, uint64_t now)
     if (r->pending >= 0) {
         CUresult q = cp_cu.cuEventQuery(r->ev[r->pending]);
         if (q == CUDA_SUCCESS) {
-            r->cur = r->pending;
+            int k = r->pending;
+            uint64_t w = r->width_ns[k];
+            if (r->cur < 0 || w <= CP_REF_TIGHT_NS || w <= r->width_ns[r->cur] ||
+                (now - r->host_ns[r->cur] > CP_REF_MAX_AGE_NS && w <= CP_REF_STALE_OK_NS))
+                r->cur = k;
             r->pending = -1;
         } else if (q != CUDA_ERROR_NOT_READY) {
             r->pending = -1; /* try again next tick */
         }
     }
-    if (r->pending < 0 && (r->cur < 0 || now - r->host_ns[r->cur] > CP_REANCHOR_NS))
+    if (r->pending < 0 &&
+        (r->cur < 0 || r->width_ns[r->cur] > CP_REF_TIGHT_NS ||
+         now - r->host_ns[r->cur] > CP_REANCHOR_NS))
         ref_record(r, r->cur < 0 ? 0 : 1 - r->cur);
 }
 
@@ -136,6 +157,9 @@ static uint64_t to_host(const struct ref *r, float ms)
 }
 
 /* 1 when the slot is finished (its DONE written), 0 while its events are in flight. */
+/* Set while the process ends: every pair is converted with what there is. */
+static int g_final;
+
 static int finish(cp_trace_writer *w, const cp_pending_slot *p)
 {
     struct ref *r = ref_of(p->ctx);
@@ -143,6 +167,11 @@ static int finish(cp_trace_writer *w, const cp_pending_slot *p)
                      .peer = p->peer, .op = p->op, .timing = CP_TIMING_NONE};
     if (p->recorded && r && r->state == 1) {
         if (r->cur < 0)
+            return 0;
+        /* A wide reference, just taken, is likely to be replaced by a tight one within a
+         * few ticks: its pairs wait for it (briefly, and never at exit). */
+        if (!g_final && r->width_ns[r->cur] > CP_REF_TIGHT_NS &&
+            cp_mono_ns() - r->host_ns[r->cur] < CP_REF_WAIT_NS)
             return 0;
         CUresult q = cp_cu.cuEventQuery(cp_ev_end(p->ctx, p->pair));
         if (q == CUDA_ERROR_NOT_READY)
@@ -216,6 +245,7 @@ void cp_gpu_poll(cp_trace_writer *w, int final)
         atomic_store_explicit(&g_want, 0, memory_order_relaxed);
         return;
     }
+    g_final = final;
     poll_once(w);
     /* At exit the job has usually synchronized already; what is still in flight gets a
      * short grace, polled, never a synchronize. */

@@ -334,7 +334,9 @@ void cp_writer_flush_now(void)
         return;
     if (g_w) {
         drain(0);
-        cp_gpu_poll(g_w, 0);
+        /* before an exec or a communicator's end: the context may be gone next, so every
+         * completed pair is converted now, with the reference there is */
+        cp_gpu_poll(g_w, 1);
         if (cp_trace_writer_flush(g_w) != 0)
             warn_write_failed();
     }
