@@ -10,7 +10,7 @@
  *  1. Frames. A blocking collective ends together on every rank. Each one whose ranks are all
  *     GPU-timed ties its lowest rank to each other one by the difference of their ends (on
  *     the host clocks already aligned by clock.c). Ties are pooled per pair of ranks and each
- *     rank's constant offset solved as clock.c solves domains: ranks in maximum spanning tree
+ *     rank's constant offset solved as clock_solve.c solves domains: ranks in maximum spanning tree
  *     order, then passes of medians (weighted by the ties behind each pair). The tree is what
  *     matters: ranks that share many collectives (a TP group) agree among themselves whatever
  *     their common error, and only the few that cross groups (DP, world) tell one group's frame

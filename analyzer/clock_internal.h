@@ -1,5 +1,6 @@
-/* analyzer/clock_internal.h: what clock.c (host clocks) and clock_gpu.c (each rank's GPU time
- * line) share; nothing outside these two files includes it. */
+/* analyzer/clock_internal.h: what clock.c (host clocks), clock_solve.c (the domains' offsets and
+ * drift) and clock_gpu.c (each rank's GPU time line) share; nothing outside these three files
+ * includes it. */
 #ifndef COLLPROF_ANALYZER_CLOCK_INTERNAL_H
 #define COLLPROF_ANALYZER_CLOCK_INTERNAL_H
 
@@ -32,8 +33,31 @@ struct cpa_clock_map {
     size_t *g_first;         /* per rank, and one past: gsegs[g_first[r] .. g_first[r + 1]) */
 };
 
+/* One operation's word on two domains: job_b - job_a of their median ends, anchors only. */
+typedef struct cpa_tie {
+    uint32_t a, b;
+    uint64_t ta, tb;
+    int64_t diff;
+} cpa_tie;
+
+/* The model of a domain's correction: offset + drift, the drift held past its ties. Inline:
+ * every job time (cpa_clock_job_ns) goes through it. */
+static inline double cpa_clk_corr_at(const cpa_clock_domain *dom, const cpa_dmap *dm,
+                                     uint64_t t)
+{
+    if (dom->drift == 0)
+        return dom->offset_ns;
+    if (t < dm->lo)
+        t = dm->lo;
+    if (t > dm->hi)
+        t = dm->hi;
+    return dom->offset_ns + dom->drift * (double)(t - dom->drift_t0_ns);
+}
+
 /* The k-th smallest (0-based) of v[0..n), n > 0, reordering v. */
 double cpa_clk_select(double *v, size_t n, size_t k);
+/* Nearest rank: the ceil(0.9 n)-th smallest of v[0..n), n > 0, reordering v. */
+double cpa_clk_p90(double *v, size_t n);
 /* Where most of v[0..n) (ends of one operation, ns) agree within 2 x CPA_CLK_AGREE_NS, else
  * their median; sorts v. */
 #define CPA_CLK_AGREE_NS 50000.0
@@ -43,6 +67,10 @@ int cpa_clk_blocking(unsigned op);
 /* Per matched operation, 1 when its ends tie its ranks' clocks: complete, blocking, every
  * part GPU-timed. NULL out of memory; the caller frees. */
 uint8_t *cpa_clk_tying_ops(const cpa_model *m, const cpa_matched *mt);
+/* clock_solve.c: each domain's offset_ns, drift, drift_t0_ns and refined, and the span of its
+ * ties (map->d[].lo, hi), from the ties t[0..nt) (ends on the anchors alone). 0 or -1 (out of
+ * memory). */
+int cpa_clk_solve(cpa_clock *c, const cpa_tie *t, size_t nt);
 /* clock_gpu.c: fills map->gsegs and map->g_first; the domains must be solved. 0 or -1 (out
  * of memory). */
 int cpa_clk_gpu_frames(const cpa_model *m, const cpa_matched *mt, const uint8_t *tying,
