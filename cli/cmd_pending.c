@@ -14,43 +14,6 @@ static int parse_then_not_built(const struct cli_command *c, int argc, char **ar
     return cli_not_built(c->verb);
 }
 
-int cmd_view(int argc, char **argv)
-{
-    static const char *const usage[] = { "view DIR", NULL };
-    const struct cli_option options[] = { CLI_END() };
-    const struct cli_command c = {
-        .verb = "view",
-        .usage = usage,
-        .about = "An interactive terminal view over a trace directory.",
-        .options = options,
-        .args = "DIR",
-        .min_args = 1,
-        .max_args = 1,
-    };
-    return parse_then_not_built(&c, argc, argv);
-}
-
-int cmd_top(int argc, char **argv)
-{
-    int once = 0, json = 0;
-    double delay_s = 1.0;
-    static const char *const usage[] = { "top [--once] [--json] [-d SECS]", NULL };
-    const struct cli_option options[] = {
-        CLI_BOOL(0, "once", &once, "print one snapshot and exit (no terminal needed)"),
-        CLI_BOOL(0, "json", &json, "the snapshot as JSON (with --once)"),
-        CLI_DOUBLE('d', NULL, &delay_s, "SECS", 0.1, 86400, "refresh every SECS seconds (default 1)"),
-        CLI_END(),
-    };
-    const struct cli_command c = {
-        .verb = "top",
-        .usage = usage,
-        .about = "Live view of every profiled rank on this node (COLLPROF_LIVE).",
-        .options = options,
-        .max_args = 0,
-    };
-    return parse_then_not_built(&c, argc, argv);
-}
-
 int cmd_selftest(int argc, char **argv)
 {
     int json = 0, quick = 0;

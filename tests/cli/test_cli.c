@@ -210,8 +210,6 @@ static void verbs_not_built_yet_exit_3(void **state)
 {
     (void)state;
     static const char *const calls[][6] = {
-        { "view", "dir", NULL },
-        { "top", "--once", "--json", "-d", "0.5", NULL },
         { "selftest", "--quick", "--sizes", "1K:1M", "--ops=allreduce", NULL },
     };
     for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {

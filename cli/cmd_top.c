@@ -1,0 +1,84 @@
+/* collprof top: every profiled rank of this node, live. On a terminal, the ncurses screen
+ * (tui/top_screen.c); with --once, --json or no terminal, one snapshot of the live model
+ * (tui/live.h) on stdout. */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/options.h"
+#include "tui/live.h"
+#ifdef COLLPROF_HAVE_TOP_SCREEN
+#include "tui/top.h"
+#endif
+
+static const char top_notes[] =
+    "Reads the stats blocks profiled processes publish (COLLPROF_LIVE_DIR, else /dev/shm):\n"
+    "your own, every user's for root. A snapshot scans twice, min(SECS, 0.25) s apart, so\n"
+    "its rates cover that interval. An empty node is not an error.\n"
+    "\n"
+    "exit codes: 0 shown; 2 bad options; 3 the directory cannot be read";
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static int snapshot(const char *verb, double delay_s, int json)
+{
+    cpt_live l = {0};
+    uid_t uid = geteuid();
+    int rc = cpt_live_scan(&l, NULL, uid);
+    if (rc == 0 && l.nranks > 0) {
+        sleep_s(delay_s < 0.25 ? delay_s : 0.25);
+        rc = cpt_live_scan(&l, NULL, uid);
+    }
+    if (rc != 0 && errno != ENOENT) {
+        int e = errno;
+        char dir[sizeof l.dir];
+        snprintf(dir, sizeof dir, "%s", l.dir);
+        cpt_live_free(&l);
+        return cli_error(verb, CP_EXIT_CANNOT_RUN, "cannot read '%s': %s", dir, strerror(e));
+    }
+    /* a directory that does not exist holds no profiled process: the empty state */
+    rc = json ? cpt_snapshot_json(stdout, &l) : cpt_snapshot_text(stdout, &l);
+    cpt_live_free(&l);
+    (void)rc; /* a failed stdout is the dispatcher's to report */
+    return CP_EXIT_OK;
+}
+
+int cmd_top(int argc, char **argv)
+{
+    int once = 0, json = 0;
+    double delay_s = 1.0;
+    static const char *const usage[] = { "top [--once] [--json] [-d SECS]", NULL };
+    const struct cli_option options[] = {
+        CLI_BOOL(0, "once", &once, "print one snapshot and exit (no terminal needed)"),
+        CLI_BOOL(0, "json", &json, "the snapshot as JSON (implies --once)"),
+        CLI_DOUBLE('d', NULL, &delay_s, "SECS", 0.1, 86400, "refresh every SECS seconds (default 1)"),
+        CLI_END(),
+    };
+    const struct cli_command c = {
+        .verb = "top",
+        .usage = usage,
+        .about = "Live view of every profiled rank on this node (COLLPROF_LIVE).",
+        .options = options,
+        .max_args = 0,
+        .notes = top_notes,
+    };
+    int nargs;
+    int rc = cli_parse(&c, argc, argv, &nargs);
+    if (rc != CLI_GO_ON)
+        return rc;
+    if (once || json || !isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO))
+        return snapshot(c.verb, delay_s, json);
+#ifdef COLLPROF_HAVE_TOP_SCREEN
+    return cpt_top_run(NULL, geteuid(), delay_s);
+#else
+    /* the screen is not linked into this build: the snapshot is what there is */
+    return snapshot(c.verb, delay_s, json);
+#endif
+}

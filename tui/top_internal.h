@@ -1,0 +1,32 @@
+/* tui/top_internal: what the files drawing `collprof top` share (top_grid.c, top_draw.c,
+ * top_detail.c); not for other parts. */
+#ifndef COLLPROF_TUI_TOP_INTERNAL_H
+#define COLLPROF_TUI_TOP_INTERNAL_H
+
+#include <stddef.h>
+
+#include "tui/top_draw.h"
+
+/* s at (x, y), clipped; bytes that are not printable ASCII (a hostname is whatever the
+ * block holds) become '?'. Returns the x after it. */
+int cpt_put(cpt_grid *g, int y, int x, const char *s, int attr);
+int cpt_putf(cpt_grid *g, int y, int x, int attr, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+void cpt_fill_row(cpt_grid *g, int y, int attr);
+void cpt_clear(cpt_grid *g);
+
+/* "+1.20ms", "-250us", "0us" */
+void cpt_fmt_late(char *buf, size_t len, double us);
+/* "arrives 1.20ms after", "arrives 250us before", "arrives with" */
+void cpt_fmt_arrives(char *buf, size_t len, double us);
+/* calls/s: "1500", "123.5k", "1.2M" */
+void cpt_fmt_rate(char *buf, size_t len, double v);
+
+/* CPT_BAD (hung or past hang_s), CPT_WARN (past its typical time), CPT_DIM (exited), else
+ * CPT_NORMAL: the role of a rank's in-flight cell. */
+int cpt_in_flight_attr(const cpt_rank *r, double hang_s);
+
+int cpt_draw_detail(const cpt_live *l, cpt_state *s, cpt_grid *g);
+int cpt_draw_help(cpt_grid *g);
+
+#endif

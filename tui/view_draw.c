@@ -1,0 +1,624 @@
+/* view_draw: the grid, the view's state and actions, the top bar and footer, the summary
+ * and the help; the screens drawn along time are in view_lanes.c, hangs and mismatches in
+ * view_problems.c. See view_draw.h. */
+#include "tui/view_draw.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/text.h"
+#include "tui/view_internal.h"
+
+/* ---- the grid ---- */
+
+int cpv_grid_init(cpv_grid *g, int w, int h)
+{
+    g->w = w < 1 ? 1 : w;
+    g->h = h < 1 ? 1 : h;
+    size_t n = (size_t)g->w * (size_t)g->h;
+    g->cells = malloc(n);
+    g->attrs = calloc(n, 1);
+    if (!g->cells || !g->attrs) {
+        cpv_grid_free(g);
+        return -1;
+    }
+    memset(g->cells, ' ', n);
+    return 0;
+}
+
+void cpv_grid_free(cpv_grid *g)
+{
+    free(g->cells);
+    free(g->attrs);
+    g->cells = NULL;
+    g->attrs = NULL;
+}
+
+void cpv_grid_row(const cpv_grid *g, int y, char *buf)
+{
+    int n = 0;
+    if (y >= 0 && y < g->h) {
+        memcpy(buf, g->cells + (size_t)y * (size_t)g->w, (size_t)g->w);
+        n = g->w;
+        while (n > 0 && buf[n - 1] == ' ')
+            n--;
+    }
+    buf[n] = '\0';
+}
+
+void cpv_cell(cpv_grid *g, int x, int y, char c, int attr)
+{
+    if (x < 0 || y < 0 || x >= g->w || y >= g->h)
+        return;
+    size_t i = (size_t)y * (size_t)g->w + (size_t)x;
+    g->cells[i] = c >= 0x20 && c < 0x7f ? c : '?';
+    g->attrs[i] = (unsigned char)attr;
+}
+
+int cpv_put(cpv_grid *g, int x, int y, int attr, const char *s)
+{
+    for (; *s; s++) {
+        /* A multi-byte UTF-8 character is one column: one '?', not one per byte. */
+        if (((unsigned char)*s & 0xc0) == 0x80)
+            continue;
+        cpv_cell(g, x++, y, *s, attr);
+    }
+    return x;
+}
+
+int cpv_putf(cpv_grid *g, int x, int y, int attr, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return cpv_put(g, x, y, attr, buf);
+}
+
+void cpv_row_attr(cpv_grid *g, int y, int attr)
+{
+    if (y >= 0 && y < g->h)
+        memset(g->attrs + (size_t)y * (size_t)g->w, attr, (size_t)g->w);
+}
+
+/* ---- shared by the screens ---- */
+
+int cpv_match(const cpv_state *s, const char *label)
+{
+    return !s->filter[0] || strcasestr(label, s->filter) != NULL;
+}
+
+size_t cpv_window(cpv_state *s, int screen, size_t n, int page)
+{
+    size_t p = page > 0 ? (size_t)page : 1;
+    if (n == 0) {
+        s->sel[screen] = s->scroll[screen] = 0;
+        return 0;
+    }
+    if (s->sel[screen] >= n)
+        s->sel[screen] = n - 1;
+    if (s->sel[screen] < s->scroll[screen])
+        s->scroll[screen] = s->sel[screen];
+    if (s->sel[screen] >= s->scroll[screen] + p)
+        s->scroll[screen] = s->sel[screen] - p + 1;
+    if (s->scroll[screen] + p > n)
+        s->scroll[screen] = n > p ? n - p : 0;
+    return s->scroll[screen];
+}
+
+void cpv_rank_label(const cpv_data *d, size_t i, char *buf, size_t len, int host_cols)
+{
+    const cpa_rank *r = &d->a->model->ranks[i];
+    snprintf(buf, len, "rank %-4d %-*.*s", (int)r->rank, host_cols, host_cols,
+             r->hostname[0] ? r->hostname : "?");
+}
+
+size_t cpv_rank_rows(const cpv_data *d, const cpv_state *s, int by_lateness, size_t *out)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < d->a->model->nranks; k++) {
+        size_t i = by_lateness ? d->rank_order[k] : k;
+        char label[64];
+        cpv_rank_label(d, i, label, sizeof label, 24);
+        if (cpv_match(s, label))
+            out[n++] = i;
+    }
+    return n;
+}
+
+/* ---- the data the screens share ---- */
+
+static const cpv_data *sort_ctx;
+
+static int cmp_coll(const void *x, const void *y)
+{
+    size_t p = *(const size_t *)x, q = *(const size_t *)y;
+    uint64_t a = sort_ctx->tl.latest_ns[p], b = sort_ctx->tl.latest_ns[q];
+    if (a != b)
+        return a < b ? -1 : 1;
+    return p < q ? -1 : p > q;
+}
+
+/* The analyzer's reported stragglers first, in its order (worst first), then the others by
+ * their lateness summed. */
+static size_t reported_pos(const cpv_data *d, size_t rank_idx)
+{
+    const cpa_stragglers *s = &d->a->stragglers;
+    for (size_t i = 0; i < s->nrows; i++)
+        if (s->rows[i].rank_idx == rank_idx)
+            return i;
+    return SIZE_MAX;
+}
+
+static int cmp_late(const void *x, const void *y)
+{
+    size_t p = *(const size_t *)x, q = *(const size_t *)y;
+    size_t rp = reported_pos(sort_ctx, p), rq = reported_pos(sort_ctx, q);
+    if (rp != rq)
+        return rp < rq ? -1 : 1;
+    double a = sort_ctx->rank_late_us[p], b = sort_ctx->rank_late_us[q];
+    if (a != b)
+        return a > b ? -1 : 1;
+    return p < q ? -1 : p > q;
+}
+
+static int block_index(cpv_data *d)
+{
+    const cpa_analysis *a = d->a;
+    size_t nr = a->model->nranks;
+    d->blk_lo = calloc(nr ? nr : 1, sizeof *d->blk_lo);
+    d->blk_hi = calloc(nr ? nr : 1, sizeof *d->blk_hi);
+    if (!d->blk_lo || !d->blk_hi)
+        return -1;
+    for (size_t ri = 0; ri < nr; ri++) {
+        const cpa_rank *r = &a->model->ranks[ri];
+        size_t nb = (r->ncalls + CPV_BLOCK_CALLS - 1) / CPV_BLOCK_CALLS;
+        d->blk_lo[ri] = malloc((nb ? nb : 1) * sizeof **d->blk_lo);
+        d->blk_hi[ri] = malloc((nb ? nb : 1) * sizeof **d->blk_hi);
+        if (!d->blk_lo[ri] || !d->blk_hi[ri])
+            return -1;
+        for (size_t b = 0; b < nb; b++) {
+            double lo = INFINITY, hi = -INFINITY;
+            for (size_t ci = b * CPV_BLOCK_CALLS; ci < r->ncalls && ci < (b + 1) * CPV_BLOCK_CALLS;
+                 ci++) {
+                uint64_t st, en;
+                int open;
+                cpx_call_span_job_ns(a, ri, &r->calls[ci], &st, &en, &open);
+                double su = cpx_job_ns_us(a, st), eu = cpx_job_ns_us(a, en);
+                lo = su < lo ? su : lo;
+                hi = eu > hi ? eu : hi;
+            }
+            d->blk_lo[ri][b] = lo;
+            d->blk_hi[ri][b] = hi;
+        }
+    }
+    return 0;
+}
+
+int cpv_data_init(cpv_data *d, const cpa_analysis *a, const char *title)
+{
+    memset(d, 0, sizeof *d);
+    d->a = a;
+    d->title = title ? title : "";
+    size_t nr = a->model->nranks, nops = a->matched.nops;
+    if (cpx_timeline_build(a, &d->tl) != 0)
+        return -1;
+    d->coll_order = malloc((nops ? nops : 1) * sizeof *d->coll_order);
+    d->coll_pos = malloc((nops ? nops : 1) * sizeof *d->coll_pos);
+    d->rank_order = malloc((nr ? nr : 1) * sizeof *d->rank_order);
+    d->rank_late_n = calloc(nr ? nr : 1, sizeof *d->rank_late_n);
+    d->rank_late_us = calloc(nr ? nr : 1, sizeof *d->rank_late_us);
+    if (!d->coll_order || !d->coll_pos || !d->rank_order || !d->rank_late_n || !d->rank_late_us) {
+        cpv_data_free(d);
+        return -1;
+    }
+    for (size_t i = 0; i < nops; i++) {
+        if (a->matched.ops[i].sender < 0 && a->matched.ops[i].nparts)
+            d->coll_order[d->ncoll++] = i;
+        int32_t late = cpx_op_late_rank_idx(a, i);
+        if (late >= 0 && (size_t)late < nr) {
+            double us = cpx_op_late_us(a, i);
+            d->rank_late_n[late]++;
+            d->rank_late_us[late] += us;
+            if (us > d->max_late_us)
+                d->max_late_us = us;
+        }
+    }
+    for (size_t i = 0; i < nr; i++)
+        d->rank_order[i] = i;
+    sort_ctx = d;
+    qsort(d->coll_order, d->ncoll, sizeof *d->coll_order, cmp_coll);
+    qsort(d->rank_order, nr, sizeof *d->rank_order, cmp_late);
+    sort_ctx = NULL;
+    for (size_t i = 0; i < nops; i++)
+        d->coll_pos[i] = SIZE_MAX;
+    for (size_t k = 0; k < d->ncoll; k++)
+        d->coll_pos[d->coll_order[k]] = k;
+    if (block_index(d) != 0) {
+        cpv_data_free(d);
+        return -1;
+    }
+    d->t0_us = 0;
+    d->t1_us = a->duration_s * 1e6;
+    if (d->t1_us <= d->t0_us)
+        d->t1_us = d->t0_us + 1;
+    return 0;
+}
+
+void cpv_data_free(cpv_data *d)
+{
+    for (size_t i = 0; d->a && i < d->a->model->nranks; i++) {
+        if (d->blk_lo)
+            free(d->blk_lo[i]);
+        if (d->blk_hi)
+            free(d->blk_hi[i]);
+    }
+    free(d->blk_lo);
+    free(d->blk_hi);
+    cpx_timeline_free(&d->tl);
+    free(d->coll_order);
+    free(d->coll_pos);
+    free(d->rank_order);
+    free(d->rank_late_n);
+    free(d->rank_late_us);
+    memset(d, 0, sizeof *d);
+}
+
+/* ---- state and actions ---- */
+
+void cpv_state_init(cpv_state *s)
+{
+    memset(s, 0, sizeof *s);
+    s->detail_op = SIZE_MAX;
+    s->prev_screen = CPV_SUMMARY;
+}
+
+void cpv_goto(cpv_state *s, int screen)
+{
+    if (screen < 0 || screen >= CPV_NSCREENS)
+        return;
+    if (screen == CPV_DETAIL && s->screen != CPV_DETAIL)
+        s->prev_screen = s->screen;
+    s->screen = screen;
+    s->help = 0;
+}
+
+static size_t summary_op(const cpv_data *d, const cpv_state *s);
+
+void cpv_act(const cpv_data *d, cpv_state *s, int action, int rows_per_page)
+{
+    size_t page = rows_per_page > 1 ? (size_t)rows_per_page - 1 : 1;
+    size_t *sel = &s->sel[s->screen];
+    if (s->help) {
+        if (action == CPV_ACT_BACK || action == CPV_ACT_HELP || action == CPV_ACT_ENTER)
+            s->help = 0;
+        return;
+    }
+    if (cpv_lanes_act(d, s, action))
+        return;
+    switch (action) {
+    case CPV_ACT_UP:
+        if (*sel)
+            (*sel)--;
+        break;
+    case CPV_ACT_DOWN:
+        (*sel)++; /* clamped on the next draw, which knows how many rows there are */
+        break;
+    case CPV_ACT_PGUP:
+        *sel = *sel > page ? *sel - page : 0;
+        break;
+    case CPV_ACT_PGDN:
+        *sel += page;
+        break;
+    case CPV_ACT_HOME:
+        *sel = 0;
+        break;
+    case CPV_ACT_END:
+        *sel = SIZE_MAX / 2;
+        break;
+    case CPV_ACT_NEXT:
+        cpv_goto(s, (s->screen + 1) % CPV_NSCREENS);
+        break;
+    case CPV_ACT_HELP:
+        s->help = 1;
+        break;
+    case CPV_ACT_BACK:
+        if (s->screen == CPV_DETAIL)
+            cpv_goto(s, s->prev_screen);
+        else if (s->filter[0])
+            s->filter[0] = '\0';
+        break;
+    case CPV_ACT_ENTER: {
+        size_t op = SIZE_MAX;
+        if (s->screen == CPV_SUMMARY)
+            op = summary_op(d, s);
+        else if (s->screen == CPV_PROBLEMS)
+            op = cpv_problems_op(d, *sel);
+        else
+            op = cpv_enter_op(d, s);
+        if (op != SIZE_MAX) {
+            s->detail_op = op;
+            cpv_goto(s, CPV_DETAIL);
+        }
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* ---- the top bar and the footer ---- */
+
+static const char *const screen_names[CPV_NSCREENS] = { "summary", "stragglers", "problems",
+                                                        "timeline", "detail" };
+
+static void top_bar(const cpv_data *d, const cpv_state *s, cpv_grid *g)
+{
+    cpv_row_attr(g, 0, CPV_TITLE);
+    char title[256];
+    cp_text_clean(title, d->title, strnlen(d->title, sizeof title - 1));
+    if (s->plain) {
+        cpv_putf(g, 0, 0, CPV_TITLE, "collprof view: %s", title);
+        return;
+    }
+    int x = cpv_put(g, 0, 0, CPV_TITLE, "collprof view ");
+    for (int i = 0; i < CPV_NSCREENS; i++) {
+        x = cpv_putf(g, x, 0, i == s->screen ? CPV_SELECTED : CPV_TITLE, " %d %s ", i + 1,
+                     screen_names[i]);
+    }
+    x = cpv_put(g, x, 0, CPV_TITLE, "  ");
+    /* The directory gets what is left; cut from the left, where its least telling part is. */
+    int room = g->w - x;
+    size_t len = strlen(title);
+    if (room > 4 && (int)len > room)
+        cpv_putf(g, x, 0, CPV_TITLE, "...%s", title + len - (size_t)(room - 3));
+    else if (room > 4)
+        cpv_put(g, x, 0, CPV_TITLE, title);
+}
+
+static void footer(const cpv_state *s, cpv_grid *g)
+{
+    int y = g->h - 1;
+    cpv_row_attr(g, y, CPV_DIM);
+    static const char *const hints[CPV_NSCREENS] = {
+        "Enter detail", "Enter worst collective", "Enter detail",
+        "+/- zoom  <-/-> scroll  0 fit  Enter detail", "<-/-> previous/next  Esc back",
+    };
+    int x = 0;
+    /* The filter first: the hints are what a narrow terminal may lose. */
+    if (s->filter[0])
+        x = cpv_putf(g, 0, y, CPV_WARN, "filter: %s (Esc clears)", s->filter) + 2;
+    cpv_putf(g, x, y, CPV_DIM, "q quit  h help  Tab/1-5 screens  / filter  %s", hints[s->screen]);
+}
+
+/* ---- 1 summary ---- */
+
+static int cmp_stat_time(const void *x, const void *y)
+{
+    const cpa_stat *p = *(const cpa_stat *const *)x, *q = *(const cpa_stat *const *)y;
+    if (p->time_us_total != q->time_us_total)
+        return p->time_us_total > q->time_us_total ? -1 : 1;
+    return p < q ? -1 : p > q;
+}
+
+/* The op table's rows, by total time, filtered: n rows into a new array (NULL: none or out
+ * of memory). */
+static const cpa_stat **stat_rows(const cpv_data *d, const cpv_state *s, size_t *n)
+{
+    const cpa_stats *st = &d->a->stats;
+    *n = 0;
+    if (!st->nrows)
+        return NULL;
+    const cpa_stat **rows = malloc(st->nrows * sizeof *rows);
+    if (!rows)
+        return NULL;
+    for (size_t i = 0; i < st->nrows; i++)
+        if (cpv_match(s, cpx_op_label(st->rows[i].op, 1)))
+            rows[(*n)++] = &st->rows[i];
+    qsort(rows, *n, sizeof *rows, cmp_stat_time);
+    return rows;
+}
+
+static size_t summary_op(const cpv_data *d, const cpv_state *s)
+{
+    size_t n;
+    const cpa_stat **rows = stat_rows(d, s, &n);
+    size_t op = SIZE_MAX;
+    if (rows && s->sel[CPV_SUMMARY] < n) {
+        const cpa_stat *r = rows[s->sel[CPV_SUMMARY]];
+        for (size_t k = 0; k < d->ncoll && op == SIZE_MAX; k++)
+            if (d->a->matched.ops[d->coll_order[k]].op == r->op)
+                op = d->coll_order[k];
+    }
+    free(rows);
+    return op;
+}
+
+static int summary_job(const cpv_data *d, cpv_grid *g, int y)
+{
+    const cpa_analysis *a = d->a;
+    const cpa_model *m = a->model;
+    char hosts[128] = "";
+    if (a->nhosts && a->nhosts <= 3) {
+        size_t used = 0;
+        for (size_t i = 0; i < a->nhosts && used < sizeof hosts; i++)
+            used += (size_t)snprintf(hosts + used, sizeof hosts - used, "%s%.24s",
+                                     i ? ", " : " (", a->hosts[i][0] ? a->hosts[i] : "?");
+        if (used < sizeof hosts - 1)
+            strcat(hosts, ")");
+    }
+    cpv_putf(g, 0, y++, CPV_NORMAL, "job      %zu rank%s on %zu host%s%s, %.3f s", m->nranks,
+             m->nranks == 1 ? "" : "s", a->nhosts, a->nhosts == 1 ? "" : "s", hosts,
+             a->duration_s);
+    uint64_t calls = 0;
+    for (size_t i = 0; i < m->nranks; i++)
+        calls += m->ranks[i].ncalls;
+    char lost[48] = "none lost";
+    if (m->lost_records)
+        snprintf(lost, sizeof lost, "%" PRIu64 " LOST", m->lost_records);
+    cpv_putf(g, 0, y++, m->lost_records ? CPV_WARN : CPV_NORMAL,
+             "         %" PRIu64 " records (%s), %" PRIu64 " calls in %zu operations", m->records,
+             lost, calls, a->matched.nops);
+    if (a->ranks && m->nranks) {
+        double sum = 0;
+        size_t hi = 0;
+        for (size_t i = 0; i < m->nranks; i++) {
+            sum += a->ranks[i].share;
+            if (a->ranks[i].share > a->ranks[hi].share)
+                hi = i;
+        }
+        cpv_putf(g, 0, y++, CPV_NORMAL, "         time in NCCL %.1f%% mean, %.1f%% rank %d (most)",
+                 100 * sum / (double)m->nranks, 100 * a->ranks[hi].share, (int)m->ranks[hi].rank);
+    }
+    const cpa_clock *c = &a->clock;
+    if (c->ndomains <= 1)
+        cpv_put(g, 0, y++, CPV_NORMAL, "clock    one host: one clock, nothing to align");
+    else if (c->aligned)
+        cpv_putf(g, 0, y++, CPV_NORMAL, "clock    %zu hosts, aligned to within %.1f us",
+                 c->ndomains, c->error_us);
+    else
+        cpv_putf(g, 0, y++, CPV_WARN, "clock    %zu hosts, NOT aligned (wall-clock anchors only)",
+                 c->ndomains);
+
+    const cpa_stragglers *st = &a->stragglers;
+    char strag[96];
+    if (st->nrows && st->kind == CPA_STRAGGLER_PERSISTENT)
+        snprintf(strag, sizeof strag, "straggler rank %d (persistent)", (int)st->rows[0].rank);
+    else if (st->nrows)
+        snprintf(strag, sizeof strag, "%zu stragglers (rotating)", st->nrows);
+    else
+        snprintf(strag, sizeof strag, "no straggler");
+    uint64_t mism = a->mismatches.total > a->mismatches.nrows ? a->mismatches.total
+                                                               : a->mismatches.nrows;
+    int bad = a->hangs.nrows || mism;
+    cpv_putf(g, 0, y++, bad ? CPV_BAD : st->nrows ? CPV_WARN : CPV_NORMAL,
+             "findings %s, %zu hang%s, %" PRIu64 " mismatch%s", strag, a->hangs.nrows,
+             a->hangs.nrows == 1 ? "" : "s", mism, mism == 1 ? "" : "es");
+    return y;
+}
+
+static int draw_summary(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int y1)
+{
+    int y = summary_job(d, g, y0) + 1;
+    size_t n;
+    const cpa_stat **rows = stat_rows(d, s, &n);
+    if (!d->a->stats.nrows) {
+        cpv_put(g, 0, y, CPV_TITLE, "operations   none with a known duration");
+        return 1;
+    }
+    cpv_putf(g, 0, y++, CPV_TITLE, "operations (by total time)%s",
+             n ? "" : ": none match the filter");
+    cpv_putf(g, 0, y++, CPV_HEADER, "%-13s %9s %9s %9s %9s %11s %11s", "op", "size", "calls",
+             "p50 us", "p99 us", "algbw GB/s", "busbw GB/s");
+    int page = y1 - y + 1;
+    size_t first = cpv_window(s, CPV_SUMMARY, n, page);
+    for (size_t i = first; i < n && y <= y1; i++, y++) {
+        const cpa_stat *r = rows[i];
+        char size[24];
+        cpx_fmt_size(size, sizeof size, r->bucket);
+        int sel = !s->plain && i == s->sel[CPV_SUMMARY];
+        if (sel)
+            cpv_row_attr(g, y, CPV_SELECTED);
+        cpv_putf(g, 0, y, sel ? CPV_SELECTED : CPV_NORMAL,
+                 "%-13s %9s %9" PRIu64 " %9.1f %9.1f %11.2f %11.2f", cpx_op_label(r->op, 1),
+                 size, r->calls, r->time_us_p50, r->time_us_p99, r->algbw_gbps, r->busbw_gbps);
+    }
+    if (n > first + (size_t)(page > 0 ? page : 0) && y1 >= y0)
+        cpv_putf(g, g->w - 12, y1, CPV_DIM, "%zu more", n - first - (size_t)page);
+    free(rows);
+    return page;
+}
+
+/* ---- help ---- */
+
+static void draw_help(cpv_grid *g)
+{
+    static const char *const lines[] = {
+        "collprof view: keys",
+        "",
+        "1-5, Tab     summary, stragglers, problems, timeline, detail",
+        "Up/Down      move the selection; PgUp/PgDn a page; Home/End",
+        "Enter        the selected row's collective in detail: every",
+        "             rank's arrival, start, end and wait",
+        "Left/Right   timeline: scroll in time; detail: previous/next",
+        "+ / -  0     timeline: zoom in / out, fit the whole job",
+        "/            filter rows (op, rank or host); Esc clears it",
+        "Esc          back from the detail, or close this help",
+        "h            this help          q  quit",
+        "",
+        "timeline: a letter per op (A AllReduce, G AllGather,",
+        "R ReduceScatter, B Broadcast, r Reduce, X AlltoAll, g Gather,",
+        "S Scatter, s Send, v Recv), '-' waiting for the late rank,",
+        "the late rank's op marked; '>' in flight when the trace ended",
+    };
+    int n = (int)(sizeof lines / sizeof lines[0]);
+    int bw = 66 < g->w ? 66 : g->w, bh = n + 2 < g->h ? n + 2 : g->h;
+    int x0 = (g->w - bw) / 2, y0 = (g->h - bh) / 2;
+    for (int y = y0; y < y0 + bh; y++) {
+        for (int x = x0; x < x0 + bw; x++)
+            cpv_cell(g, x, y, ' ', CPV_TITLE);
+    }
+    for (int i = 0; i < n && i + 1 < bh; i++)
+        cpv_put(g, x0 + 2, y0 + 1 + i, CPV_TITLE, lines[i]);
+}
+
+/* ---- the whole screen ---- */
+
+int cpv_draw(const cpv_data *d, cpv_state *s, cpv_grid *g)
+{
+    memset(g->cells, ' ', (size_t)g->w * (size_t)g->h);
+    memset(g->attrs, CPV_NORMAL, (size_t)g->w * (size_t)g->h);
+    top_bar(d, s, g);
+    int y0 = 1, y1 = s->plain ? g->h - 1 : g->h - 2;
+    int page = 1;
+    if (!s->plain)
+        footer(s, g);
+    if (y1 >= y0) {
+        switch (s->screen) {
+        case CPV_SUMMARY: page = draw_summary(d, s, g, y0, y1); break;
+        case CPV_STRAGGLERS: page = cpv_draw_stragglers(d, s, g, y0, y1); break;
+        case CPV_PROBLEMS: page = cpv_draw_problems(d, s, g, y0, y1); break;
+        case CPV_TIMELINE: page = cpv_draw_timeline(d, s, g, y0, y1); break;
+        default: page = cpv_draw_detail(d, s, g, y0, y1); break;
+        }
+    }
+    if (s->help)
+        draw_help(g);
+    return page > 0 ? page : 1;
+}
+
+char *cpv_summary_text(const cpv_data *d, int w)
+{
+    cpv_state s;
+    cpv_state_init(&s);
+    s.plain = 1;
+    cpv_grid g;
+    int h = 12 + (int)d->a->stats.nrows;
+    if (cpv_grid_init(&g, w, h) != 0)
+        return NULL;
+    cpv_draw(d, &s, &g);
+    char *out = malloc((size_t)h * (size_t)(g.w + 1) + 1), *p = out;
+    if (out) {
+        int last = -1;
+        for (int y = 0; y < g.h; y++) {
+            cpv_grid_row(&g, y, p);
+            if (*p)
+                last = y;
+            p += strlen(p);
+            *p++ = '\n';
+        }
+        /* Rows past the content are blank: cut them. */
+        p = out;
+        for (int y = 0; y <= last; y++)
+            p = strchr(p, '\n') + 1;
+        *p = '\0';
+    }
+    cpv_grid_free(&g);
+    return out;
+}

@@ -1,0 +1,158 @@
+/* view_problems: the view's screen 3, what hung and what disagreed: each hang with its
+ * missing and waiting ranks, each mismatch with every rank's value of the field and its call
+ * site, culprits marked (view_draw.h). Enter on a line opens its collective. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/text.h"
+#include "tui/view_internal.h"
+
+static size_t find_op(const cpa_analysis *a, uint64_t comm, uint64_t seq)
+{
+    for (size_t i = 0; i < a->matched.nops; i++) {
+        const cpa_op *o = &a->matched.ops[i];
+        if (o->sender < 0 && o->comm_id == comm && o->seq == seq)
+            return i;
+    }
+    return SIZE_MAX;
+}
+
+/* ---- 3 hangs and mismatches ---- */
+
+typedef struct pline {
+    char text[200];
+    int attr;
+    size_t op;    /* the collective Enter opens, SIZE_MAX none */
+} pline;
+
+static void value_text(char *buf, size_t len, int field, int64_t v)
+{
+    if (field == CPA_FIELD_OP)
+        snprintf(buf, len, "%s", v >= 0 && v <= 255 ? cp_op_name((unsigned)v) : "?");
+    else if (field == CPA_FIELD_DTYPE)
+        snprintf(buf, len, "%s", v >= 0 && v <= 255 ? cp_dtype_name((unsigned)v) : "?");
+    else if (field == CPA_FIELD_REDOP)
+        snprintf(buf, len, "%s", v >= 0 && v <= 255 ? cp_redop_name((unsigned)v) : "?");
+    else
+        snprintf(buf, len, "%" PRId64, v);
+}
+
+static int has_rank(const int32_t *v, size_t n, int32_t r)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == r)
+            return 1;
+    return 0;
+}
+
+/* Every line of the screen (out: a new array, *n lines); -1 out of memory. Built whole:
+ * hangs and mismatches are few, and each mismatch lists every rank's value. */
+static int problem_lines(const cpv_data *d, pline **out, size_t *n)
+{
+    const cpa_analysis *a = d->a;
+    size_t cap = 4 + a->hangs.nrows * 4;
+    for (size_t i = 0; i < a->mismatches.nrows; i++)
+        cap += 1 + a->mismatches.rows[i].nvalues;
+    pline *v = calloc(cap, sizeof *v);
+    if (!v)
+        return -1;
+    size_t k = 0;
+#define ADD(at, o, ...)                                                                  \
+    do {                                                                                 \
+        snprintf(v[k].text, sizeof v[k].text, __VA_ARGS__);                              \
+        v[k].attr = (at);                                                                \
+        v[k++].op = (o);                                                                 \
+    } while (0)
+    const cpa_hangs *h = &a->hangs;
+    if (!h->nrows)
+        ADD(CPV_TITLE, SIZE_MAX, "hangs        none");
+    else
+        ADD(CPV_BAD, SIZE_MAX, "hangs (%zu)", h->nrows);
+    for (size_t i = 0; i < h->nrows; i++) {
+        const cpa_hang *r = &h->rows[i];
+        size_t op = find_op(a, r->comm_id, r->seq);
+        char comm[17], missing[48], waiting[48], age[40] = "";
+        cpx_fmt_comm(comm, r->comm_id);
+        cpx_fmt_ranks(missing, sizeof missing, r->missing_ranks, r->nmissing);
+        cpx_fmt_ranks(waiting, sizeof waiting, r->waiting_ranks, r->nwaiting);
+        if (r->age_s > 0)
+            snprintf(age, sizeof age, "; in flight %.1f s", r->age_s);
+        ADD(CPV_BAD, op, "%s  %s seq %" PRIu64 ", comm %s", cpa_hang_verdict_name(r->verdict),
+            cpx_op_label(r->op, 1), r->seq, comm);
+        if (r->nmissing)
+            ADD(CPV_NORMAL, op, "  missing %s; waiting %s%s", missing,
+                r->nwaiting ? waiting : "none", age);
+        else
+            ADD(CPV_NORMAL, op, "  every rank entered (%s), none finished%s", waiting, age);
+        if (r->last[0])
+            ADD(CPV_NORMAL, op, "  %.190s", r->last);
+    }
+    const cpa_mismatches *x = &a->mismatches;
+    uint64_t total = x->total > x->nrows ? x->total : x->nrows;
+    if (!total)
+        ADD(CPV_TITLE, SIZE_MAX, "mismatches   none");
+    else
+        ADD(CPV_BAD, SIZE_MAX, "mismatches (%" PRIu64 ")%s", total,
+            total > x->nrows ? ", the first of each kept" : "");
+    for (size_t i = 0; i < x->nrows; i++) {
+        const cpa_mismatch *r = &x->rows[i];
+        size_t op = find_op(a, r->comm_id, r->seq);
+        char comm[17], culprits[48];
+        cpx_fmt_comm(comm, r->comm_id);
+        cpx_fmt_ranks(culprits, sizeof culprits, r->culprit_ranks, r->nculprits);
+        ADD(CPV_BAD, op, "%s differs at seq %" PRIu64 ", comm %s; culprit%s %s",
+            cpa_field_name(r->field), r->seq, comm, r->nculprits == 1 ? "" : "s",
+            r->nculprits ? culprits : "unknown");
+        for (size_t j = 0; j < r->nvalues; j++) {
+            const cpa_mismatch_value *mv = &r->values[j];
+            char val[32], site[128];
+            value_text(val, sizeof val, r->field, mv->value);
+            cpx_fmt_site(site, sizeof site, mv->site);
+            int culprit = has_rank(r->culprit_ranks, r->nculprits, mv->rank);
+            ADD(culprit ? CPV_BAD : CPV_NORMAL, op, "  rank %-5d %-12s %s%s%s", (int)mv->rank,
+                val, culprit ? "<- culprit " : "", site[0] ? "at " : "", site);
+        }
+    }
+#undef ADD
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+size_t cpv_problems_op(const cpv_data *d, size_t line)
+{
+    pline *v;
+    size_t n, op = SIZE_MAX;
+    if (problem_lines(d, &v, &n) != 0)
+        return SIZE_MAX;
+    if (line < n)
+        op = v[line].op;
+    free(v);
+    return op;
+}
+
+int cpv_draw_problems(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int y1)
+{
+    pline *v;
+    size_t n;
+    if (problem_lines(d, &v, &n) != 0) {
+        cpv_put(g, 0, y0, CPV_BAD, "out of memory");
+        return 1;
+    }
+    int page = y1 - y0 + 1;
+    size_t first = cpv_window(s, CPV_PROBLEMS, n, page);
+    int y = y0;
+    for (size_t i = first; i < n && y <= y1; i++, y++) {
+        int sel = !s->plain && i == s->sel[CPV_PROBLEMS];
+        if (sel)
+            cpv_row_attr(g, y, CPV_SELECTED);
+        char clean[sizeof v[i].text];
+        cp_text_clean(clean, v[i].text, strlen(v[i].text));
+        cpv_put(g, 0, y, sel ? CPV_SELECTED : v[i].attr, clean);
+    }
+    free(v);
+    return page;
+}
+
