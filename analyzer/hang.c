@@ -206,6 +206,17 @@ static uint64_t stop_seq(const finder *f, comm_view *cv)
             best = cv->hs[i].seq;
             break;
         }
+    /* A rank killed inside its last call (timed, never finished) while the others' calls
+     * there ended anyway (a dead peer's error, an abort: DONEs) died in it, even when nobody
+     * got further: no laggard, nothing unfinished everywhere, no watchdog record. */
+    for (size_t k = 0; k < cv->nmem; k++) {
+        const member *mb = &cv->mem[k];
+        if (!mb->last1 || mb->last1 - 1 >= best || f->m->ranks[mb->rank_idx].ended)
+            continue;
+        size_t i = cpa_hg_op_lower(cv, mb->last1 - 1);
+        if (i < cv->nops && cv->ops[i].seq == mb->last1 - 1 && !finished(f, &cv->ops[i]))
+            best = mb->last1 - 1;
+    }
     return best;
 }
 

@@ -91,6 +91,31 @@ static void test_rank_exited_lost_tail(void **state)
     }
 }
 
+/* Rank 2 was killed inside seq 5 (called, timed, no DONE, no END) and nobody got further:
+ * the others' seq 5 ended anyway (a dead peer's error ends it: DONEs), so there is no laggard
+ * and nothing unfinished everywhere; it is still where rank 2 died. */
+static void test_killed_inside_others_ended(void **state)
+{
+    (void)state;
+    job j;
+    result res;
+    job_open(&j, 4);
+    for (int r = 0; r < 4; r++) {
+        put_comm(&j, r, 0, WORLD, 4, r);
+        for (uint64_t s = 0; s <= 5; s++)
+            put_call_dur(&j, r, allreduce(0, s), r == 2 && s == 5 ? 0 : 10000);
+        if (r != 2)
+            put_end(&j, r);
+    }
+    analyze(&j, &res);
+    assert_int_equal(res.h.nrows, 1);
+    assert_int_equal(res.h.rows[0].seq, 5);
+    assert_string_equal(cpa_hang_verdict_name(res.h.rows[0].verdict), "RANK_EXITED");
+    assert_ranks(res.h.rows[0].missing_ranks, res.h.rows[0].nmissing, RANKS(2));
+    assert_ranks(res.h.rows[0].waiting_ranks, res.h.rows[0].nwaiting, RANKS(0, 1, 3));
+    done_with(&j, &res);
+}
+
 /* All called seq 5, none finished, and every rank was killed (the launcher ended a stuck
  * job): nobody to blame but NCCL. */
 static void test_stuck_in_nccl(void **state)
@@ -376,6 +401,7 @@ int main(void)
         cmocka_unit_test(test_rank_not_joined),
         cmocka_unit_test(test_rank_exited),
         cmocka_unit_test(test_rank_exited_lost_tail),
+        cmocka_unit_test(test_killed_inside_others_ended),
         cmocka_unit_test(test_stuck_in_nccl),
         cmocka_unit_test(test_killed_inside),
         cmocka_unit_test(test_gpu_not_started),
