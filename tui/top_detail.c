@@ -47,22 +47,22 @@ int cpt_draw_detail(const cpt_live *l, cpt_state *s, cpt_grid *g)
     if (page < 1)
         page = 1;
     const cpt_rank *r = selected_rank(l, s);
-    cpt_fill_row(g, 0, CPT_TITLE);
-    cpt_fill_row(g, g->h - 1, CPT_DIM);
-    cpt_put(g, g->h - 1, 0, "Esc/q/Enter back  up/down/PgUp/PgDn scroll", CPT_DIM);
+    cpt_grid_fill_row(g, 0, CPT_TITLE);
+    cpt_grid_fill_row(g, g->h - 1, CPT_DIM);
+    cpt_grid_put(g, 0, g->h - 1, CPT_DIM, "Esc/q/Enter back  up/down/PgUp/PgDn scroll");
     if (!r) {
-        cpt_put(g, 0, 0, "rank detail", CPT_TITLE);
-        cpt_put(g, 2, 0, "This rank is gone (its block was dropped).", CPT_NORMAL);
+        cpt_grid_put(g, 0, 0, CPT_TITLE, "rank detail");
+        cpt_grid_put(g, 0, 2, CPT_NORMAL, "This rank is gone (its block was dropped).");
         return page;
     }
     char a[32], b[32], c[32];
-    cpt_putf(g, 0, 0, CPT_TITLE, "rank %d/%d of %d on %s  pid %u  GPU %d  job %s%s", r->rank,
-             r->local_rank, r->world_size, r->hostname, (unsigned)r->pid, r->cuda_dev,
-             r->job_id[0] ? r->job_id : "-", r->state == CPT_EXITED ? "  (exited)" : "");
+    cpt_grid_putf(g, 0, 0, CPT_TITLE, "rank %d/%d of %d on %s  pid %u  GPU %d  job %s%s", r->rank,
+                  r->local_rank, r->world_size, r->hostname, (unsigned)r->pid, r->cuda_dev,
+                  r->job_id[0] ? r->job_id : "-", r->state == CPT_EXITED ? "  (exited)" : "");
     cpt_fmt_bytes(a, sizeof a, r->bytes);
-    cpt_putf(g, 1, 0, CPT_NORMAL, "%llu calls, %s  GPU timing %s  lost records %llu",
-             (unsigned long long)r->calls, a, r->gpu_timing ? "yes" : "no (host times)",
-             (unsigned long long)r->lost_records);
+    cpt_grid_putf(g, 0, 1, CPT_NORMAL, "%llu calls, %s  GPU timing %s  lost records %llu",
+                  (unsigned long long)r->calls, a, r->gpu_timing ? "yes" : "no (host times)",
+                  (unsigned long long)r->lost_records);
     if (r->inflight_op != CP_OP_NONE && r->state != CPT_EXITED) {
         cpt_fmt_us(a, sizeof a, r->inflight_age_s * 1e6);
         if (r->typical_us > 0)
@@ -70,33 +70,35 @@ int cpt_draw_detail(const cpt_live *l, cpt_state *s, cpt_grid *g)
         else
             snprintf(b, sizeof b, "unknown");
         cpt_fmt_bytes(c, sizeof c, r->inflight_bytes);
-        cpt_putf(g, 2, 0, cpt_in_flight_attr(r, s->hang_s),
-                 "in flight %s seq %llu, %s, %s (typical %s), comm %016llx",
-                 cp_op_name(r->inflight_op), (unsigned long long)r->inflight_seq, c, a, b,
-                 (unsigned long long)r->inflight_comm);
+        cpt_grid_putf(g, 0, 2, cpt_in_flight_attr(r, s->hang_s),
+                      "in flight %s seq %llu, %s, %s (typical %s), comm %016llx",
+                      cp_op_name(r->inflight_op), (unsigned long long)r->inflight_seq, c, a, b,
+                      (unsigned long long)r->inflight_comm);
     } else {
-        cpt_put(g, 2, 0, "in flight: nothing", CPT_NORMAL);
+        cpt_grid_put(g, 0, 2, CPT_NORMAL, "in flight: nothing");
     }
     if (r->hang) {
         const cp_stats_hang *h = &r->snap.hang;
         cpt_fmt_us(a, sizeof a, (double)h->age_ns / 1e3);
-        cpt_putf(g, 3, 0, CPT_BAD, "watchdog: %s seq %llu hung after %s, comm %016llx",
-                 cp_op_name(h->op), (unsigned long long)h->seq, a, (unsigned long long)h->comm_id);
+        cpt_grid_putf(g, 0, 3, CPT_BAD, "watchdog: %s seq %llu hung after %s, comm %016llx",
+                      cp_op_name(h->op), (unsigned long long)h->seq, a,
+                      (unsigned long long)h->comm_id);
     }
     if (r->late_judged > 0) {
         char arr[64];
         cpt_fmt_arrives(arr, sizeof arr, r->late_us_p50);
-        cpt_putf(g, 4, 0, CPT_NORMAL, "%s its local peers (p50), last in %d of %d recent", arr,
-                 r->late_count, r->late_judged);
+        cpt_grid_putf(g, 0, 4, CPT_NORMAL, "%s its local peers (p50), last in %d of %d recent", arr,
+                      r->late_count, r->late_judged);
     } else {
-        cpt_put(g, 4, 0, "lateness: no common collective with local peers yet", CPT_NORMAL);
+        cpt_grid_put(g, 0, 4, CPT_NORMAL, "lateness: no common collective with local peers yet");
     }
 
     size_t n = recent_count(&r->snap);
-    cpt_putf(g, 5, 0, CPT_NORMAL, "recent collectives, newest first (%zu); times after entry", n);
-    cpt_fill_row(g, 6, CPT_HEADER);
-    cpt_putf(g, 6, 0, CPT_HEADER, "%-13s %-8s %8s %7s %11s %10s %8s %8s", "OP", "COMM", "SEQ",
-             "SIZE", "ENTER(s)", "GPU-START", "GPU-END", "DUR");
+    cpt_grid_putf(g, 0, 5, CPT_NORMAL, "recent collectives, newest first (%zu); times after entry",
+                  n);
+    cpt_grid_fill_row(g, 6, CPT_HEADER);
+    cpt_grid_putf(g, 0, 6, CPT_HEADER, "%-13s %-8s %8s %7s %11s %10s %8s %8s", "OP", "COMM", "SEQ",
+                  "SIZE", "ENTER(s)", "GPU-START", "GPU-END", "DUR");
     if (n > (size_t)page && s->detail_scroll > n - (size_t)page)
         s->detail_scroll = n - (size_t)page;
     if (n <= (size_t)page)
@@ -114,13 +116,13 @@ int cpt_draw_detail(const cpt_live *l, cpt_state *s, cpt_grid *g)
             snprintf(dur, sizeof dur, "-");
         double enter_s = e->enter_ns >= r->snap.start_mono_ns
                              ? (double)(e->enter_ns - r->snap.start_mono_ns) / 1e9 : 0;
-        cpt_putf(g, y, 0, CPT_NORMAL, "%-13.13s %08llx %8llu %7s %11.6f %10s %8s %8s",
-                 cp_op_name(e->op), (unsigned long long)(e->comm_id >> 32),
-                 (unsigned long long)e->seq, size, enter_s, st, en, dur);
+        cpt_grid_putf(g, 0, y, CPT_NORMAL, "%-13.13s %08llx %8llu %7s %11.6f %10s %8s %8s",
+                      cp_op_name(e->op), (unsigned long long)(e->comm_id >> 32),
+                      (unsigned long long)e->seq, size, enter_s, st, en, dur);
     }
     if (n > (size_t)page)
-        cpt_putf(g, g->h - 1, 46, CPT_DIM, "rows %zu-%zu of %zu", s->detail_scroll + 1,
-                 s->detail_scroll + (size_t)page < n ? s->detail_scroll + (size_t)page : n, n);
+        cpt_grid_putf(g, 46, g->h - 1, CPT_DIM, "rows %zu-%zu of %zu", s->detail_scroll + 1,
+                      s->detail_scroll + (size_t)page < n ? s->detail_scroll + (size_t)page : n, n);
     return page;
 }
 
@@ -148,9 +150,9 @@ static const char *const help_lines[] = {
 
 int cpt_draw_help(cpt_grid *g)
 {
-    cpt_fill_row(g, 0, CPT_TITLE);
-    cpt_put(g, 0, 0, help_lines[0], CPT_TITLE);
+    cpt_grid_fill_row(g, 0, CPT_TITLE);
+    cpt_grid_put(g, 0, 0, CPT_TITLE, help_lines[0]);
     for (size_t i = 1; i < sizeof help_lines / sizeof *help_lines; i++)
-        cpt_put(g, (int)i, 0, help_lines[i], CPT_NORMAL);
+        cpt_grid_put(g, 0, (int)i, CPT_NORMAL, help_lines[i]);
     return g->h - 5 > 0 ? g->h - 5 : 1;
 }

@@ -167,7 +167,7 @@ static void put_cell(cpt_grid *g, int y, int x, int width, int right, const char
         snprintf(buf, sizeof buf, "%*.*s", width, n, text);
     else
         snprintf(buf, sizeof buf, "%-*.*s", width, n, text);
-    cpt_put(g, y, x, buf, attr);
+    cpt_grid_put(g, x, y, attr, buf);
 }
 
 /* ---- rows: filter and sort --------------------------------------------------------------- */
@@ -271,39 +271,39 @@ static int draw_table(const cpt_live *l, cpt_state *s, cpt_grid *g)
     for (size_t i = 0; i < l->nranks; i++)
         hung += cpt_in_flight_attr(&l->ranks[i], s->hang_s) == CPT_BAD;
     cpt_fmt_rate(num, sizeof num, l->calls_per_s);
-    cpt_fill_row(g, 0, CPT_TITLE);
-    cpt_putf(g, 0, 0, CPT_TITLE, "collprof top  %zu rank%s: %d running, %d exited, %d hung  "
-             "%s calls/s  %.2f GB/s  every %gs", l->nranks, l->nranks == 1 ? "" : "s", l->running,
-             l->exited, hung, num, l->gbps, s->delay_s);
+    cpt_grid_fill_row(g, 0, CPT_TITLE);
+    cpt_grid_putf(g, 0, 0, CPT_TITLE, "collprof top  %zu rank%s: %d running, %d exited, %d hung  "
+                  "%s calls/s  %.2f GB/s  every %gs", l->nranks, l->nranks == 1 ? "" : "s",
+                  l->running, l->exited, hung, num, l->gbps, s->delay_s);
 
     /* a "slowest" that arrives with or before its peers is no news: not named */
     if (l->slowest >= 0 && (size_t)l->slowest < l->nranks &&
         l->ranks[l->slowest].late_judged > 0 && l->ranks[l->slowest].late_us_p50 >= 0.5) {
         const cpt_rank *r = &l->ranks[l->slowest];
         cpt_fmt_arrives(num2, sizeof num2, r->late_us_p50);
-        cpt_putf(g, 1, 0, CPT_NORMAL,
-                 "slowest: rank %d on %s (pid %u): %s its peers (p50), last in %d of %d",
-                 r->rank, r->hostname, (unsigned)r->pid, num2, r->late_count, r->late_judged);
+        cpt_grid_putf(g, 0, 1, CPT_NORMAL,
+                      "slowest: rank %d on %s (pid %u): %s its peers (p50), last in %d of %d",
+                      r->rank, r->hostname, (unsigned)r->pid, num2, r->late_count, r->late_judged);
     } else if (l->slowest >= 0 && (size_t)l->slowest < l->nranks &&
                l->ranks[l->slowest].late_judged > 0) {
-        cpt_put(g, 1, 0, "slowest: none (no rank arrives after its peers)", CPT_NORMAL);
+        cpt_grid_put(g, 0, 1, CPT_NORMAL, "slowest: none (no rank arrives after its peers)");
     } else {
-        cpt_put(g, 1, 0, "slowest: none yet (no common collectives seen)", CPT_NORMAL);
+        cpt_grid_put(g, 0, 1, CPT_NORMAL, "slowest: none yet (no common collectives seen)");
     }
 
-    int x = cpt_putf(g, 2, 0, CPT_NORMAL, "sort: %s", sort_names[s->sort]);
+    int x = cpt_grid_putf(g, 0, 2, CPT_NORMAL, "sort: %s", sort_names[s->sort]);
     if (s->filter[0])
-        x = cpt_putf(g, 2, x, CPT_NORMAL, "  filter: \"%s\"", s->filter);
+        x = cpt_grid_putf(g, x, 2, CPT_NORMAL, "  filter: \"%s\"", s->filter);
     if (l->other_users)
-        x = cpt_putf(g, 2, x, CPT_DIM, "  %zu block%s of other users not read", l->other_users,
-                     l->other_users == 1 ? "" : "s");
+        x = cpt_grid_putf(g, x, 2, CPT_DIM, "  %zu block%s of other users not read", l->other_users,
+                          l->other_users == 1 ? "" : "s");
     if (l->nnotes)
-        cpt_putf(g, 2, x, CPT_DIM, "  %zu block%s skipped: %s", l->nnotes,
-                 l->nnotes == 1 ? "" : "s", l->notes[0]);
+        cpt_grid_putf(g, x, 2, CPT_DIM, "  %zu block%s skipped: %s", l->nnotes,
+                      l->nnotes == 1 ? "" : "s", l->notes[0]);
 
     int cx[NCOLS], cw[NCOLS];
     layout(g->w, cx, cw);
-    cpt_fill_row(g, 3, CPT_HEADER);
+    cpt_grid_fill_row(g, 3, CPT_HEADER);
     for (int c = 0; c < NCOLS; c++)
         if (cx[c] >= 0)
             put_cell(g, 3, cx[c], cw[c], cols[c].right, cols[c].title,
@@ -322,21 +322,23 @@ static int draw_table(const cpt_live *l, cpt_state *s, cpt_grid *g)
         s->scroll = 0;
 
     if (s->error) {
-        cpt_putf(g, 4, 0, CPT_BAD, "cannot read %s: %s", l->dir[0] ? l->dir : "the live directory",
-                 s->error);
+        cpt_grid_putf(g, 0, 4, CPT_BAD, "cannot read %s: %s",
+                      l->dir[0] ? l->dir : "the live directory", s->error);
     } else if (l->nranks == 0) {
-        cpt_putf(g, 4, 0, CPT_NORMAL, "No profiled process on this node (no stats block in %s).",
-                 l->dir[0] ? l->dir : CP_STATS_DEFAULT_DIR);
-        cpt_put(g, 5, 0, "Start a job under `collprof run`; its ranks appear here as they start.",
-                CPT_DIM);
+        cpt_grid_putf(g, 0, 4, CPT_NORMAL,
+                      "No profiled process on this node (no stats block in %s).",
+                      l->dir[0] ? l->dir : CP_STATS_DEFAULT_DIR);
+        cpt_grid_put(g, 0, 5, CPT_DIM,
+                     "Start a job under `collprof run`; its ranks appear here as they start.");
     } else if (n == 0) {
-        cpt_putf(g, 4, 0, CPT_NORMAL, "No rank matches \"%s\" (Esc clears the filter).", s->filter);
+        cpt_grid_putf(g, 0, 4, CPT_NORMAL, "No rank matches \"%s\" (Esc clears the filter).",
+                      s->filter);
     }
     for (size_t i = s->scroll; i < n && i < s->scroll + (size_t)page; i++) {
         const cpt_rank *r = &l->ranks[idx[i]];
         int y = 4 + (int)(i - s->scroll);
         int base = i == s->sel ? CPT_SELECTED : r->state == CPT_EXITED ? CPT_DIM : CPT_NORMAL;
-        cpt_fill_row(g, y, base);
+        cpt_grid_fill_row(g, y, base);
         for (int c = 0; c < NCOLS; c++) {
             if (cx[c] < 0)
                 continue;
@@ -352,15 +354,15 @@ static int draw_table(const cpt_live *l, cpt_state *s, cpt_grid *g)
         }
     }
 
-    cpt_fill_row(g, g->h - 1, CPT_DIM);
+    cpt_grid_fill_row(g, g->h - 1, CPT_DIM);
     if (s->editing) {
-        cpt_putf(g, g->h - 1, 0, CPT_NORMAL, "filter (host or rank): %s_   Enter keeps, Esc clears",
-                 s->filter);
+        cpt_grid_putf(g, 0, g->h - 1, CPT_NORMAL,
+                      "filter (host or rank): %s_   Enter keeps, Esc clears", s->filter);
     } else {
-        x = cpt_put(g, g->h - 1, 0, "q quit  s sort  Enter detail  / filter  h help", CPT_DIM);
+        x = cpt_grid_put(g, 0, g->h - 1, CPT_DIM, "q quit  s sort  Enter detail  / filter  h help");
         if (n > (size_t)page)
-            cpt_putf(g, g->h - 1, x, CPT_DIM, "   rows %zu-%zu of %zu", s->scroll + 1,
-                     s->scroll + (size_t)page < n ? s->scroll + (size_t)page : n, n);
+            cpt_grid_putf(g, x, g->h - 1, CPT_DIM, "   rows %zu-%zu of %zu", s->scroll + 1,
+                          s->scroll + (size_t)page < n ? s->scroll + (size_t)page : n, n);
     }
     free(idx);
     return page;
@@ -368,9 +370,9 @@ static int draw_table(const cpt_live *l, cpt_state *s, cpt_grid *g)
 
 int cpt_draw(const cpt_live *l, cpt_state *s, cpt_grid *g)
 {
-    cpt_clear(g);
+    cpt_grid_clear(g);
     if (g->w < 40 || g->h < 8) {
-        cpt_put(g, 0, 0, "terminal too small for collprof top", CPT_BAD);
+        cpt_grid_put(g, 0, 0, CPT_BAD, "terminal too small for collprof top");
         return 1;
     }
     switch (s->screen) {

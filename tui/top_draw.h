@@ -3,7 +3,7 @@
  * Offers the top's state (screen, sort, selection, scroll, filter), what each key does to it
  * (top_keys.c; top_screen.c maps ncurses keys onto enum cpt_key), and one function that renders
  * the current screen of a live model (tui/live.h) into a grid of printable ASCII with a
- * semantic role per cell (top_grid.c). ncurses only copies the grid out (top_screen.c), so
+ * semantic role per cell (tui/grid.h). ncurses only copies the grid out (top_screen.c), so
  * every screen is tested on a model built in the test.
  *
  * Screens: the table (top_draw.c: a header with totals and the node's slowest rank, one row
@@ -15,9 +15,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tui/grid.h"
 #include "tui/live.h"
 
-/* Semantic roles of cells; top_screen.c picks colours (or none, NO_COLOR) for each. */
+/* Semantic roles of cells, the roles of the grid (tui/grid.h) top draws into; top_screen.c
+ * picks colours (or none, NO_COLOR) for each. */
 enum cpt_attr {
     CPT_NORMAL = 0,
     CPT_TITLE,     /* the header lines */
@@ -29,18 +31,6 @@ enum cpt_attr {
     CPT_DIM,       /* exited ranks, hints */
     CPT_NATTRS,
 };
-
-typedef struct cpt_grid {
-    int w, h;
-    char *cells;          /* w * h printable ASCII */
-    unsigned char *attrs; /* w * h enum cpt_attr */
-} cpt_grid;
-
-/* 0, or -1 out of memory. Width and height below 1 are taken as 1. */
-int cpt_grid_init(cpt_grid *g, int w, int h);
-void cpt_grid_free(cpt_grid *g);
-/* Row y as a string without its trailing blanks (buf: at least w + 1 bytes). */
-void cpt_grid_row(const cpt_grid *g, int y, char *buf);
 
 enum cpt_screen { CPT_TABLE = 0, CPT_DETAIL, CPT_HELP };
 

@@ -1,4 +1,4 @@
-/* tui/top_internal: what the files drawing `collprof top` share (top_grid.c, top_draw.c,
+/* tui/top_internal: what the files drawing `collprof top` share (top_fmt.c, top_draw.c,
  * top_detail.c); not for other parts. */
 #ifndef COLLPROF_TUI_TOP_INTERNAL_H
 #define COLLPROF_TUI_TOP_INTERNAL_H
@@ -6,14 +6,6 @@
 #include <stddef.h>
 
 #include "tui/top_draw.h"
-
-/* s at (x, y), clipped; bytes that are not printable ASCII (a hostname is whatever the
- * block holds) become '?'. Returns the x after it. */
-int cpt_put(cpt_grid *g, int y, int x, const char *s, int attr);
-int cpt_putf(cpt_grid *g, int y, int x, int attr, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-void cpt_fill_row(cpt_grid *g, int y, int attr);
-void cpt_clear(cpt_grid *g);
 
 /* "+1.20ms", "-250us", "0us" */
 void cpt_fmt_late(char *buf, size_t len, double us);

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "common/settings.h"
+#include "tui/grid_curses.h"
 #include "tui/live.h"
 #include "tui/top_draw.h"
 
@@ -30,11 +31,10 @@ static double now_s(void)
 }
 
 /* The curses attribute of each role: colours when the terminal has them and NO_COLOR is not
- * set (https://no-color.org), else bold and reverse only. */
+ * set, else bold and reverse only. */
 static void attr_scheme(chtype *map)
 {
-    const char *nc = getenv("NO_COLOR");
-    int colour = !(nc && nc[0]) && has_colors() && start_color() == OK;
+    int colour = cpt_grid_start_colour();
     map[CPT_NORMAL] = A_NORMAL;
     map[CPT_TITLE] = A_BOLD;
     map[CPT_HEADER] = A_REVERSE;
@@ -44,7 +44,6 @@ static void attr_scheme(chtype *map)
     map[CPT_BAD] = A_BOLD | A_REVERSE;
     map[CPT_DIM] = A_DIM;
     if (colour) {
-        use_default_colors();
         init_pair(1, COLOR_YELLOW, -1);
         init_pair(2, COLOR_RED, -1);
         init_pair(3, COLOR_BLACK, COLOR_CYAN);
@@ -52,27 +51,6 @@ static void attr_scheme(chtype *map)
         map[CPT_BAD] = A_BOLD | COLOR_PAIR(2);
         map[CPT_SELECTED] = COLOR_PAIR(3);
     }
-}
-
-static void blit(const cpt_grid *g, const chtype *map)
-{
-    for (int y = 0; y < g->h && y < LINES; y++) {
-        const char *cells = g->cells + (size_t)y * (size_t)g->w;
-        const unsigned char *attrs = g->attrs + (size_t)y * (size_t)g->w;
-        int w = g->w < COLS ? g->w : COLS;
-        for (int x = 0; x < w;) {
-            int e = x;
-            while (e < w && attrs[e] == attrs[x])
-                e++;
-            attrset(attrs[x] < CPT_NATTRS ? map[attrs[x]] : A_NORMAL);
-            /* the bottom-right cell cannot be written without scrolling: ERR there is fine */
-            mvaddnstr(y, x, cells + x, e - x);
-            x = e;
-        }
-    }
-    attrset(A_NORMAL);
-    wnoutrefresh(stdscr);
-    doupdate();
 }
 
 static int map_key(int ch)
@@ -152,7 +130,9 @@ int cpt_top_run(const char *dir, uid_t uid, double delay_s)
         /* drawn again only when a scan, a key or a resize changed something */
         if (dirty) {
             page = cpt_draw(&l, &st, &g);
-            blit(&g, map);
+            cpt_grid_blit(&g, map, CPT_NATTRS);
+            wnoutrefresh(stdscr);
+            doupdate();
             dirty = 0;
         }
         double wait = next - now_s();

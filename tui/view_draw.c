@@ -1,91 +1,17 @@
-/* view_draw: the grid, the view's state and actions, the top bar and footer, the summary
- * and the help; the screens drawn along time are in view_lanes.c, hangs and mismatches in
- * view_problems.c. See view_draw.h. */
+/* view_draw: the view's state and actions, the top bar and footer, the summary and the help;
+ * the screens drawn along time are in view_lanes.c, hangs and mismatches in view_problems.c.
+ * See view_draw.h. */
 #include "tui/view_draw.h"
 
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/text.h"
 #include "tui/view_internal.h"
-
-/* ---- the grid ---- */
-
-int cpv_grid_init(cpv_grid *g, int w, int h)
-{
-    g->w = w < 1 ? 1 : w;
-    g->h = h < 1 ? 1 : h;
-    size_t n = (size_t)g->w * (size_t)g->h;
-    g->cells = malloc(n);
-    g->attrs = calloc(n, 1);
-    if (!g->cells || !g->attrs) {
-        cpv_grid_free(g);
-        return -1;
-    }
-    memset(g->cells, ' ', n);
-    return 0;
-}
-
-void cpv_grid_free(cpv_grid *g)
-{
-    free(g->cells);
-    free(g->attrs);
-    g->cells = NULL;
-    g->attrs = NULL;
-}
-
-void cpv_grid_row(const cpv_grid *g, int y, char *buf)
-{
-    int n = 0;
-    if (y >= 0 && y < g->h) {
-        memcpy(buf, g->cells + (size_t)y * (size_t)g->w, (size_t)g->w);
-        n = g->w;
-        while (n > 0 && buf[n - 1] == ' ')
-            n--;
-    }
-    buf[n] = '\0';
-}
-
-void cpv_cell(cpv_grid *g, int x, int y, char c, int attr)
-{
-    if (x < 0 || y < 0 || x >= g->w || y >= g->h)
-        return;
-    size_t i = (size_t)y * (size_t)g->w + (size_t)x;
-    g->cells[i] = c >= 0x20 && c < 0x7f ? c : '?';
-    g->attrs[i] = (unsigned char)attr;
-}
-
-int cpv_put(cpv_grid *g, int x, int y, int attr, const char *s)
-{
-    for (; *s; s++) {
-        /* A multi-byte UTF-8 character is one column: one '?', not one per byte. */
-        if (((unsigned char)*s & 0xc0) == 0x80)
-            continue;
-        cpv_cell(g, x++, y, *s, attr);
-    }
-    return x;
-}
-
-int cpv_putf(cpv_grid *g, int x, int y, int attr, const char *fmt, ...)
-{
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    return cpv_put(g, x, y, attr, buf);
-}
-
-void cpv_row_attr(cpv_grid *g, int y, int attr)
-{
-    if (y >= 0 && y < g->h)
-        memset(g->attrs + (size_t)y * (size_t)g->w, attr, (size_t)g->w);
-}
 
 /* ---- shared by the screens ---- */
 
@@ -360,32 +286,32 @@ static const char *const screen_names[CPV_NSCREENS] = { "summary", "stragglers",
 
 static void top_bar(const cpv_data *d, const cpv_state *s, cpv_grid *g)
 {
-    cpv_row_attr(g, 0, CPV_TITLE);
+    cpt_grid_row_role(g, 0, CPV_TITLE);
     char title[256];
     cp_text_clean(title, d->title, strnlen(d->title, sizeof title - 1));
     if (s->plain) {
-        cpv_putf(g, 0, 0, CPV_TITLE, "collprof view: %s", title);
+        cpt_grid_putf_utf8(g, 0, 0, CPV_TITLE, "collprof view: %s", title);
         return;
     }
-    int x = cpv_put(g, 0, 0, CPV_TITLE, "collprof view ");
+    int x = cpt_grid_put_utf8(g, 0, 0, CPV_TITLE, "collprof view ");
     for (int i = 0; i < CPV_NSCREENS; i++) {
-        x = cpv_putf(g, x, 0, i == s->screen ? CPV_SELECTED : CPV_TITLE, " %d %s ", i + 1,
-                     screen_names[i]);
+        x = cpt_grid_putf_utf8(g, x, 0, i == s->screen ? CPV_SELECTED : CPV_TITLE, " %d %s ", i + 1,
+                               screen_names[i]);
     }
-    x = cpv_put(g, x, 0, CPV_TITLE, "  ");
+    x = cpt_grid_put_utf8(g, x, 0, CPV_TITLE, "  ");
     /* The directory gets what is left; cut from the left, where its least telling part is. */
     int room = g->w - x;
     size_t len = strlen(title);
     if (room > 4 && (int)len > room)
-        cpv_putf(g, x, 0, CPV_TITLE, "...%s", title + len - (size_t)(room - 3));
+        cpt_grid_putf_utf8(g, x, 0, CPV_TITLE, "...%s", title + len - (size_t)(room - 3));
     else if (room > 4)
-        cpv_put(g, x, 0, CPV_TITLE, title);
+        cpt_grid_put_utf8(g, x, 0, CPV_TITLE, title);
 }
 
 static void footer(const cpv_state *s, cpv_grid *g)
 {
     int y = g->h - 1;
-    cpv_row_attr(g, y, CPV_DIM);
+    cpt_grid_row_role(g, y, CPV_DIM);
     static const char *const hints[CPV_NSCREENS] = {
         "Enter detail", "Enter worst collective", "Enter detail",
         "+/- zoom  <-/-> scroll  0 fit  Enter detail", "<-/-> previous/next  Esc back",
@@ -393,8 +319,9 @@ static void footer(const cpv_state *s, cpv_grid *g)
     int x = 0;
     /* The filter first: the hints are what a narrow terminal may lose. */
     if (s->filter[0])
-        x = cpv_putf(g, 0, y, CPV_WARN, "filter: %s (Esc clears)", s->filter) + 2;
-    cpv_putf(g, x, y, CPV_DIM, "q quit  h help  Tab/1-5 screens  / filter  %s", hints[s->screen]);
+        x = cpt_grid_putf_utf8(g, 0, y, CPV_WARN, "filter: %s (Esc clears)", s->filter) + 2;
+    cpt_grid_putf_utf8(g, x, y, CPV_DIM, "q quit  h help  Tab/1-5 screens  / filter  %s",
+                       hints[s->screen]);
 }
 
 /* ---- 1 summary ---- */
@@ -453,18 +380,18 @@ static int summary_job(const cpv_data *d, cpv_grid *g, int y)
         if (used < sizeof hosts - 1)
             strcat(hosts, ")");
     }
-    cpv_putf(g, 0, y++, CPV_NORMAL, "job      %zu rank%s on %zu host%s%s, %.3f s", m->nranks,
-             m->nranks == 1 ? "" : "s", a->nhosts, a->nhosts == 1 ? "" : "s", hosts,
-             a->duration_s);
+    cpt_grid_putf_utf8(g, 0, y++, CPV_NORMAL, "job      %zu rank%s on %zu host%s%s, %.3f s",
+                       m->nranks, m->nranks == 1 ? "" : "s", a->nhosts, a->nhosts == 1 ? "" : "s",
+                       hosts, a->duration_s);
     uint64_t calls = 0;
     for (size_t i = 0; i < m->nranks; i++)
         calls += m->ranks[i].ncalls;
     char lost[48] = "none lost";
     if (m->lost_records)
         snprintf(lost, sizeof lost, "%" PRIu64 " LOST", m->lost_records);
-    cpv_putf(g, 0, y++, m->lost_records ? CPV_WARN : CPV_NORMAL,
-             "         %" PRIu64 " records (%s), %" PRIu64 " calls in %zu operations", m->records,
-             lost, calls, a->matched.nops);
+    cpt_grid_putf_utf8(g, 0, y++, m->lost_records ? CPV_WARN : CPV_NORMAL, "         %" PRIu64
+                       " records (%s), %" PRIu64 " calls in %zu operations", m->records, lost,
+                       calls, a->matched.nops);
     if (a->ranks && m->nranks) {
         double sum = 0;
         size_t hi = 0;
@@ -473,18 +400,21 @@ static int summary_job(const cpv_data *d, cpv_grid *g, int y)
             if (a->ranks[i].share > a->ranks[hi].share)
                 hi = i;
         }
-        cpv_putf(g, 0, y++, CPV_NORMAL, "         time in NCCL %.1f%% mean, %.1f%% rank %d (most)",
-                 100 * sum / (double)m->nranks, 100 * a->ranks[hi].share, (int)m->ranks[hi].rank);
+        cpt_grid_putf_utf8(g, 0, y++, CPV_NORMAL,
+                           "         time in NCCL %.1f%% mean, %.1f%% rank %d (most)",
+                           100 * sum / (double)m->nranks, 100 * a->ranks[hi].share,
+                           (int)m->ranks[hi].rank);
     }
     const cpa_clock *c = &a->clock;
     if (c->ndomains <= 1)
-        cpv_put(g, 0, y++, CPV_NORMAL, "clock    one host: one clock, nothing to align");
+        cpt_grid_put_utf8(g, 0, y++, CPV_NORMAL, "clock    one host: one clock, nothing to align");
     else if (c->aligned)
-        cpv_putf(g, 0, y++, CPV_NORMAL, "clock    %zu hosts, aligned to within %.1f us",
-                 c->ndomains, c->error_us);
+        cpt_grid_putf_utf8(g, 0, y++, CPV_NORMAL, "clock    %zu hosts, aligned to within %.1f us",
+                           c->ndomains, c->error_us);
     else
-        cpv_putf(g, 0, y++, CPV_WARN, "clock    %zu hosts, NOT aligned (wall-clock anchors only)",
-                 c->ndomains);
+        cpt_grid_putf_utf8(g, 0, y++, CPV_WARN,
+                           "clock    %zu hosts, NOT aligned (wall-clock anchors only)",
+                           c->ndomains);
 
     const cpa_stragglers *st = &a->stragglers;
     char strag[96];
@@ -497,9 +427,9 @@ static int summary_job(const cpv_data *d, cpv_grid *g, int y)
     uint64_t mism = a->mismatches.total > a->mismatches.nrows ? a->mismatches.total
                                                                : a->mismatches.nrows;
     int bad = a->hangs.nrows || mism;
-    cpv_putf(g, 0, y++, bad ? CPV_BAD : st->nrows ? CPV_WARN : CPV_NORMAL,
-             "findings %s, %zu hang%s, %" PRIu64 " mismatch%s", strag, a->hangs.nrows,
-             a->hangs.nrows == 1 ? "" : "s", mism, mism == 1 ? "" : "es");
+    cpt_grid_putf_utf8(g, 0, y++, bad ? CPV_BAD : st->nrows ? CPV_WARN : CPV_NORMAL,
+                       "findings %s, %zu hang%s, %" PRIu64 " mismatch%s", strag, a->hangs.nrows,
+                       a->hangs.nrows == 1 ? "" : "s", mism, mism == 1 ? "" : "es");
     return y;
 }
 
@@ -509,13 +439,13 @@ static int draw_summary(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, in
     size_t n;
     const cpa_stat **rows = stat_rows(d, s, &n);
     if (!d->a->stats.nrows) {
-        cpv_put(g, 0, y, CPV_TITLE, "operations   none with a known duration");
+        cpt_grid_put_utf8(g, 0, y, CPV_TITLE, "operations   none with a known duration");
         return 1;
     }
-    cpv_putf(g, 0, y++, CPV_TITLE, "operations (by total time)%s",
-             n ? "" : ": none match the filter");
-    cpv_putf(g, 0, y++, CPV_HEADER, "%-13s %9s %9s %9s %9s %11s %11s", "op", "size", "calls",
-             "p50 us", "p99 us", "algbw GB/s", "busbw GB/s");
+    cpt_grid_putf_utf8(g, 0, y++, CPV_TITLE, "operations (by total time)%s",
+                       n ? "" : ": none match the filter");
+    cpt_grid_putf_utf8(g, 0, y++, CPV_HEADER, "%-13s %9s %9s %9s %9s %11s %11s", "op", "size",
+                       "calls", "p50 us", "p99 us", "algbw GB/s", "busbw GB/s");
     int page = y1 - y + 1;
     size_t first = cpv_window(s, CPV_SUMMARY, n, page);
     for (size_t i = first; i < n && y <= y1; i++, y++) {
@@ -524,13 +454,13 @@ static int draw_summary(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, in
         cpx_fmt_size(size, sizeof size, r->bucket);
         int sel = !s->plain && i == s->sel[CPV_SUMMARY];
         if (sel)
-            cpv_row_attr(g, y, CPV_SELECTED);
-        cpv_putf(g, 0, y, sel ? CPV_SELECTED : CPV_NORMAL,
-                 "%-13s %9s %9" PRIu64 " %9.1f %9.1f %11.2f %11.2f", cpx_op_label(r->op, 1),
-                 size, r->calls, r->time_us_p50, r->time_us_p99, r->algbw_gbps, r->busbw_gbps);
+            cpt_grid_row_role(g, y, CPV_SELECTED);
+        cpt_grid_putf_utf8(g, 0, y, sel ? CPV_SELECTED : CPV_NORMAL, "%-13s %9s %9" PRIu64
+                           " %9.1f %9.1f %11.2f %11.2f", cpx_op_label(r->op, 1), size, r->calls,
+                           r->time_us_p50, r->time_us_p99, r->algbw_gbps, r->busbw_gbps);
     }
     if (n > first + (size_t)(page > 0 ? page : 0) && y1 >= y0)
-        cpv_putf(g, g->w - 12, y1, CPV_DIM, "%zu more", n - first - (size_t)page);
+        cpt_grid_putf_utf8(g, g->w - 12, y1, CPV_DIM, "%zu more", n - first - (size_t)page);
     free(rows);
     return page;
 }
@@ -562,18 +492,17 @@ static void draw_help(cpv_grid *g)
     int x0 = (g->w - bw) / 2, y0 = (g->h - bh) / 2;
     for (int y = y0; y < y0 + bh; y++) {
         for (int x = x0; x < x0 + bw; x++)
-            cpv_cell(g, x, y, ' ', CPV_TITLE);
+            cpt_grid_cell(g, x, y, ' ', CPV_TITLE);
     }
     for (int i = 0; i < n && i + 1 < bh; i++)
-        cpv_put(g, x0 + 2, y0 + 1 + i, CPV_TITLE, lines[i]);
+        cpt_grid_put_utf8(g, x0 + 2, y0 + 1 + i, CPV_TITLE, lines[i]);
 }
 
 /* ---- the whole screen ---- */
 
 int cpv_draw(const cpv_data *d, cpv_state *s, cpv_grid *g)
 {
-    memset(g->cells, ' ', (size_t)g->w * (size_t)g->h);
-    memset(g->attrs, CPV_NORMAL, (size_t)g->w * (size_t)g->h);
+    cpt_grid_clear(g);
     top_bar(d, s, g);
     int y0 = 1, y1 = s->plain ? g->h - 1 : g->h - 2;
     int page = 1;

@@ -20,6 +20,7 @@
 
 #include "analyzer/analyzer.h"
 #include "exporters/export_util.h"
+#include "tui/grid.h"
 
 enum cpv_screen {
     CPV_SUMMARY = 0,
@@ -44,17 +45,12 @@ enum cpv_attr {
     CPV_NATTRS,
 };
 
-typedef struct cpv_grid {
-    int w, h;
-    char *cells;          /* w * h printable ASCII */
-    unsigned char *attrs; /* w * h enum cpv_attr */
-} cpv_grid;
-
-/* 0, or -1 out of memory. Width and height below 1 are taken as 1. */
-int cpv_grid_init(cpv_grid *g, int w, int h);
-void cpv_grid_free(cpv_grid *g);
-/* Row y as a string without its trailing blanks (buf: at least w + 1 bytes). */
-void cpv_grid_row(const cpv_grid *g, int y, char *buf);
+/* The view draws into the shared grid (tui/grid.h), a role of enum cpv_attr per cell; these
+ * are its names for it. */
+typedef cpt_grid cpv_grid;
+#define cpv_grid_init cpt_grid_init
+#define cpv_grid_free cpt_grid_free
+#define cpv_grid_row cpt_grid_row
 
 /* What the view precomputes once from the analysis. */
 typedef struct cpv_data {

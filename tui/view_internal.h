@@ -1,17 +1,9 @@
 /* view_internal: what the view's drawing files share (view_draw.c, view_lanes.c); not part of
- * tui/'s API. Cell writers that clip and clean, the filter test, and the list window. */
+ * tui/'s API. The filter test, the list window and the screens' entry points. */
 #ifndef COLLPROF_TUI_VIEW_INTERNAL_H
 #define COLLPROF_TUI_VIEW_INTERNAL_H
 
 #include "tui/view_draw.h"
-
-/* Writes s from (x, y), clipped to the grid, bytes outside printable ASCII as '?'.
- * Returns the column after it. */
-int cpv_put(cpv_grid *g, int x, int y, int attr, const char *s);
-int cpv_putf(cpv_grid *g, int x, int y, int attr, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-void cpv_row_attr(cpv_grid *g, int y, int attr);
-void cpv_cell(cpv_grid *g, int x, int y, char c, int attr);
 
 /* Whether label holds the state's filter, ignoring case ("" holds everything). */
 int cpv_match(const cpv_state *s, const char *label);

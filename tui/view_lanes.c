@@ -77,9 +77,9 @@ static void strip(const cpv_data *d, cpv_grid *g, int x0, int y, int cols, size_
         if (worst > 0 && d->max_late_us > 0) {
             int level = (int)ceil(9.0 * worst / d->max_late_us);
             level = level < 1 ? 1 : level > 9 ? 9 : level;
-            cpv_cell(g, x0 + c, y, (char)('0' + level), CPV_LATE);
+            cpt_grid_cell(g, x0 + c, y, (char)('0' + level), CPV_LATE);
         } else {
-            cpv_cell(g, x0 + c, y, '.', CPV_DIM);
+            cpt_grid_cell(g, x0 + c, y, '.', CPV_DIM);
         }
     }
     free(late);
@@ -91,25 +91,27 @@ int cpv_draw_stragglers(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, in
     const cpa_stragglers *st = &a->stragglers;
     int y = y0;
     if (st->nrows && st->kind == CPA_STRAGGLER_PERSISTENT)
-        cpv_putf(g, 0, y++, CPV_WARN, "stragglers  persistent: rank %d was the late one in %" PRIu64
-                 " of %" PRIu64 " collectives", (int)st->rows[0].rank, st->rows[0].late_count,
-                 st->judged);
+        cpt_grid_putf_utf8(g, 0, y++, CPV_WARN,
+                           "stragglers  persistent: rank %d was the late one in %" PRIu64 " of %"
+                           PRIu64 " collectives", (int)st->rows[0].rank, st->rows[0].late_count,
+                           st->judged);
     else if (st->nrows)
-        cpv_putf(g, 0, y++, CPV_WARN, "stragglers  rotating: %zu ranks late in turn, %" PRIu64
-                 " of %" PRIu64 " collectives", st->nrows, st->late, st->judged);
+        cpt_grid_putf_utf8(g, 0, y++, CPV_WARN, "stragglers  rotating: %zu ranks late in turn, %"
+                           PRIu64 " of %" PRIu64 " collectives", st->nrows, st->late, st->judged);
     else
-        cpv_putf(g, 0, y++, CPV_TITLE, "stragglers  none reported: %" PRIu64 " of %" PRIu64
-                 " collectives judged had a late rank", st->late, st->judged);
+        cpt_grid_putf_utf8(g, 0, y++, CPV_TITLE, "stragglers  none reported: %" PRIu64 " of %"
+                           PRIu64 " collectives judged had a late rank", st->late, st->judged);
     char worst[32];
     time_label(worst, sizeof worst, d->max_late_us);
-    cpv_putf(g, 0, y++, CPV_DIM, "late: arrived > %.0f us after the others' median",
-             st->threshold_us);
-    cpv_putf(g, 0, y++, CPV_DIM, "strip: %zu collectives in time order, '.' on time, 1-9 how "
-             "late (9: %s)", d->ncoll, worst);
+    cpt_grid_putf_utf8(g, 0, y++, CPV_DIM, "late: arrived > %.0f us after the others' median",
+                       st->threshold_us);
+    cpt_grid_putf_utf8(g, 0, y++, CPV_DIM,
+                       "strip: %zu collectives in time order, '.' on time, 1-9 how late (9: %s)",
+                       d->ncoll, worst);
     int strip_x = LABEL_COLS + 22;
     int cols = g->w - strip_x;
-    cpv_putf(g, 0, y++, CPV_HEADER, "%-*s %5s %9s %5s %s", LABEL_COLS - 1, "rank", "late",
-             "late ms", "", cols > 8 ? "lateness over the job ->" : "");
+    cpt_grid_putf_utf8(g, 0, y++, CPV_HEADER, "%-*s %5s %9s %5s %s", LABEL_COLS - 1, "rank", "late",
+                       "late ms", "", cols > 8 ? "lateness over the job ->" : "");
     size_t nr = a->model->nranks;
     size_t *rows = malloc((nr ? nr : 1) * sizeof *rows);
     if (!rows)
@@ -122,20 +124,21 @@ int cpv_draw_stragglers(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, in
         int sel = !s->plain && i == s->sel[CPV_STRAGGLERS];
         int attr = sel ? CPV_SELECTED : is_reported(d, r) ? CPV_WARN : CPV_NORMAL;
         if (sel)
-            cpv_row_attr(g, y, CPV_SELECTED);
+            cpt_grid_row_role(g, y, CPV_SELECTED);
         char label[64];
         cpv_rank_label(d, r, label, sizeof label, LABEL_COLS - 11);
         /* A reported straggler's figures are the analyzer's; the others' come from the
          * same per-collective verdicts the strip shows. */
         const cpa_straggler *rep = reported(d, r);
-        cpv_putf(g, 0, y, attr, "%s %5" PRIu64 " %9.3f %5s", label,
-                 rep ? rep->late_count : d->rank_late_n[r],
-                 (rep ? rep->late_us_total : d->rank_late_us[r]) / 1e3, rep ? "SLOW" : "");
+        cpt_grid_putf_utf8(g, 0, y, attr, "%s %5" PRIu64 " %9.3f %5s", label,
+                           rep ? rep->late_count : d->rank_late_n[r],
+                           (rep ? rep->late_us_total : d->rank_late_us[r]) / 1e3,
+                           rep ? "SLOW" : "");
         if (cols > 0)
             strip(d, g, strip_x, y, cols, r);
     }
     if (!n)
-        cpv_put(g, 0, y, CPV_DIM, "no rank matches the filter");
+        cpt_grid_put_utf8(g, 0, y, CPV_DIM, "no rank matches the filter");
     free(rows);
     return page;
 }
@@ -231,7 +234,7 @@ static void lane(const cpv_data *d, const cpv_state *s, cpv_grid *g, int y, size
             }
             if (p > prio[x]) {
                 prio[x] = (unsigned char)p;
-                cpv_cell(g, LABEL_COLS + (int)x, y, ch, attr);
+                cpt_grid_cell(g, LABEL_COLS + (int)x, y, ch, attr);
             }
         }
     }
@@ -249,18 +252,18 @@ int cpv_draw_timeline(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int 
     time_label(to, sizeof to, s->view_us + s->us_per_col * cols);
     time_label(zoom, sizeof zoom, s->us_per_col);
     int y = y0;
-    cpv_putf(g, 0, y++, CPV_TITLE, "timeline  %s .. %s   zoom %s/col   job %.3f s", from, to, zoom,
-             an(d)->duration_s);
+    cpt_grid_putf_utf8(g, 0, y++, CPV_TITLE, "timeline  %s .. %s   zoom %s/col   job %.3f s", from,
+                       to, zoom, an(d)->duration_s);
     /* The axis: a tick and its time every 16 columns. A ':' down the lanes marks the middle,
      * where Enter looks for a collective. */
-    cpv_row_attr(g, y, CPV_DIM);
-    cpv_put(g, 0, y, CPV_DIM, "job time ->");
+    cpt_grid_row_role(g, y, CPV_DIM);
+    cpt_grid_put_utf8(g, 0, y, CPV_DIM, "job time ->");
     for (int x = 0; x < cols; x += 16) {
         char t[32];
         time_label(t, sizeof t, s->view_us + s->us_per_col * x);
-        cpv_cell(g, LABEL_COLS + x, y, '|', CPV_DIM);
+        cpt_grid_cell(g, LABEL_COLS + x, y, '|', CPV_DIM);
         if (x + 1 + (int)strlen(t) < cols)
-            cpv_put(g, LABEL_COLS + x + 1, y, CPV_DIM, t);
+            cpt_grid_put_utf8(g, LABEL_COLS + x + 1, y, CPV_DIM, t);
     }
     y++;
     size_t nr = an(d)->model->nranks;
@@ -278,14 +281,15 @@ int cpv_draw_timeline(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int 
         int sel = !s->plain && i == s->sel[CPV_TIMELINE];
         char label[64];
         cpv_rank_label(d, rows[i], label, sizeof label, LABEL_COLS - 11);
-        cpv_put(g, 0, y, sel ? CPV_SELECTED : is_reported(d, rows[i]) ? CPV_WARN : CPV_NORMAL,
-                label);
+        cpt_grid_put_utf8(g, 0, y,
+                          sel ? CPV_SELECTED : is_reported(d, rows[i]) ? CPV_WARN : CPV_NORMAL,
+                          label);
         lane(d, s, g, y, rows[i], prio);
         if (prio[cols / 2] == P_NONE)
-            cpv_cell(g, LABEL_COLS + cols / 2, y, ':', CPV_DIM);
+            cpt_grid_cell(g, LABEL_COLS + cols / 2, y, ':', CPV_DIM);
     }
     if (!n)
-        cpv_put(g, 0, y, CPV_DIM, "no rank matches the filter");
+        cpt_grid_put_utf8(g, 0, y, CPV_DIM, "no rank matches the filter");
     free(rows);
     free(prio);
     return page;
@@ -310,8 +314,8 @@ int cpv_draw_detail(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int y1
     const cpa_analysis *a = an(d);
     int y = y0;
     if (s->detail_op >= a->matched.nops) {
-        cpv_put(g, 0, y, CPV_DIM, "no collective chosen: Enter on a timeline, straggler or "
-                "problem row");
+        cpt_grid_put_utf8(g, 0, y, CPV_DIM,
+                          "no collective chosen: Enter on a timeline, straggler or problem row");
         return 1;
     }
     size_t oi = s->detail_op;
@@ -323,9 +327,9 @@ int cpv_draw_detail(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int y1
         const cpa_call *c0 = &a->model->ranks[p0->rank_idx].calls[p0->call_idx];
         cpx_fmt_size(size, sizeof size, cpa_op_bytes(o->op, c0->count, c0->dtype, o->nranks));
     }
-    cpv_putf(g, 0, y++, CPV_TITLE, "%s seq %" PRIu64 ", comm %s, %u of %d ranks, %s%s",
-             cpx_op_label(o->op, 1), o->seq, comm, o->nparts, (int)o->nranks, size,
-             o->complete ? "" : ", INCOMPLETE");
+    cpt_grid_putf_utf8(g, 0, y++, CPV_TITLE, "%s seq %" PRIu64 ", comm %s, %u of %d ranks, %s%s",
+                       cpx_op_label(o->op, 1), o->seq, comm, o->nparts, (int)o->nranks, size,
+                       o->complete ? "" : ", INCOMPLETE");
     double latest = cpx_job_ns_us(a, d->tl.latest_ns[oi]);
     double base = o->nparts ? part_start_us(a, &a->matched.parts[o->first_part +
                                                                   d->tl.first_part[oi]])
@@ -333,17 +337,18 @@ int cpv_draw_detail(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int y1
     size_t pos = coll_pos(d, oi);
     int x = 0;
     if (pos != SIZE_MAX)
-        x = cpv_putf(g, 0, y, CPV_NORMAL, "collective %zu of %zu; ", pos + 1, d->ncoll);
+        x = cpt_grid_putf_utf8(g, 0, y, CPV_NORMAL, "collective %zu of %zu; ", pos + 1, d->ncoll);
     int32_t late = cpx_op_late_rank_idx(a, oi);
     if (late >= 0 && (size_t)late < a->model->nranks)
-        cpv_putf(g, x, y++, CPV_LATE, "late rank %d, by %.1f us", (int)a->model->ranks[late].rank,
-                 cpx_op_late_us(a, oi));
+        cpt_grid_putf_utf8(g, x, y++, CPV_LATE, "late rank %d, by %.1f us",
+                           (int)a->model->ranks[late].rank, cpx_op_late_us(a, oi));
     else
-        cpv_put(g, x, y++, CPV_NORMAL, "no late rank judged in it");
-    cpv_putf(g, 0, y++, CPV_DIM, "times: us after %.3f ms; start: GPU start when timed, else "
-             "host entry", base / 1e3);
-    cpv_putf(g, 0, y++, CPV_HEADER, "%-*s %10s %10s %10s %10s %10s", LABEL_COLS - 1, "rank",
-             "entered", "start", "end", "wait", "duration");
+        cpt_grid_put_utf8(g, x, y++, CPV_NORMAL, "no late rank judged in it");
+    cpt_grid_putf_utf8(g, 0, y++, CPV_DIM,
+                       "times: us after %.3f ms; start: GPU start when timed, else host entry",
+                       base / 1e3);
+    cpt_grid_putf_utf8(g, 0, y++, CPV_HEADER, "%-*s %10s %10s %10s %10s %10s", LABEL_COLS - 1,
+                       "rank", "entered", "start", "end", "wait", "duration");
     int page = y1 - y + 1;
     size_t first = cpv_window(s, CPV_DETAIL, o->nparts, page);
     for (size_t i = first; i < o->nparts && y <= y1; i++, y++) {
@@ -358,16 +363,17 @@ int cpv_draw_detail(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int y1
         int sel = !s->plain && i == s->sel[CPV_DETAIL];
         int is_late = late == (int32_t)p->rank_idx;
         if (sel)
-            cpv_row_attr(g, y, CPV_SELECTED);
+            cpt_grid_row_role(g, y, CPV_SELECTED);
         char label[64], endtxt[24];
         cpv_rank_label(d, p->rank_idx, label, sizeof label, LABEL_COLS - 11);
         if (open)
             snprintf(endtxt, sizeof endtxt, "%10s", "in flight");
         else
             snprintf(endtxt, sizeof endtxt, "%10.1f", end - base);
-        cpv_putf(g, 0, y, sel ? CPV_SELECTED : is_late ? CPV_LATE : CPV_NORMAL,
-                 "%s %10.1f %10.1f %s %10.1f %10.1f%s", label, entered - base, start - base,
-                 endtxt, latest - start, end - start, is_late ? "  late" : "");
+        cpt_grid_putf_utf8(g, 0, y, sel ? CPV_SELECTED : is_late ? CPV_LATE : CPV_NORMAL,
+                           "%s %10.1f %10.1f %s %10.1f %10.1f%s", label, entered - base,
+                           start - base, endtxt, latest - start, end - start,
+                           is_late ? "  late" : "");
     }
     return page;
 }

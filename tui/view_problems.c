@@ -138,7 +138,7 @@ int cpv_draw_problems(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int 
     pline *v;
     size_t n;
     if (problem_lines(d, &v, &n) != 0) {
-        cpv_put(g, 0, y0, CPV_BAD, "out of memory");
+        cpt_grid_put_utf8(g, 0, y0, CPV_BAD, "out of memory");
         return 1;
     }
     int page = y1 - y0 + 1;
@@ -147,10 +147,10 @@ int cpv_draw_problems(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int 
     for (size_t i = first; i < n && y <= y1; i++, y++) {
         int sel = !s->plain && i == s->sel[CPV_PROBLEMS];
         if (sel)
-            cpv_row_attr(g, y, CPV_SELECTED);
+            cpt_grid_row_role(g, y, CPV_SELECTED);
         char clean[sizeof v[i].text];
         cp_text_clean(clean, v[i].text, strlen(v[i].text));
-        cpv_put(g, 0, y, sel ? CPV_SELECTED : v[i].attr, clean);
+        cpt_grid_put_utf8(g, 0, y, sel ? CPV_SELECTED : v[i].attr, clean);
     }
     free(v);
     return page;

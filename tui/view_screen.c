@@ -4,9 +4,9 @@
 #include "tui/view.h"
 
 #include <curses.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "tui/grid_curses.h"
 #include "tui/view_draw.h"
 
 /* Colour pairs by role; without colour (NO_COLOR, a mono terminal) bold and reverse only. */
@@ -14,8 +14,7 @@ static chtype role_attr[CPV_NATTRS];
 
 static void setup_roles(void)
 {
-    const char *no = getenv("NO_COLOR");
-    int color = has_colors() && !(no && *no);
+    int color = cpt_grid_start_colour();
     static const struct {
         short fg, bg;
         chtype mono;
@@ -30,29 +29,11 @@ static void setup_roles(void)
         [CPV_WAIT] = { COLOR_BLUE, -1, A_DIM },
         [CPV_DIM] = { -1, -1, A_DIM },
     };
-    if (color) {
-        start_color();
-        use_default_colors();
-    }
     for (int i = 0; i < CPV_NATTRS; i++) {
         role_attr[i] = roles[i].mono;
         if (color && i != CPV_NORMAL && i != CPV_DIM) {
             init_pair((short)i, roles[i].fg, roles[i].bg);
             role_attr[i] = COLOR_PAIR(i) | (roles[i].mono & A_BOLD);
-        }
-    }
-}
-
-static void paint(const cpv_grid *g)
-{
-    for (int y = 0; y < g->h; y++) {
-        move(y, 0);
-        for (int x = 0; x < g->w; x++) {
-            size_t i = (size_t)y * (size_t)g->w + (size_t)x;
-            /* The bottom-right cell would scroll the screen on some terminals. */
-            if (y == g->h - 1 && x == g->w - 1)
-                break;
-            addch((chtype)(unsigned char)g->cells[i] | role_attr[g->attrs[i]]);
         }
     }
 }
@@ -141,7 +122,7 @@ int cpt_view_run(const cpa_analysis *a, const char *dir)
         }
         page = cpv_draw(&d, &s, &g);
         erase();
-        paint(&g);
+        cpt_grid_blit(&g, role_attr, CPV_NATTRS);
         refresh();
         int k = getch();
         if (k == 'q' || k == 'Q')
