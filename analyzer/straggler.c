@@ -26,9 +26,11 @@
  *   persistent  a rank late in at least half of the judged collectives it took part in
  *               (and at least MIN_LATE_COUNT times): a slow GPU, a throttled host, a rank
  *               with more work, whatever the cause, is late nearly always;
- *   rotating    no such rank, but at least half of all judged collectives had a late rank:
- *               then each rank late at least MIN_LATE_COUNT times and in MIN_LATE_SHARE of
- *               its collectives is listed, since lateness is the rule there, not chance.
+ *   rotating    no such rank, but at least half of all judged collectives had a late rank,
+ *               out of at least ROTATING_MIN_JUDGED (a 16-collective job under a CI load
+ *               once had 8 late, 4 each on two ranks: a burst, not a pattern): then each
+ *               rank late at least MIN_LATE_COUNT times and in MIN_LATE_SHARE of its
+ *               collectives is listed, since lateness is the rule there, not chance.
  * Anything less (a healthy job's hiccups) reports no straggler. kind says which, and is
  * PERSISTENT only when the most often late rank also holds PERSISTENT_SHARE_OF_LATE of all
  * late collectives (two ranks sharing the lateness are a rotation between them). */
@@ -36,6 +38,7 @@
 #define MIN_LATE_SHARE 0.01
 #define PERSISTENT_MIN_SHARE 0.5
 #define ROTATING_MIN_LATE_FRACTION 0.5
+#define ROTATING_MIN_JUDGED 30
 #define PERSISTENT_SHARE_OF_LATE 0.6
 
 static int cmp_double(const void *x, const void *y)
@@ -113,7 +116,7 @@ static int build_rows(const cpa_model *m, const cpa_matched *mt, acc *a, cpa_str
         if (a[i].late >= MIN_LATE_COUNT &&
             (double)a[i].late >= PERSISTENT_MIN_SHARE * (double)a[i].judged)
             persistent = 1;
-    int rotating = !persistent &&
+    int rotating = !persistent && out->judged >= ROTATING_MIN_JUDGED &&
                    (double)out->late >= ROTATING_MIN_LATE_FRACTION * (double)out->judged;
     for (size_t i = 0; i < m->nranks; i++) {
         a[i].row = -1;

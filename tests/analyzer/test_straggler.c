@@ -93,6 +93,22 @@ static void rotating_straggler(void **state)
     res_free(&x);
     job_free(&j);
 
+    /* the same turns over 16 collectives only: a burst, too few to call a rotation */
+    job_open(&j, 4, h, host_of);
+    job_comm(&j, 0, 0x702, all8, 4);
+    for (int i = 0; i < 16; i++) {
+        double t = 1 * MS + i * 10 * MS, arr[4] = {t, t, t, t};
+        arr[i % 3] += 3 * MS;
+        job_coll(&j, 0, all8, 4, CP_OP_ALLREDUCE, arr, NULL, t + 3.4 * MS, 1);
+    }
+    job_close(&j, 300 * MS);
+    analyze(&j, &x);
+    assert_int_equal(x.s.late, 16);
+    assert_int_equal(x.s.kind, CPA_STRAGGLER_NONE);
+    assert_int_equal(x.s.nrows, 0);
+    res_free(&x);
+    job_free(&j);
+
     /* two ranks each late in half the collectives: both listed, and it is a rotation */
     job_open(&j, 4, h, host_of);
     job_comm(&j, 0, 0x701, all8, 4);
