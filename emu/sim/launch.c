@@ -121,7 +121,7 @@ static void rank_env(struct env_set *e, int rank, int n, int hosts, const char *
     env_add(e, "WORLD_SIZE", num);
     snprintf(num, sizeof num, "%d", per);
     env_add(e, "LOCAL_WORLD_SIZE", num);
-    env_add(e, "COLLPROF_SIM_RENDEZVOUS", rdv);
+    env_add(e, SIM_RENDEZVOUS_VAR, rdv);
     if (hosts <= 1)
         return;
     snprintf(num, sizeof num, "%d", rank / per);

@@ -47,6 +47,13 @@ void sim_say(const char *fmt, ...)
     (void)w;
 }
 
+/* common/launcher.h's lines go out as this program's own. */
+static void sim_say_line(void *ctx, const char *line)
+{
+    (void)ctx;
+    sim_say("%s", line);
+}
+
 _Noreturn void sim_exit(int code)
 {
     if (sim_aborting()) /* the watchdog is ending the process with its own status */
@@ -249,7 +256,7 @@ static int run_rank(const struct sim_options *o)
 {
     struct sim *s = &g_sim;
     s->opt = o;
-    if (sim_identity_read(&s->id))
+    if (cp_launcher_read(&s->id, SIM_RENDEZVOUS_VAR, sim_say_line, NULL))
         return SIM_EXIT_USAGE;
     sim_set_rank(s->id.rank);
     s->late_ms = late_ms(o, s->id.rank);
@@ -269,7 +276,7 @@ static int run_rank(const struct sim_options *o)
         if (r != ncclSuccess)
             sim_nccl_fail(s, r, "ncclGetUniqueId", -1, SIM_EXIT_CANNOT_RUN);
     }
-    if (sim_rendezvous(&s->id, o->timeout_s, &uid))
+    if (cp_rendezvous(&s->id, o->timeout_s, &uid, sim_say_line, NULL))
         sim_exit(SIM_EXIT_CANNOT_RUN);
     ncclComm_t world = NULL;
     sim_watchdog_enter(s, "ncclCommInitRank (world)", -1, -1, 0);

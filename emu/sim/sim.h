@@ -7,14 +7,16 @@
  *
  *   main.c        one rank's life: identity, driver, rendezvous, communicators, steps, report
  *   options.c     the command line and --help
- *   identity.c    rank, world and local rank from torchrun / OpenMPI / PMI / Slurm variables
- *   rendezvous.c  sharing rank 0's ncclUniqueId (a directory, or MASTER_ADDR:MASTER_PORT)
  *   driver.c      finding libcuda.so.1 and libnccl.so.2, the device and its context
  *   launch.c      --launch N: N local ranks, each a re-executed copy of this program
  *   comm.c        issuing NCCL calls: counts, --late, --mismatch, groups, --check hooks
  *   watchdog.c    --timeout: PyTorch's NCCL watchdog (abort, one line, exit 6)
  *   check.c       deterministic inputs, host-side expected results, comparison
  *   patterns.c    ddp, fsdp, tp, moe;  patterns_pp.c: pp and mixed
+ *
+ * Who a rank is (torchrun / OpenMPI / PMI / Slurm variables) and how rank 0's ncclUniqueId
+ * reaches the others (COLLPROF_SIM_RENDEZVOUS=DIR, or MASTER_ADDR:MASTER_PORT) come from
+ * common/launcher.h, which `collprof selftest` shares.
  */
 #ifndef COLLPROF_SIM_H
 #define COLLPROF_SIM_H
@@ -25,6 +27,7 @@
 
 #include "common/cuda_abi.h"
 #include "common/cuda_api_list.h"
+#include "common/launcher.h"
 #include "common/nccl_abi.h"
 #include "common/nccl_api_list.h"
 
@@ -81,17 +84,8 @@ struct sim_options {
 /* 0: run; 1: --help or --version was printed; -1: a usage error line was printed. */
 int sim_options_parse(int argc, char **argv, struct sim_options *o);
 
-struct sim_identity {
-    int rank, world, local_rank, local_world;
-    const char *source;        /* "torchrun", "OpenMPI", "PMI", "Slurm", or "default" */
-    const char *rendezvous_dir;
-    const char *master_addr;
-    int master_port;           /* 0 when MASTER_PORT is unset */
-};
-int sim_identity_read(struct sim_identity *id); /* -1 after a usage line */
-
-/* Every rank ends with the same ncclUniqueId, rank 0's. -1 after an error line. */
-int sim_rendezvous(const struct sim_identity *id, double timeout_s, ncclUniqueId *uid);
+/* The variable naming the rendezvous directory (common/launcher.h's other way is TCP). */
+#define SIM_RENDEZVOUS_VAR "COLLPROF_SIM_RENDEZVOUS"
 
 /* The driver entry points, resolved by their real symbol names (cuMemAlloc_v2, ...). */
 struct sim_cuda {
@@ -138,7 +132,7 @@ struct sim_check_failure {
 
 struct sim {
     const struct sim_options *opt;
-    struct sim_identity id;
+    cp_launcher id;                /* rank, world, local rank, how to rendezvous */
     struct sim_cuda cu;
     CUdevice dev;
     CUcontext ctx;

@@ -1,14 +1,36 @@
-/* identity: who this process is in the job, from the launcher's environment.
+/* launcher_env: who this process is in the job, from the launcher's environment.
  *
  * The launchers collprof supports each name rank, world size and local rank their own way;
- * the first family whose rank variable is set wins, in the order collprof's shim uses, so the
- * simulator and the profiler always agree on who a process is. */
+ * the first family whose rank variable is set wins, in the order collprof's shim uses, so a
+ * program started under a launcher and the profiler always agree on who a process is. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "emu/sim/sim.h"
+#include "common/launcher.h"
+
+void cp_launcher_say(cp_launcher_say_fn say, void *ctx, const char *fmt, ...)
+{
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if (say) {
+        say(ctx, line);
+        return;
+    }
+    size_t len = strlen(line);
+    line[len++] = '\n';
+    /* one write, so that the lines of ranks sharing a terminal never interleave */
+    ssize_t w = write(STDERR_FILENO, line, len);
+    (void)w;
+}
 
 struct family {
     const char *source;
@@ -43,13 +65,14 @@ static long env_int(const char *name, int prefix_ok)
     return x;
 }
 
-static int bad(const char *name)
+static int bad(const char *name, cp_launcher_say_fn say, void *ctx)
 {
-    sim_say("%s='%s' is not a non-negative number", name, getenv(name));
+    cp_launcher_say(say, ctx, "%s='%s' is not a non-negative number", name, getenv(name));
     return -1;
 }
 
-int sim_identity_read(struct sim_identity *id)
+int cp_launcher_read(cp_launcher *id, const char *rendezvous_var, cp_launcher_say_fn say,
+                     void *ctx)
 {
     memset(id, 0, sizeof *id);
     id->world = 1;
@@ -61,19 +84,20 @@ int sim_identity_read(struct sim_identity *id)
         if (rank == -1)
             continue;
         if (rank == -2)
-            return bad(fam->rank);
+            return bad(fam->rank, say, ctx);
         long world = env_int(fam->world, 0), local = env_int(fam->local_rank, 0);
         if (world == -2)
-            return bad(fam->world);
+            return bad(fam->world, say, ctx);
         if (local == -2)
-            return bad(fam->local_rank);
+            return bad(fam->local_rank, say, ctx);
         if (world == -1) {
-            sim_say("%s is set but %s is not: cannot tell the world size", fam->rank,
-                    fam->world);
+            cp_launcher_say(say, ctx, "%s is set but %s is not: cannot tell the world size",
+                            fam->rank, fam->world);
             return -1;
         }
         if (world < 1 || rank >= world) {
-            sim_say("%s=%ld is not below %s=%ld", fam->rank, rank, fam->world, world);
+            cp_launcher_say(say, ctx, "%s=%ld is not below %s=%ld", fam->rank, rank,
+                            fam->world, world);
             return -1;
         }
         id->rank = (int)rank;
@@ -83,7 +107,7 @@ int sim_identity_read(struct sim_identity *id)
         for (int k = 0; k < 2 && fam->local_world[k].name && id->local_world < 1; k++) {
             long lw = env_int(fam->local_world[k].name, fam->local_world[k].leading);
             if (lw == -2)
-                return bad(fam->local_world[k].name);
+                return bad(fam->local_world[k].name, say, ctx);
             if (lw >= 1)
                 id->local_world = (int)lw;
         }
@@ -92,20 +116,25 @@ int sim_identity_read(struct sim_identity *id)
     if (id->local_world < 1 || id->local_world > id->world)
         id->local_world = id->world;
 
-    const char *dir = getenv("COLLPROF_SIM_RENDEZVOUS");
+    const char *dir = rendezvous_var ? getenv(rendezvous_var) : NULL;
     id->rendezvous_dir = dir && *dir ? dir : NULL;
     const char *addr = getenv("MASTER_ADDR");
     id->master_addr = addr && *addr ? addr : NULL;
     long port = env_int("MASTER_PORT", 0);
     if (port == -2 || port > 65535) {
-        sim_say("MASTER_PORT='%s' is not a port number", getenv("MASTER_PORT"));
+        cp_launcher_say(say, ctx, "MASTER_PORT='%s' is not a port number",
+                        getenv("MASTER_PORT"));
         return -1;
     }
     id->master_port = port > 0 ? (int)port : 0;
     if (id->world > 1 && !id->rendezvous_dir && !(id->master_addr && id->master_port)) {
-        sim_say("%s says %d ranks but there is no way to share the NCCL id: set "
-                "COLLPROF_SIM_RENDEZVOUS=DIR or MASTER_ADDR and MASTER_PORT", id->source,
-                id->world);
+        if (rendezvous_var)
+            cp_launcher_say(say, ctx, "%s says %d ranks but there is no way to share the NCCL "
+                            "id: set %s=DIR or MASTER_ADDR and MASTER_PORT", id->source,
+                            id->world, rendezvous_var);
+        else
+            cp_launcher_say(say, ctx, "%s says %d ranks but there is no way to share the NCCL "
+                            "id: set MASTER_ADDR and MASTER_PORT", id->source, id->world);
         return -1;
     }
     return 0;
