@@ -15,7 +15,7 @@ enum cp_exit {
     CP_EXIT_OK = 0,
     CP_EXIT_BAD_NEWS = 1,   /* the answer is bad news: a hang, a mismatch, a FAIL */
     CP_EXIT_USAGE = 2,      /* usage or input error, one line on stderr */
-    CP_EXIT_CANNOT_RUN = 3, /* no GPU, no NCCL, no driver, or not built yet */
+    CP_EXIT_CANNOT_RUN = 3, /* no GPU, no NCCL, no driver */
 };
 
 /* Flag bits of a verb: shared set-up the dispatcher does (or skips) once for it. */

@@ -72,11 +72,6 @@ void cli_warn(const char *fmt, ...)
     va_end(ap);
 }
 
-int cli_not_built(const char *verb)
-{
-    return cli_error(verb, CP_EXIT_CANNOT_RUN, "not built yet");
-}
-
 int cli_stdout_failed(void)
 {
     return ferror(stdout);

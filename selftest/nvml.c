@@ -137,6 +137,14 @@ static int merge(const nvml_api *api, cps_topology *t)
                 sw[i]++;
         }
     }
+    for (unsigned i = 0; i < n && rc == 0; i++) {
+        if (gi[i] < 0)
+            continue;
+        int all = sw[i];
+        for (unsigned j = 0; j < n; j++)
+            all += direct[i * n + j];
+        t->gpus[gi[i]].nvlinks = all;
+    }
     for (unsigned i = 0; i < n && rc == 0; i++)
         for (unsigned j = 0; j < n && rc == 0; j++) {
             if (gi[i] < 0 || gi[j] < 0 || gi[i] >= gi[j])

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define CPS_MAX_DEPTH 32
 
@@ -424,4 +425,44 @@ const char *cps_pci_path_name(int path)
 {
     static const char *const names[] = {"PIX", "PXB", "PHB", "SYS"};
     return (path >= 0 && path <= CPS_PATH_SYS) ? names[path] : "SYS";
+}
+
+int cps_topo_add_cuda(cps_topology *t, const char (*names)[CPS_NAME_BYTES],
+                      const char (*pcis)[CPS_PCI_BYTES], const int *cc_major, const int *cc_minor,
+                      int n, int *map)
+{
+    for (int i = 0; i < n; i++) {
+        int g = -1;
+        for (int k = 0; k < t->n_gpus && g < 0; k++)
+            if (strcasecmp(t->gpus[k].pci, pcis[i]) == 0)
+                g = k;
+        if (g < 0) {
+            /* Neither sysfs nor NVML showed it (a container without /sys/bus/pci, no NVML):
+             * the driver's word is enough for a GPU, not for its links. */
+            int old = t->n_gpus;
+            cps_gpu *p = grow((void **)&t->gpus, &t->n_gpus, sizeof *p);
+            if (!p)
+                return -1;
+            p->index = old;
+            p->numa = -1;
+            snprintf(p->pci, sizeof p->pci, "%s", pcis[i]);
+            for (int k = 0; k < old; k++) {
+                cps_link *l = grow((void **)&t->links, &t->n_links, sizeof *l);
+                if (!l)
+                    return -1;
+                l->a = k;
+                l->b = old;
+                l->kind = CPS_LINK_SYS;
+                l->path = CPS_PATH_SYS;
+            }
+            g = old;
+        }
+        cps_gpu *p = &t->gpus[g];
+        if (!p->name[0])
+            snprintf(p->name, sizeof p->name, "%s", names[i]);
+        p->cc_major = cc_major[i];
+        p->cc_minor = cc_minor[i];
+        map[i] = g;
+    }
+    return 0;
 }

@@ -47,6 +47,8 @@ typedef struct cps_gpu {
     char pci[CPS_PCI_BYTES];     /* "0000:17:00.0" */
     int numa;                    /* -1 unknown */
     int lanes;                   /* current PCIe link width, 0 unknown */
+    int nvlinks;                 /* active NVLinks (to GPUs or NVSwitches), 0 none or unknown */
+    int cc_major, cc_minor;      /* compute capability from the CUDA driver, 0 unknown */
 } cps_gpu;
 
 typedef struct cps_nic {
@@ -89,6 +91,14 @@ int cps_pci_path(const char *root, const char *bdf_a, int numa_a, const char *bd
  * NVSwitches, the smaller of their switch link counts. Returns 0, or -1 with why filled (no
  * library, init failed) and t as it was. */
 int cps_topo_add_nvml(cps_topology *t, const char *lib, char *why, size_t why_n);
+
+/* Add what the CUDA driver knows (the sweep's GPU list, this host's GPUs only): each is matched
+ * to the topology by PCI bus id, fills an empty name and the compute capability, and is appended
+ * when sysfs and NVML did not show it (its links then unknown: SYS). map[i] receives the
+ * topology index of CUDA GPU i. Returns 0, or -1 when memory ran out. */
+int cps_topo_add_cuda(cps_topology *t, const char (*names)[CPS_NAME_BYTES],
+                      const char (*pcis)[CPS_PCI_BYTES], const int *cc_major, const int *cc_minor,
+                      int n, int *map);
 
 const char *cps_nic_kind_name(int kind);   /* "IB", "ROCE", "ETH" */
 const char *cps_link_kind_name(int kind);  /* "NVLINK", "PCIE", "SYS" */

@@ -206,21 +206,22 @@ static void export_wants_exactly_one_format(void **state)
     assert_usage_error(two, "--perfetto cannot be used with --csv");
 }
 
-static void verbs_not_built_yet_exit_3(void **state)
+static void selftest_refuses_bad_sizes_and_ops(void **state)
 {
     (void)state;
-    static const char *const calls[][6] = {
-        { "selftest", "--quick", "--sizes", "1K:1M", "--ops=allreduce", NULL },
-    };
-    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
-        struct cli_result r;
-        cli_run(&r, calls[i]);
-        char expect[64];
-        snprintf(expect, sizeof expect, "collprof: %s: not built yet\n", calls[i][0]);
-        assert_int_equal(r.status, 3);
-        assert_string_equal(r.err, expect);
-        cli_result_free(&r);
-    }
+    const char *backwards[] = { "selftest", "--sizes", "1M:1K", NULL };
+    assert_usage_error(backwards, "--sizes '1M:1K': the first size is larger than the second");
+    const char *junk[] = { "selftest", "--sizes", "lots", NULL };
+    assert_usage_error(junk, "--sizes wants A:B in bytes from 1 to 64G (e.g. 8:1G), got 'lots'");
+    const char *huge[] = { "selftest", "--sizes", "8:128G", NULL };
+    assert_usage_error(huge, "--sizes wants A:B in bytes from 1 to 64G (e.g. 8:1G), got '8:128G'");
+    const char *op[] = { "selftest", "--ops", "allreduce,gossip", NULL };
+    assert_usage_error(op, "--ops: unknown operation 'gossip' (all, allreduce, allgather, "
+                           "reducescatter, broadcast, reduce, alltoall, sendrecv)");
+    const char *empty[] = { "selftest", "--ops", "", NULL };
+    assert_usage_error(empty, "empty value for --ops");
+    const char *trailing[] = { "selftest", "--ops", "allreduce,", NULL };
+    assert_usage_error(trailing, "--ops: empty entry at the end of 'allreduce,'");
 }
 
 /* What follows the command belongs to the child: `run python --help` is not run's help. */
@@ -285,7 +286,7 @@ int main(void)
         cmocka_unit_test(bad_options_are_one_line_and_exit_2),
         cmocka_unit_test(wrong_argument_counts_are_one_line_and_exit_2),
         cmocka_unit_test(export_wants_exactly_one_format),
-        cmocka_unit_test(verbs_not_built_yet_exit_3),
+        cmocka_unit_test(selftest_refuses_bad_sizes_and_ops),
         cmocka_unit_test(run_leaves_the_commands_options_alone),
         cmocka_unit_test(options_may_follow_arguments),
         cmocka_unit_test(a_full_disk_is_one_line_and_exit_2),

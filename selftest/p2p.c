@@ -1,0 +1,250 @@
+/* p2p: the pairwise send/recv matrix between this process's ranks.
+ *
+ * Each ordered pair (a, b) alone: one group with ncclSend on a's communicator to b and the
+ * matching ncclRecv on b's, timed with events on both streams (the longer span counts, as the
+ * transfer is done only when b has it). One pair at a time, so no other traffic shares a link
+ * and a slow link shows as its own pair's figure, not as everybody's.
+ *
+ * A pair's time is the median of its calls, each timed with events of its own: a verdict
+ * names a slow link from this figure, so one host stall while the calls were issued (which
+ * delays one call on the GPU) must not make a healthy link look slow.
+ *
+ * Under a launcher each process drives one rank, and a pair is two processes of one host.
+ * Every rank walks the same steps, a pair of local indices (a, b); at each, on every host at
+ * once, the rank of local index a sends and the one of b receives, the others skip (hosts share
+ * no link a pair uses). The two swap their per-call times, so both know each call's longer
+ * span; the figures of every pair reach every rank by one all-reduce at the end. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "selftest/sweep_internal.h"
+
+struct pair_call {
+    int a, b;
+    size_t count;
+};
+
+static int issue_pair(struct cps_world *w, void *arg, char *why, size_t whyn)
+{
+    const struct pair_call *c = arg;
+    const struct cps_lib *L = w->L;
+    const struct cps_rank *a = &w->r[c->a], *b = &w->r[c->b];
+    ncclResult_t rc = L->ncclGroupStart();
+    const char *call = "ncclGroupStart";
+    ncclComm_t comm = NULL;
+    if (rc == ncclSuccess) {
+        call = "ncclSend";
+        comm = a->comm;
+        rc = L->ncclSend((void *)(uintptr_t)a->send, c->count, ncclFloat32, b->rank, a->comm,
+                         a->stream);
+    }
+    if (rc == ncclSuccess) {
+        call = "ncclRecv";
+        comm = b->comm;
+        rc = L->ncclRecv((void *)(uintptr_t)b->recv, c->count, ncclFloat32, a->rank, b->comm,
+                         b->stream);
+    }
+    ncclResult_t end = L->ncclGroupEnd();
+    if (rc == ncclSuccess && end != ncclSuccess) {
+        rc = end;
+        call = "ncclGroupEnd";
+        comm = NULL;
+    }
+    if (rc == ncclSuccess)
+        return 0;
+    char e[384];
+    cps_nccl_error(L, rc, comm, e, sizeof e);
+    snprintf(why, whyn, "p2p %d->%d: %s failed: %s", a->rank, b->rank, call, e);
+    cps_one_line(why);
+    return -1;
+}
+
+/* ---- one rank per process ------------------------------------------------------------ */
+
+/* The ranks on rank's host, ascending (their local indices); returns how many. */
+static int host_ranks(const cps_run *r, int rank, int *out)
+{
+    int n = 0;
+    for (int i = 0; i < r->nranks && n < CPS_MAX_GPUS; i++)
+        if (strcmp(r->gpus[i].host, r->gpus[rank].host) == 0)
+            out[n++] = i;
+    return n;
+}
+
+/* The most ranks any host has: every rank counts the same from the same gpus[]. */
+static int widest_host(const cps_run *r)
+{
+    int most = 0, mine[CPS_MAX_GPUS];
+    for (int i = 0; i < r->nranks; i++) {
+        int n = host_ranks(r, i, mine);
+        most = n > most ? n : most;
+    }
+    return most;
+}
+
+int cps_p2p_steps(const struct cps_world *w, const cps_run *r)
+{
+    int n = w->n < w->nranks ? widest_host(r) : w->n;
+    return n * (n - 1);
+}
+
+/* This rank's half of a pair: a send to peer, or a receive from it. */
+struct half_call {
+    int send, peer;
+    size_t count;
+};
+
+static int issue_half(struct cps_world *w, void *arg, char *why, size_t whyn)
+{
+    const struct half_call *c = arg;
+    const struct cps_lib *L = w->L;
+    const struct cps_rank *k = &w->r[0];
+    ncclResult_t rc =
+        c->send ? L->ncclSend((void *)(uintptr_t)k->send, c->count, ncclFloat32, c->peer,
+                              k->comm, k->stream)
+                : L->ncclRecv((void *)(uintptr_t)k->recv, c->count, ncclFloat32, c->peer,
+                              k->comm, k->stream);
+    if (rc == ncclSuccess)
+        return 0;
+    char e[384];
+    cps_nccl_error(L, rc, k->comm, e, sizeof e);
+    snprintf(why, whyn, "p2p %d->%d: %s failed: %s", c->send ? k->rank : c->peer,
+             c->send ? c->peer : k->rank, c->send ? "ncclSend" : "ncclRecv", e);
+    cps_one_line(why);
+    return -1;
+}
+
+/* The two ranks of a pair swap their per-call spans (iters doubles each way) through the
+ * exchange buffer; mine[k] becomes the longer of the two. */
+static int swap_spans(struct cps_world *w, int peer, double *mine, int iters, double *theirs,
+                      const char *what, char *why, size_t whyn)
+{
+    const struct cps_lib *L = w->L;
+    struct cps_rank *k = &w->r[0];
+    size_t bytes = (size_t)iters * sizeof(double);
+    if (cps_world_xchg(w, 0, 2 * bytes, why, whyn) || cps_world_use(w, 0, why, whyn))
+        return -1;
+    CPS_CU(L->cuMemcpyHtoD(k->xchg, mine, bytes), "cuMemcpyHtoD");
+    CPS_CU(L->cuCtxSynchronize(), "cuCtxSynchronize");
+    char *p = (char *)(uintptr_t)k->xchg;
+    ncclResult_t rc = L->ncclGroupStart();
+    if (rc == ncclSuccess)
+        rc = L->ncclSend(p, bytes, ncclUint8, peer, k->comm, k->stream);
+    if (rc == ncclSuccess)
+        rc = L->ncclRecv(p + bytes, bytes, ncclUint8, peer, k->comm, k->stream);
+    ncclResult_t end = L->ncclGroupEnd();
+    if (rc == ncclSuccess)
+        rc = end;
+    if (rc != ncclSuccess) {
+        char e[384];
+        cps_nccl_error(L, rc, k->comm, e, sizeof e);
+        snprintf(why, whyn, "%s: swapping times with rank %d failed: %s", what, peer, e);
+        cps_one_line(why);
+        return -1;
+    }
+    if (cps_world_drain(w, 1, what, why, whyn))
+        return -1;
+    CPS_CU(L->cuMemcpyDtoH(theirs, k->xchg + bytes, bytes), "cuMemcpyDtoH");
+    for (int i = 0; i < iters; i++)
+        mine[i] = theirs[i] > mine[i] ? theirs[i] : mine[i];
+    return 0;
+}
+
+static int launcher_matrix(struct cps_world *w, size_t count, int warmup, int iters,
+                           struct cps_progress *pr, cps_run *r, char *why, size_t whyn)
+{
+    int mine[CPS_MAX_GPUS], nmine = host_ranks(r, w->world_rank, mine), me = 0;
+    int widest = widest_host(r), n = w->nranks;
+    for (int i = 0; i < nmine; i++)
+        if (mine[i] == w->world_rank)
+            me = i;
+    r->p2p_n = nmine;
+    for (int i = 0; i < nmine; i++)
+        r->p2p_rank[i] = mine[i];
+    /* fig[s * widest + b]: GB/s from rank s to local index b of its host; 0 elsewhere */
+    double *fig = calloc((size_t)n * (size_t)widest + 1, sizeof *fig);
+    double *us = calloc((size_t)iters, sizeof *us), *theirs = calloc((size_t)iters, sizeof *us);
+    int rc = -1;
+    if (!fig || !us || !theirs) {
+        snprintf(why, whyn, "p2p: out of memory");
+        goto out;
+    }
+    char size[32];
+    cps_bytes_text(r->p2p_bytes, size, sizeof size);
+    for (int a = 0; a < widest; a++)
+        for (int b = 0; b < widest; b++) {
+            if (a == b)
+                continue;
+            char what[96];
+            snprintf(what, sizeof what, "p2p %d->%d %s", a, b, size);
+            cps_progress_step(pr, what);
+            int send = me == a && b < nmine, recv = me == b && a < nmine;
+            if (!send && !recv)
+                continue;
+            struct half_call c = {send, mine[send ? b : a], count};
+            snprintf(what, sizeof what, "p2p %d->%d %s", mine[a], mine[b], size);
+            if (cps_time_each(w, 1, issue_half, &c, warmup, iters, 0, what, us, why, whyn) ||
+                swap_spans(w, c.peer, us, iters, theirs, what, why, whyn))
+                goto out;
+            double t = cps_median(us, iters);
+            fig[mine[a] * widest + b] = t > 0 ? (double)r->p2p_bytes / (t * 1e3) : 0;
+        }
+    if (cps_world_agree(w, fig, (size_t)n * (size_t)widest, ncclMax, "the p2p matrix", why,
+                        whyn))
+        goto out;
+    for (int a = 0; a < nmine; a++)
+        for (int b = 0; b < nmine; b++)
+            r->p2p_gbps[a][b] = a == b ? 0 : fig[mine[a] * widest + b];
+    rc = 0;
+out:
+    free(fig);
+    free(us);
+    free(theirs);
+    return rc;
+}
+
+int cps_p2p_matrix(struct cps_world *w, uint64_t bytes, int warmup, int iters,
+                   struct cps_progress *pr, cps_run *r, char *why, size_t whyn)
+{
+    if (w->n < w->nranks) {
+        size_t count = (size_t)(bytes / sizeof(float));
+        count = count ? count : 1;
+        r->p2p_bytes = (uint64_t)count * sizeof(float);
+        return launcher_matrix(w, count, warmup, iters < 1 ? 1 : iters, pr, r, why, whyn);
+    }
+    size_t count = (size_t)(bytes / sizeof(float));
+    if (count == 0)
+        count = 1;
+    r->p2p_n = w->n;
+    r->p2p_bytes = (uint64_t)count * sizeof(float);
+    for (int a = 0; a < w->n; a++)
+        r->p2p_rank[a] = w->r[a].rank;
+    if (iters < 1)
+        iters = 1;
+    double *us = calloc((size_t)iters, sizeof *us);
+    if (!us) {
+        snprintf(why, whyn, "p2p: out of memory");
+        return -1;
+    }
+    char size[32];
+    cps_bytes_text(r->p2p_bytes, size, sizeof size);
+    for (int a = 0; a < w->n; a++)
+        for (int b = 0; b < w->n; b++) {
+            if (a == b)
+                continue;
+            struct pair_call c = {a, b, count};
+            char what[96];
+            snprintf(what, sizeof what, "p2p %d->%d %s", w->r[a].rank, w->r[b].rank, size);
+            cps_progress_step(pr, what);
+            if (cps_time_each(w, (1u << a) | (1u << b), issue_pair, &c, warmup, iters, 0, what,
+                              us, why, whyn)) {
+                free(us);
+                return -1;
+            }
+            double t = cps_median(us, iters);
+            r->p2p_gbps[a][b] = t > 0 ? (double)r->p2p_bytes / (t * 1e3) : 0;
+        }
+    free(us);
+    return 0;
+}

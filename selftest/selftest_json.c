@@ -1,0 +1,146 @@
+/* selftest_json: `collprof selftest --json` — the contract's keys (version, verdict, topology,
+ * checks) and, beside them, every measured point ("ops"), the run ("run") and the pairwise
+ * matrix ("p2p"). */
+#include <json-c/json.h>
+#include <math.h>
+
+#include "selftest/selftest.h"
+
+static int add(json_object *o, const char *key, json_object *v)
+{
+    if (!v)
+        return -1;
+    if (json_object_object_add(o, key, v)) {
+        json_object_put(v);
+        return -1;
+    }
+    return 0;
+}
+
+/* NaN and infinities are not JSON: null. Figures are rounded to 0.01 so the output is stable
+ * and readable; the measurement is nowhere near that precise. */
+static json_object *num(double v)
+{
+    if (isnan(v) || isinf(v))
+        return NULL; /* json-c writes a NULL member as null */
+    return json_object_new_double(round(v * 100) / 100);
+}
+
+static int add_num(json_object *o, const char *key, double v)
+{
+    json_object *x = num(v);
+    if (!x && !(isnan(v) || isinf(v)))
+        return -1;
+    if (json_object_object_add(o, key, x)) {
+        json_object_put(x);
+        return -1;
+    }
+    return 0;
+}
+
+static int add_checks(json_object *top, const cps_report *rep)
+{
+    json_object *arr = json_object_new_array();
+    if (add(top, "checks", arr))
+        return -1;
+    for (int i = 0; i < rep->nchecks; i++) {
+        const cps_check *c = &rep->checks[i];
+        json_object *o = json_object_new_object();
+        if (!o || json_object_array_add(arr, o) ||
+            add(o, "name", json_object_new_string(c->name)) ||
+            add(o, "status", json_object_new_string(cps_status_name(c->status))) ||
+            add_num(o, "measured", c->measured) || add_num(o, "expected", c->expected) ||
+            add(o, "unit", json_object_new_string(c->unit)) ||
+            add(o, "detail", json_object_new_string(c->detail)))
+            return -1;
+    }
+    return 0;
+}
+
+static int add_ops(json_object *top, const cps_report *rep)
+{
+    const cps_run *r = rep->run;
+    json_object *arr = json_object_new_array();
+    if (add(top, "ops", arr))
+        return -1;
+    for (int i = 0; i < r->npoints; i++) {
+        const cps_point *p = &r->points[i];
+        json_object *o = json_object_new_object();
+        if (!o || json_object_array_add(arr, o) ||
+            add(o, "op", json_object_new_string(cps_op_title(p->op))) ||
+            add(o, "bytes", json_object_new_int64((int64_t)p->bytes)) ||
+            add(o, "count", json_object_new_int64((int64_t)p->count)) ||
+            add_num(o, "time_us", p->time_us) || add_num(o, "algbw_gbps", p->algbw_gbps) ||
+            add_num(o, "busbw_gbps", p->busbw_gbps) ||
+            add_num(o, "expected_busbw_gbps",
+                    r->nranks > 1 ? cps_expect_busbw(&rep->ring, p->op, p->bytes, r->nranks)
+                                  : NAN))
+            return -1;
+    }
+    return 0;
+}
+
+static int add_run(json_object *top, const cps_report *rep)
+{
+    const cps_run *r = rep->run;
+    json_object *o = json_object_new_object();
+    if (add(top, "run", o) || add(o, "ranks", json_object_new_int(r->nranks)) ||
+        add(o, "hosts", json_object_new_int(r->nhosts)) ||
+        add(o, "multi_process", json_object_new_boolean(r->multi_process)) ||
+        add(o, "nccl_version", json_object_new_int(r->nccl_version)) ||
+        add(o, "cuda_driver_version", json_object_new_int(r->cuda_driver_version)) ||
+        add_num(o, "expected_bus_gbps", rep->ring.bus_gbps > 0 ? rep->ring.bus_gbps : NAN) ||
+        add(o, "expected_basis", json_object_new_string(rep->ring.basis)) ||
+        add(o, "network", json_object_new_string(r->log.network)))
+        return -1;
+    json_object *tr = json_object_new_object();
+    if (add(o, "connections", tr))
+        return -1;
+    for (int k = 0; k < CPS_TR_NKINDS; k++)
+        if (add(tr, cps_transport_name(k), json_object_new_int(r->log.count[k])))
+            return -1;
+    return 0;
+}
+
+static int add_p2p(json_object *top, const cps_report *rep)
+{
+    const cps_run *r = rep->run;
+    if (r->p2p_n < 2)
+        return 0;
+    json_object *o = json_object_new_object(), *gpus = json_object_new_array(),
+                *rows = json_object_new_array();
+    if (add(top, "p2p", o) || add(o, "bytes", json_object_new_int64((int64_t)r->p2p_bytes)) ||
+        add(o, "gpus", gpus) || add(o, "gbps", rows))
+        return -1;
+    for (int i = 0; i < r->p2p_n; i++) {
+        int rank = r->p2p_rank[i];
+        int t = rank >= 0 && rank < r->nranks ? rep->map[rank] : -1;
+        if (json_object_array_add(gpus, json_object_new_int(t)))
+            return -1;
+        json_object *row = json_object_new_array();
+        if (!row || json_object_array_add(rows, row))
+            return -1;
+        for (int j = 0; j < r->p2p_n; j++) {
+            double v = i != j && r->p2p_gbps[i][j] > 0 ? r->p2p_gbps[i][j] : NAN;
+            json_object *x = num(v);
+            if (json_object_array_add(row, x)) {
+                json_object_put(x);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+json_object *cps_report_json(const cps_report *rep)
+{
+    json_object *top = json_object_new_object();
+    if (!top || add(top, "version", json_object_new_int(1)) ||
+        add(top, "verdict", json_object_new_string(cps_status_name(rep->verdict))) ||
+        add(top, "topology", cps_topo_json(rep->topo)) || add_checks(top, rep) ||
+        add_ops(top, rep) || add_run(top, rep) || add_p2p(top, rep)) {
+        json_object_put(top);
+        return NULL;
+    }
+    return top;
+}

@@ -1,0 +1,434 @@
+/* `collprof selftest` one process per GPU, started the way torchrun starts a job: four
+ * processes of the real binary with RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE, on two
+ * emulated hosts placed as collprof-sim --launch places them (COLLPROF_EMU_HOST_ID, the emuhost
+ * preload for the hostnames). The id travels over MASTER_ADDR:MASTER_PORT, or through
+ * COLLPROF_RENDEZVOUS_DIR; a rank whose peer never comes, or never enters a collective, ends
+ * by --timeout with exit 3; so do two ranks on one GPU, at once. */
+#include <arpa/inet.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <cmocka.h>
+
+#include "tests/cli/test_cli_util.h"
+
+#ifdef CP_TEST_SANITIZE
+#define TOLERANCE 0.30 /* the emulation's CPU work runs 2-3x slower under the sanitizers */
+#else
+#define TOLERANCE 0.15
+#endif
+
+#define PATHF(buf, ...) assert_true(snprintf((buf), sizeof(buf), __VA_ARGS__) < (int)sizeof(buf))
+
+static char *base;
+static char root_ib[PATH_MAX], rdv_dir[PATH_MAX];
+
+static void write_file(const char *path, const char *content)
+{
+    char dir[PATH_MAX];
+    PATHF(dir, "%s", path);
+    for (char *p = dir + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(dir, 0755);
+            *p = '/';
+        }
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(content, f);
+    fclose(f);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    base = cli_tmpdir();
+    PATHF(root_ib, "%s/ib", base);
+    /* four active NDR ports: the transport check then wants NET/IB between the hosts */
+    for (int i = 0; i < 4; i++) {
+        char p[PATH_MAX];
+        PATHF(p, "%s/sys/class/infiniband/mlx5_%d/ports/1/rate", root_ib, i);
+        write_file(p, "400 Gb/sec (4X NDR)\n");
+        PATHF(p, "%s/sys/class/infiniband/mlx5_%d/ports/1/state", root_ib, i);
+        write_file(p, "4: ACTIVE\n");
+        PATHF(p, "%s/sys/class/infiniband/mlx5_%d/ports/1/link_layer", root_ib, i);
+        write_file(p, "InfiniBand\n");
+    }
+    PATHF(rdv_dir, "%s/rendezvous", base);
+    mkdir(rdv_dir, 0755);
+    char live[PATH_MAX];
+    PATHF(live, "%s/live", base);
+    mkdir(live, 0755);
+    setenv("COLLPROF_LIVE_DIR", live, 1);
+    setenv("TMPDIR", base, 1);
+    const char *clean[] = {"COLLPROF_EMU_TOPO", "COLLPROF_EMU_NET", "COLLPROF_EMU_SLOW_LINK",
+                           "COLLPROF_EMU_HANG", "NCCL_IB_DISABLE", "CUDA_VISIBLE_DEVICES",
+                           "COLLPROF_RENDEZVOUS_DIR", "MASTER_ADDR", "MASTER_PORT",
+                           "TORCHELASTIC_USE_AGENT_STORE", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                           "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof clean / sizeof *clean; i++)
+        unsetenv(clean[i]);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    cli_rmtree(base);
+    free(base);
+    return 0;
+}
+
+/* A port nobody listens on now: the kernel's pick for a socket bound to port 0. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+struct job {
+    int world, per_host, hosts;
+    int port;            /* MASTER_PORT; 0: the rendezvous directory */
+    const char *timeout; /* --timeout */
+    const char *visible; /* CUDA_VISIBLE_DEVICES, NULL: unset */
+    const char *hang;    /* COLLPROF_EMU_HANG, NULL: unset; one AllReduce size then */
+};
+
+struct rank_run {
+    pid_t pid;
+    FILE *out, *err;
+    struct cli_result res;
+};
+
+static void set_num(const char *name, int v)
+{
+    char s[32];
+    snprintf(s, sizeof s, "%d", v);
+    setenv(name, s, 1);
+}
+
+/* Starts rank r of the job (in the child: its launcher variables, then exec). */
+static void start_rank(struct rank_run *k, const struct job *j, int r)
+{
+    k->out = tmpfile();
+    k->err = tmpfile();
+    assert_non_null(k->out);
+    assert_non_null(k->err);
+    fflush(NULL);
+    k->pid = fork();
+    assert_true(k->pid >= 0);
+    if (k->pid > 0)
+        return;
+    set_num("RANK", r);
+    set_num("WORLD_SIZE", j->world);
+    set_num("LOCAL_RANK", r % j->per_host);
+    set_num("LOCAL_WORLD_SIZE", j->per_host);
+    if (j->visible)
+        setenv("CUDA_VISIBLE_DEVICES", j->visible, 1);
+    if (j->hang)
+        setenv("COLLPROF_EMU_HANG", j->hang, 1);
+    if (j->port) {
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        set_num("MASTER_PORT", j->port);
+    } else {
+        setenv("COLLPROF_RENDEZVOUS_DIR", rdv_dir, 1);
+    }
+    if (j->hosts > 1) {
+        char pre[PATH_MAX];
+        snprintf(pre, sizeof pre, "%s/emu/libcollprof-emuhost.so", getenv("COLLPROF_BUILD_DIR"));
+        set_num("COLLPROF_EMU_HOSTS", j->hosts);
+        set_num("COLLPROF_EMU_HOST_ID", r / j->per_host);
+        setenv("LD_PRELOAD", pre, 1);
+#ifdef CP_TEST_SANITIZE
+        /* ASan insists on being first in the initial library list, which a preload precedes */
+        const char *asan = getenv("ASAN_OPTIONS");
+        char opts[1024];
+        snprintf(opts, sizeof opts, "%s%sverify_asan_link_order=0", asan && *asan ? asan : "",
+                 asan && *asan ? ":" : "");
+        setenv("ASAN_OPTIONS", opts, 1);
+#endif
+    }
+    dup2(fileno(k->out), STDOUT_FILENO);
+    dup2(fileno(k->err), STDERR_FILENO);
+    /* 20 timed calls a size rather than --quick's 5: one host stall weighs less */
+    const char *argv[] = {"collprof", "selftest", "--json", "--quick", "--sizes", "8:4M",
+                          "--iters", "20", "--timeout", j->timeout, "--root", root_ib, NULL};
+    const char *hang_argv[] = {"collprof", "selftest", "--json", "--ops", "allreduce",
+                               "--sizes", "1K:1K", "--warmup", "2", "--iters", "5",
+                               "--timeout", j->timeout, "--root", root_ib, NULL};
+    execv(cli_binary(), (char *const *)(j->hang ? hang_argv : argv));
+    _exit(127);
+}
+
+static void finish_rank(struct rank_run *k)
+{
+    k->res.status = cli_wait(k->pid);
+    k->res.out = cli_slurp(k->out);
+    k->res.err = cli_slurp(k->err);
+    fclose(k->out);
+    fclose(k->err);
+}
+
+static json_object *get(json_object *o, const char *key)
+{
+    json_object *v = NULL;
+    if (!json_object_object_get_ex(o, key, &v))
+        fail_msg("no \"%s\" in the report", key);
+    return v;
+}
+
+static json_object *check_named(json_object *report, const char *name)
+{
+    json_object *checks = get(report, "checks");
+    for (size_t i = 0; i < json_object_array_length(checks); i++) {
+        json_object *c = json_object_array_get_idx(checks, i);
+        if (!strcmp(json_object_get_string(get(c, "name")), name))
+            return c;
+    }
+    fail_msg("no check \"%s\"", name);
+    return NULL;
+}
+
+/* Four ranks on two hosts: every rank exits with one code (0: PASS), rank 0 alone prints,
+ * and its report is of the whole job. */
+static void run_healthy(int port)
+{
+    struct job j = {4, 2, 2, port, "30", NULL, NULL};
+    struct rank_run k[4];
+    for (int r = 0; r < 4; r++)
+        start_rank(&k[r], &j, r);
+    for (int r = 0; r < 4; r++)
+        finish_rank(&k[r]);
+    for (int r = 0; r < 4; r++)
+        fprintf(stderr, "rank %d: exit %d\n", r, k[r].res.status);
+    if (k[0].res.status != 0)
+        fprintf(stderr, "rank 0 said: %s%s\n", k[0].res.err, k[0].res.out);
+    for (int r = 0; r < 4; r++) {
+        /* every rank judged the same figures: one verdict, one exit code */
+        if (k[r].res.status != k[0].res.status)
+            fail_msg("rank %d: exit %d, rank 0: exit %d: %s", r, k[r].res.status,
+                     k[0].res.status, k[r].res.err);
+        if (r > 0)
+            assert_string_equal(k[r].res.out, ""); /* only rank 0 prints */
+    }
+    json_object *o = json_tokener_parse(k[0].res.out);
+    if (!o)
+        fail_msg("rank 0 printed no JSON: '%s' (exit %d: %s)", k[0].res.out, k[0].res.status,
+                 k[0].res.err);
+    json_object *checks = get(o, "checks");
+    for (size_t i = 0; i < json_object_array_length(checks); i++) {
+        json_object *c = json_object_array_get_idx(checks, i);
+        const char *name = json_object_get_string(get(c, "name"));
+        if (strcmp(json_object_get_string(get(c, "status")), "FAIL") != 0)
+            continue;
+#ifdef CP_TEST_SANITIZE
+        /* Four sanitized processes and the emulation's stream threads share 2 cores: a rank
+         * descheduled while it issues holds every peer inside the collective, and the
+         * emulation starts no call before its host issued it, so a size's time can
+         * triple. That lowers a busbw check and nothing else. */
+        if (strstr(name, ".busbw")) {
+            fprintf(stderr, "under the sanitizers: %s FAIL (%s)\n", name,
+                    json_object_get_string(get(c, "detail")));
+            continue;
+        }
+#endif
+        fail_msg("check %s: FAIL: %s", name, json_object_get_string(get(c, "detail")));
+    }
+#ifndef CP_TEST_SANITIZE
+    assert_int_equal(k[0].res.status, 0);
+#endif
+    json_object *run = get(o, "run");
+    assert_int_equal(json_object_get_int(get(run, "ranks")), 4);
+    assert_int_equal(json_object_get_int(get(run, "hosts")), 2);
+    assert_true(json_object_get_boolean(get(run, "multi_process")));
+    assert_string_equal(json_object_get_string(get(run, "network")), "IB");
+    json_object *conns = get(run, "connections");
+    int ib = json_object_get_int(get(conns, "NET/IB"));
+    int sock = json_object_get_int(get(conns, "NET/Socket"));
+    fprintf(stderr, "connections: NET/IB %d, P2P %d, NET/Socket %d\n", ib,
+            json_object_get_int(get(conns, "P2P")), sock);
+    /* Each rank read only its own log: the ring 0->1->2->3->0 has two hops inside a host
+     * (P2P, logged by the sender) and two between hosts (NET, logged at both ends), so rank 0
+     * alone saw P2P 1 and NET/IB 1; the run's figures are every rank's, summed. */
+    assert_int_equal(ib, 4);
+    assert_int_equal(json_object_get_int(get(conns, "P2P")), 2);
+    assert_int_equal(sock, 0);
+    assert_string_equal(json_object_get_string(get(check_named(o, "transport"), "status")),
+                        "PASS");
+    assert_string_equal(json_object_get_string(get(check_named(o, "correctness"), "status")),
+                        "PASS");
+    json_object *ops = get(o, "ops");
+    int seen[7] = {0};
+    for (size_t i = 0; i < json_object_array_length(ops); i++) {
+        json_object *p = json_object_array_get_idx(ops, i);
+        double busbw = json_object_get_double(get(p, "busbw_gbps"));
+        int64_t bytes = json_object_get_int64(get(p, "bytes"));
+        /* the JSON keeps two decimals: a few bytes' GB/s reads 0 */
+        if (!(json_object_get_double(get(p, "time_us")) > 0) || (bytes >= 1 << 20 && !(busbw > 0)))
+            fail_msg("op %zu: %lld B, busbw %g", i, (long long)bytes, busbw);
+        static const char *const names[7] = {"AllReduce", "AllGather", "ReduceScatter",
+                                             "Broadcast", "Reduce",    "AlltoAll",
+                                             "SendRecv"};
+        for (int n = 0; n < 7; n++)
+            seen[n] += !strcmp(json_object_get_string(get(p, "op")), names[n]);
+        if (bytes == 4 << 20)
+            fprintf(stderr, "%-13s 4 MiB busbw %6.1f GB/s\n",
+                    json_object_get_string(get(p, "op")), busbw);
+        /* The emulation's time model (docs/EMULATION.md) for a ring over 4 ranks: NVLink's
+         * 370 GB/s bounds it (8 NICs x 48 GB/s per host are more), each step costs the
+         * network's 5 us. Each rank timed its own span and the slowest one counts, so a rank
+         * that reported before its peers finished would read faster than the model. */
+        if (bytes == 4 << 20 && !strcmp(json_object_get_string(get(p, "op")), "AllReduce")) {
+            double us = (double)bytes * 2 * 3 / 4 / 370e3 + 2 * 3 * 5.0;
+            double want = (double)bytes / us / 1e3 * 1.5;
+#ifdef CP_TEST_SANITIZE
+            int ok = busbw < want * (1 + TOLERANCE); /* slower: the host lag said above */
+#else
+            int ok = fabs(busbw - want) <= want * TOLERANCE;
+#endif
+            if (!ok)
+                fail_msg("AllReduce 4 MiB busbw %.1f GB/s, model %.1f", busbw, want);
+        }
+    }
+    for (int n = 0; n < 7; n++)
+        assert_true(seen[n] > 0);
+    /* the pairwise matrix: rank 0's host, its two ranks, both ways measured */
+    json_object *p2p = get(o, "p2p");
+    json_object *rows = get(p2p, "gbps");
+    assert_int_equal(json_object_array_length(rows), 2);
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++)
+            if (a != b) {
+                json_object *row = json_object_array_get_idx(rows, (size_t)a);
+                double g = json_object_get_double(json_object_array_get_idx(row, (size_t)b));
+                fprintf(stderr, "p2p %d->%d %.1f GB/s\n", a, b, g);
+                assert_true(g > 0);
+            }
+    json_object_put(o);
+    for (int r = 0; r < 4; r++)
+        cli_result_free(&k[r].res);
+}
+
+static void test_master_port(void **state)
+{
+    (void)state;
+    run_healthy(free_port());
+}
+
+static void test_rendezvous_dir(void **state)
+{
+    (void)state;
+    run_healthy(0);
+}
+
+/* One rank of two: the other never comes, and the run ends by --timeout with one line. */
+static void run_alone(int port, int rank, const char *says)
+{
+    struct job j = {2, 2, 1, port, "1", NULL, NULL};
+    struct rank_run k;
+    start_rank(&k, &j, rank);
+    finish_rank(&k);
+    fprintf(stderr, "rank %d alone: exit %d: %s", rank, k.res.status, k.res.err);
+    assert_int_equal(k.res.status, 3);
+    assert_string_equal(k.res.out, "");
+    assert_int_equal(cli_count_lines(k.res.err), 1);
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "collprof: selftest: rank %d of 2: ", rank);
+    assert_true(cli_starts_with(k.res.err, prefix));
+    assert_non_null(strstr(k.res.err, says));
+    cli_result_free(&k.res);
+}
+
+static void test_peer_missing(void **state)
+{
+    (void)state;
+    run_alone(free_port(), 1, "no NCCL id from rank 0 at 127.0.0.1:");
+    /* through a directory rank 0 waits for nobody, so it is ncclCommInitRank that waits */
+    run_alone(0, 0, "ncclCommInitRank over 2 ranks did not finish within 1 s");
+}
+
+/* Two ranks of a host but one GPU visible: NCCL refuses them, and the reason says why. */
+static void test_ranks_share_a_gpu(void **state)
+{
+    (void)state;
+    struct job j = {2, 2, 1, free_port(), "10", "0", NULL};
+    struct rank_run k[2];
+    for (int r = 0; r < 2; r++)
+        start_rank(&k[r], &j, r);
+    for (int r = 0; r < 2; r++)
+        finish_rank(&k[r]);
+    for (int r = 0; r < 2; r++) {
+        fprintf(stderr, "rank %d: exit %d: %s", r, k[r].res.status, k[r].res.err);
+        assert_int_equal(k[r].res.status, 3);
+        assert_int_equal(cli_count_lines(k[r].res.err), 1);
+        assert_non_null(strstr(k[r].res.err, "ncclCommInitRank over 2 ranks failed"));
+        char says[128];
+        snprintf(says, sizeof says, "(2 local ranks on 1 GPU: local rank %d took GPU 0, which "
+                 "another rank shares)\n", r);
+        assert_non_null(strstr(k[r].res.err, says));
+        cli_result_free(&k[r].res);
+    }
+}
+
+/* A rank that never enters a collective (its 4th AllReduce: after the check and the two
+ * warm-up calls): every rank's --timeout ends the run, each with its own line, exit 3. */
+static void test_hang_times_out(void **state)
+{
+    (void)state;
+    struct job j = {2, 2, 1, free_port(), "1", NULL, "1:3"};
+    struct rank_run k[2];
+    for (int r = 0; r < 2; r++)
+        start_rank(&k[r], &j, r);
+    for (int r = 0; r < 2; r++)
+        finish_rank(&k[r]);
+    for (int r = 0; r < 2; r++) {
+        fprintf(stderr, "rank %d: exit %d: %s", r, k[r].res.status, k[r].res.err);
+        char want[128];
+        snprintf(want, sizeof want, "collprof: selftest: rank %d of 2: allreduce 1 KiB did not "
+                 "finish within 1 s: every communicator aborted\n", r);
+        assert_int_equal(k[r].res.status, 3);
+        assert_string_equal(k[r].res.err, want);
+        assert_string_equal(k[r].res.out, "");
+        cli_result_free(&k[r].res);
+    }
+}
+
+/* A launcher variable that makes no sense is a usage error, before anything starts. */
+static void test_bad_variable(void **state)
+{
+    (void)state;
+    setenv("RANK", "1", 1);
+    setenv("WORLD_SIZE", "one", 1);
+    struct cli_result r;
+    cli_runl(&r, "selftest", "--json", "--quick", "--root", root_ib, NULL);
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    assert_int_equal(r.status, 2);
+    assert_string_equal(r.err, "collprof: selftest: WORLD_SIZE='one' is not a non-negative "
+                               "number\n");
+    cli_result_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_master_port),
+        cmocka_unit_test(test_rendezvous_dir),
+        cmocka_unit_test(test_peer_missing),
+        cmocka_unit_test(test_ranks_share_a_gpu),
+        cmocka_unit_test(test_hang_times_out),
+        cmocka_unit_test(test_bad_variable),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
