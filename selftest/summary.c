@@ -65,21 +65,37 @@ static void print_links(FILE *out, const cps_topology *t)
         any = 1;
     }
     fprintf(out, "%s\n", any ? "" : "none (one GPU)");
+    /* NICs alike (kind, rate, state) on one line each: "8 × IB 400G (mlx5_0 .. mlx5_7)" */
     fprintf(out, "  nics      ");
     if (!t->n_nics)
         fprintf(out, "none found");
-    for (int i = 0; i < t->n_nics && i < 12; i++) {
-        char nb[CPS_NAME_BYTES];
+    int shown = 0;
+    for (int i = 0; i < t->n_nics; i++) {
         const cps_nic *n = &t->nics[i];
-        fprintf(out, "%s%s %s", i ? ", " : "", clean(n->name, nb, sizeof nb),
-                cps_nic_kind_name(n->kind));
+        int seen = 0, count = 0, last = i;
+        for (int j = 0; j < i && !seen; j++)
+            seen = t->nics[j].kind == n->kind && t->nics[j].rate_gbps == n->rate_gbps &&
+                   t->nics[j].up == n->up;
+        if (seen)
+            continue;
+        for (int j = i; j < t->n_nics; j++)
+            if (t->nics[j].kind == n->kind && t->nics[j].rate_gbps == n->rate_gbps &&
+                t->nics[j].up == n->up) {
+                count++;
+                last = j;
+            }
+        char a[CPS_NAME_BYTES], b[CPS_NAME_BYTES];
+        fprintf(out, "%s%d × %s", shown++ ? ", " : "", count, cps_nic_kind_name(n->kind));
         if (n->rate_gbps > 0)
             fprintf(out, " %.0fG", n->rate_gbps);
         if (!n->up)
             fprintf(out, " DOWN");
+        if (count == 1)
+            fprintf(out, " (%s)", clean(n->name, a, sizeof a));
+        else
+            fprintf(out, " (%s .. %s)", clean(n->name, a, sizeof a),
+                    clean(t->nics[last].name, b, sizeof b));
     }
-    if (t->n_nics > 12)
-        fprintf(out, ", ... (%d in all)", t->n_nics);
     fprintf(out, "\n");
 }
 
