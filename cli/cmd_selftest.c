@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "cli/options.h"
@@ -223,8 +224,9 @@ int cmd_selftest(int argc, char **argv)
     char err[256];
     if (ops && cps_ops_parse(ops, &o.ops, err, sizeof err))
         return cli_usage_error(&c, "%s", err);
-    if (!*root)
-        return cli_usage_error(&c, "--root wants a directory");
+    struct stat st;
+    if (!*root || stat(root, &st) != 0 || !S_ISDIR(st.st_mode))
+        return cli_usage_error(&c, "--root '%s': not a directory", root);
     o.quick = quick;
     o.iters = (int)iters;
     o.warmup = (int)warmup;

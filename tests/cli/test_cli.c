@@ -220,6 +220,8 @@ static void selftest_refuses_bad_sizes_and_ops(void **state)
                            "reducescatter, broadcast, reduce, alltoall, sendrecv)");
     const char *empty[] = { "selftest", "--ops", "", NULL };
     assert_usage_error(empty, "empty value for --ops");
+    const char *root[] = { "selftest", "--root", "/nonexistent/sys-root", NULL };
+    assert_usage_error(root, "--root '/nonexistent/sys-root': not a directory");
     const char *trailing[] = { "selftest", "--ops", "allreduce,", NULL };
     assert_usage_error(trailing, "--ops: empty entry at the end of 'allreduce,'");
 }
