@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "common/settings.h"
 #include "tui/live.h"
 #ifdef COLLPROF_HAVE_TOP_SCREEN
 #include "tui/top.h"
@@ -30,6 +31,9 @@ static void sleep_s(double s)
 static int snapshot(const char *verb, double delay_s, int json)
 {
     cpt_live l = {0};
+    cp_settings set;
+    cp_settings_load(&set);
+    l.hang_s = set.hang_s; /* hung as the screen marks it: flagged, or in flight that long */
     uid_t uid = geteuid();
     int rc = cpt_live_scan(&l, NULL, uid);
     if (rc == 0 && l.nranks > 0) {

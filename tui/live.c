@@ -50,6 +50,13 @@ void cpt_live_free(cpt_live *l)
     memset(l, 0, sizeof *l);
 }
 
+int cpt_rank_hung(const cpt_live *l, const cpt_rank *r)
+{
+    double hang_s = l->hang_s > 0 ? l->hang_s : 60;
+    return r->state != CPT_EXITED &&
+           (r->hang || (r->inflight_op != CP_OP_NONE && r->inflight_age_s >= hang_s));
+}
+
 size_t cpt_rank_nrecent(const cpt_rank *r)
 {
     return r->snap.recent_count <= CP_STATS_RECENT ? r->snap.recent_count : CP_STATS_RECENT;
@@ -433,7 +440,7 @@ int cpt_live_scan_at(cpt_live *l, const char *dir, uid_t uid, uint64_t now)
             continue;
         }
         l->running++;
-        l->hung += r->hang;
+        l->hung += cpt_rank_hung(l, r);
         l->calls_per_s += r->calls_per_s;
         l->gbps += r->gbps;
     }

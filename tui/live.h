@@ -60,9 +60,12 @@ typedef struct cpt_live {
     size_t nnotes;
     /* totals */
     double calls_per_s, gbps;
-    int running, exited, hung;
+    int running, exited, hung;  /* hung: cpt_rank_hung */
     int slowest;               /* index of the rank with the largest late_us_p50, -1 none */
     size_t other_users;        /* blocks of other users left unread (not root) */
+    /* An operation in flight this long is hung, as the shim's watchdog would say
+     * (COLLPROF_HANG_S; 0: its default, 60 s). The caller sets it. */
+    double hang_s;
     /* exited processes already dropped whose block is still on disk: not shown again */
     struct cpt_gone { char path[CP_STATS_PATH_BYTES]; uint64_t start_mono_ns; } *gone;
     size_t ngone, gone_cap;
@@ -74,6 +77,9 @@ typedef struct cpt_live {
  * cannot be read. */
 #define CPT_EXITED_KEEP 5
 int cpt_live_scan(cpt_live *l, const char *dir, uid_t uid);
+/* A running rank the watchdog reported hung, or whose operation in flight is older than
+ * l->hang_s: what the screen marks red, the header and --json count as hung. */
+int cpt_rank_hung(const cpt_live *l, const cpt_rank *r);
 /* The same with the time of the scan given (CLOCK_MONOTONIC ns): tests drive time. */
 int cpt_live_scan_at(cpt_live *l, const char *dir, uid_t uid, uint64_t now_ns);
 void cpt_live_free(cpt_live *l); /* and zeroes it: ready for a new first scan */

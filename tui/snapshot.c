@@ -7,11 +7,11 @@
 
 #include "tui/live.h"
 
-static const char *state_name(const cpt_rank *r)
+static const char *state_name(const cpt_live *l, const cpt_rank *r)
 {
     if (r->state == CPT_EXITED)
         return "exited";
-    return r->hang ? "hung" : "running";
+    return cpt_rank_hung(l, r) ? "hung" : "running";
 }
 
 /* "3/1", "?/?" for an identity not known yet. */
@@ -121,7 +121,7 @@ int cpt_snapshot_json(FILE *out, const cpt_live *l)
         put(o, "pid", json_object_new_int64(r->pid));
         put(o, "gpu", json_object_new_int(r->cuda_dev));
         put(o, "job_id", json_object_new_string(r->job_id));
-        put(o, "state", json_object_new_string(state_name(r)));
+        put(o, "state", json_object_new_string(state_name(l, r)));
         put(o, "calls", json_object_new_int64((int64_t)r->calls));
         put(o, "calls_per_s", json_object_new_double(r->calls_per_s));
         put(o, "gbps", json_object_new_double(r->gbps));

@@ -266,15 +266,11 @@ static int draw_table(const cpt_live *l, cpt_state *s, cpt_grid *g)
         page = 1;
     char num[32], num2[32];
 
-    /* hung as the rows mark it: reported by the watchdog or past COLLPROF_HANG_S */
-    int hung = 0;
-    for (size_t i = 0; i < l->nranks; i++)
-        hung += cpt_in_flight_attr(&l->ranks[i], s->hang_s) == CPT_BAD;
     cpt_fmt_rate(num, sizeof num, l->calls_per_s);
     cpt_grid_fill_row(g, 0, CPT_TITLE);
     cpt_grid_putf(g, 0, 0, CPT_TITLE, "collprof top  %zu rank%s: %d running, %d exited, %d hung  "
                   "%s calls/s  %.2f GB/s  every %gs", l->nranks, l->nranks == 1 ? "" : "s",
-                  l->running, l->exited, hung, num, l->gbps, s->delay_s);
+                  l->running, l->exited, l->hung, num, l->gbps, s->delay_s);
 
     /* a "slowest" that arrives with or before its peers is no news: not named */
     if (l->slowest >= 0 && (size_t)l->slowest < l->nranks &&

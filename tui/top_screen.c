@@ -117,6 +117,7 @@ int cpt_top_run(const char *dir, uid_t uid, double delay_s)
     memset(&l, 0, sizeof l);
     cpt_state st;
     cpt_state_init(&st, set.hang_s, delay_s);
+    l.hang_s = st.hang_s; /* the header's count and the rows' marks agree */
     char err[256];
     cpt_grid g = { 0 };
     int rc = 0;

@@ -185,6 +185,24 @@ static void rates_inflight_hang(void **state)
     assert_false(l.ranks[0].hang);
     assert_int_equal(l.hung, 0);
     assert_true(l.ranks[0].calls_per_s == 0); /* nothing moved */
+
+    /* in flight past COLLPROF_HANG_S on another comm, before the watchdog said so: hung as
+     * the screen marks it, in the totals and in --json alike */
+    l.hang_s = 1.5;
+    b.update_ns = T0 + 3 * S;
+    b.inflight = (cp_stats_inflight){.comm_id = 8, .seq = 0, .bytes = 1 << 20,
+                                     .since_ns = T0 + S, .age_ns = 2 * S, .peer = -1,
+                                     .op = CP_OP_ALLREDUCE};
+    assert_int_equal(lt_write(g_dir, &b), 0);
+    assert_int_equal(cpt_live_scan_at(&l, g_dir, geteuid(), T0 + 3 * S), 0);
+    assert_false(l.ranks[0].hang);
+    assert_int_equal(l.hung, 1);
+    t = text_of(&l, 1);
+    assert_non_null(strstr(t, "\"state\":\"hung\""));
+    free(t);
+    l.hang_s = 60;
+    assert_int_equal(cpt_live_scan_at(&l, g_dir, geteuid(), T0 + 3 * S), 0);
+    assert_int_equal(l.hung, 0);
     cpt_live_free(&l);
 }
 

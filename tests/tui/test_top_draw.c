@@ -38,11 +38,13 @@ static cpt_live model(cpt_rank *ranks, size_t n)
     l.nranks = l.cap = n;
     l.slowest = -1;
     snprintf(l.dir, sizeof l.dir, "/tmp/x");
+    l.hang_s = 60; /* as the tests' cpt_state_init */
     for (size_t i = 0; i < n; i++) {
         if (ranks[i].state == CPT_EXITED)
             l.exited++;
         else
             l.running++;
+        l.hung += cpt_rank_hung(&l, &ranks[i]);
     }
     return l;
 }
