@@ -70,13 +70,84 @@ static uint64_t pow2_floor(uint64_t v)
     return 1ull << (63 - __builtin_clzll(v));
 }
 
+/* Grouped calls. NCCL runs a group's work as one launch at the outermost ncclGroupEnd, so
+ * the shim gives every member of a group the span of the whole group on its stream: eight
+ * coalesced AllGathers would each show the time of all eight. A member's time is its share
+ * of that span, in proportion to the bus bytes it moves among the members of its kind
+ * (collectives, sends, receives: the two directions run at once); each member then shows the
+ * group's bus bandwidth, which is what the links delivered. share[r][i] for call i of rank r;
+ * NULL for a rank without grouped calls (every share 1). */
+typedef struct grouped {
+    uint64_t start, end;
+    uint16_t stream;
+    uint8_t kind;  /* 0 collective, 1 send, 2 receive */
+    uint32_t call;
+    double bus;
+} grouped;
+
+static int cmp_grouped(const void *x, const void *y)
+{
+    const grouped *a = x, *b = y;
+    if (a->stream != b->stream)
+        return a->stream < b->stream ? -1 : 1;
+    if (a->start != b->start)
+        return a->start < b->start ? -1 : 1;
+    if (a->end != b->end)
+        return a->end < b->end ? -1 : 1;
+    return (a->kind > b->kind) - (a->kind < b->kind);
+}
+
+static int rank_shares(const cpa_rank *rk, float **out)
+{
+    *out = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < rk->ncalls; i++)
+        n += (rk->calls[i].flags & CP_CALL_IN_GROUP) && rk->calls[i].gpu_timed;
+    if (n < 2)
+        return 0;
+    grouped *g = malloc(n * sizeof *g);
+    float *share = malloc(rk->ncalls * sizeof *share);
+    if (!g || !share) {
+        free(g);
+        free(share);
+        return -1;
+    }
+    n = 0;
+    for (size_t i = 0; i < rk->ncalls; i++) {
+        const cpa_call *c = &rk->calls[i];
+        share[i] = 1.0f;
+        if (!((c->flags & CP_CALL_IN_GROUP) && c->gpu_timed))
+            continue;
+        int nr = c->nranks > 0 ? c->nranks : 1;
+        g[n++] = (grouped){.start = c->gpu_start_ns, .end = c->gpu_end_ns, .stream = c->stream,
+                           .kind = c->op == CP_OP_SEND ? 1 : c->op == CP_OP_RECV ? 2 : 0,
+                           .call = (uint32_t)i,
+                           .bus = (double)cpa_op_bytes(c->op, c->count, c->dtype, nr) *
+                                  cpa_busbw_factor(c->op, nr)};
+    }
+    qsort(g, n, sizeof *g, cmp_grouped);
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        double bus = 0;
+        for (; j < n && cmp_grouped(&g[i], &g[j]) == 0; j++)
+            bus += g[j].bus;
+        for (size_t k = i; k < j; k++)
+            share[g[k].call] = bus > 0 ? (float)(g[k].bus / bus) : 1.0f / (float)(j - i);
+        i = j;
+    }
+    free(g);
+    *out = share;
+    return 0;
+}
+
 /* The op's time: GPU times preferred, and of them the shortest, which is the duration on the
  * rank that arrived last. Every other rank's GPU time also holds its wait for that rank:
  * with the mean, one straggler would halve the busbw of every collective it joins, and the
  * bandwidth question ("do my links deliver?") would get the straggler question's answer.
  * nccl-tests averages over ranks that a barrier has just lined up, which is the same thing.
  * Host times (no GPU) are the mean. -1 when the op has no time. */
-static double op_time_ns(const cpa_model *m, const cpa_matched *mt, const cpa_op *o)
+static double op_time_ns(const cpa_model *m, const cpa_matched *mt, const cpa_op *o,
+                         float *const *shares)
 {
     double gpu = -1, host = 0;
     unsigned ngpu = 0, nhost = 0;
@@ -85,6 +156,8 @@ static double op_time_ns(const cpa_model *m, const cpa_matched *mt, const cpa_op
         const cpa_call *c = &m->ranks[p->rank_idx].calls[p->call_idx];
         if (c->gpu_timed) {
             double d = (double)(c->gpu_end_ns - c->gpu_start_ns);
+            if (shares[p->rank_idx])
+                d *= shares[p->rank_idx][p->call_idx];
             if (gpu < 0 || d < gpu)
                 gpu = d;
             ngpu++;
@@ -100,6 +173,13 @@ static double op_time_ns(const cpa_model *m, const cpa_matched *mt, const cpa_op
     return nhost ? host / nhost : -1;
 }
 
+static void free_shares(float **shares, size_t n)
+{
+    for (size_t r = 0; shares && r < n; r++)
+        free(shares[r]);
+    free(shares);
+}
+
 /* Nearest rank: the ceil(pct/100 * n)-th smallest, in integers so that 99% of 100 is 99. */
 static double percentile(const sample *s, size_t n, unsigned pct)
 {
@@ -112,14 +192,18 @@ int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_stats *out,
 {
     memset(out, 0, sizeof *out);
     sample *s = malloc((mt->nops ? mt->nops : 1) * sizeof *s);
-    if (!s)
+    float **shares = calloc(m->nranks ? m->nranks : 1, sizeof *shares);
+    if (!s || !shares)
         goto oom;
+    for (size_t r = 0; r < m->nranks; r++)
+        if (rank_shares(&m->ranks[r], &shares[r]))
+            goto oom;
     size_t ns = 0;
     for (size_t i = 0; i < mt->nops; i++) {
         const cpa_op *o = &mt->ops[i];
         if (!o->nparts)
             continue;
-        double t = op_time_ns(m, mt, o);
+        double t = op_time_ns(m, mt, o, shares);
         if (t < 0)
             continue;
         const cpa_part *p0 = &mt->parts[o->first_part];
@@ -152,9 +236,11 @@ int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_stats *out,
         i = j;
     }
     free(s);
+    free_shares(shares, m->nranks);
     return 0;
 oom:
     free(s);
+    free_shares(shares, m->nranks);
     cpa_stats_free(out);
     snprintf(err, errlen, "out of memory computing statistics");
     return -1;

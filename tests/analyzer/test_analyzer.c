@@ -490,6 +490,68 @@ static void test_stats_time_of_the_last_arrival(void **state)
     free(dir);
 }
 
+static void put_grouped(cp_trace_writer *w, uint8_t op, uint64_t seq, uint64_t count, int peer,
+                        uint64_t enter_ns)
+{
+    cp_rec_call c = {.h = {CP_REC_CALL, sizeof c}, .op = op, .dtype = F32,
+                     .redop = CP_REDOP_NONE, .flags = CP_CALL_TIMED | CP_CALL_IN_GROUP,
+                     .comm_index = 0, .site_index = UINT32_MAX, .seq = seq, .count = count,
+                     .stream = 1, .enter_ns = enter_ns, .host_ns = 1000, .peer = peer,
+                     .group_depth = 1};
+    assert_int_equal(cp_trace_writer_append(w, &c), 0);
+}
+
+/* A group's members each carry the whole group's span (NCCL launches the group at once): a
+ * member's time is its share of the span by bus bytes, sends and receives apart, so a group of
+ * four AllGathers is not reported at a quarter of the bandwidth it reached. */
+static void test_stats_grouped_calls_share_the_span(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    for (int r = 0; r < 2; r++) {
+        cp_trace_writer *w = open_rank(dir, r, r, "node-a", 0);
+        put_comm(w, 0, COMM_ID, 2, r);
+        for (int grp = 0; grp < 5; grp++) {
+            uint64_t t0 = BASE_NS + (uint64_t)grp * 1000000;
+            /* four AllGathers of 1 MiB each (512 KiB per rank), one launch of 80 us: 20 us
+             * each */
+            for (int k = 0; k < 4; k++)
+                put_grouped(w, CP_OP_ALLGATHER, (uint64_t)(grp * 4 + k), MIB / 8, -1,
+                            t0 + (uint64_t)k * 100);
+            for (int k = 0; k < 4; k++)
+                put_done(w, CP_OP_ALLGATHER, (uint64_t)(grp * 4 + k), -1, t0 + 1000,
+                         t0 + 81000);
+            /* then a group of one send and one receive of 1 MiB each way, 100 us */
+            uint64_t t1 = t0 + 500000;
+            put_grouped(w, CP_OP_SEND, (uint64_t)grp, MIB / 4, 1 - r, t1);
+            put_grouped(w, CP_OP_RECV, (uint64_t)grp, MIB / 4, 1 - r, t1 + 100);
+            put_done(w, CP_OP_SEND, (uint64_t)grp, 1 - r, t1 + 1000, t1 + 101000);
+            put_done(w, CP_OP_RECV, (uint64_t)grp, 1 - r, t1 + 1000, t1 + 101000);
+        }
+        assert_int_equal(cp_trace_writer_close(w), 0);
+    }
+    cpa_model *m = load_or_fail(dir);
+    cpa_matched mt;
+    cpa_stats st;
+    char err[256];
+    assert_int_equal(cpa_match(m, &mt, err, sizeof err), 0);
+    assert_int_equal(cpa_stats_compute(m, &mt, &st, err, sizeof err), 0);
+    const cpa_stat *ag = find_row(&st, CP_OP_ALLGATHER, MIB);
+    assert_non_null(ag);
+    assert_int_equal(ag->calls, 20);
+    assert_close(ag->time_us_p50, 20.0);
+    assert_close(ag->busbw_gbps, (double)MIB * 0.5 / 20000.0);
+    const cpa_stat *p2p = find_row(&st, CP_OP_SEND, MIB);
+    assert_non_null(p2p);
+    assert_close(p2p->time_us_p50, 100.0); /* both directions at once: not 50 us */
+    assert_close(p2p->busbw_gbps, (double)MIB / 100000.0);
+    cpa_stats_free(&st);
+    cpa_matched_free(&mt);
+    cpa_model_free(m);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 static void test_formulas(void **state)
 {
     (void)state;
@@ -546,6 +608,7 @@ int main(void)
         cmocka_unit_test(test_stats_job),
         cmocka_unit_test(test_stats_percentiles),
         cmocka_unit_test(test_stats_time_of_the_last_arrival),
+        cmocka_unit_test(test_stats_grouped_calls_share_the_span),
         cmocka_unit_test(test_formulas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
