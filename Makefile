@@ -5,6 +5,7 @@
 #   build-fuzz/  clang + libFuzzer targets
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
+FUZZ_LOG_SECONDS ?= 20
 CMAKE_FLAGS ?=
 
 .PHONY: all deps build demo test test-fast test-asan fuzz bench clean install
@@ -35,13 +36,19 @@ test-asan: deps
 
 fuzz: deps
 	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOLLPROF_FUZZ=ON $(CMAKE_FLAGS) >/dev/null
-	@cmake --build build-fuzz -j $(JOBS) --target fuzz_trace_reader
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_trace_reader fuzz_nccl_log
 	@mkdir -p build-fuzz/corpus && cp tests/fuzzdata/trace_reader/* build-fuzz/corpus/
 	@echo "fuzz: trace reader for $(FUZZ_SECONDS) s"
 	@./build-fuzz/bin/fuzz_trace_reader -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 	  -rss_limit_mb=2048 -print_final_stats=0 build-fuzz/corpus tests/fuzzdata/trace_reader 2>build-fuzz/fuzz.log \
 	  || { tail -n 40 build-fuzz/fuzz.log; exit 1; }
 	@grep -E "^(Done|#[0-9]+ +DONE)" build-fuzz/fuzz.log | tail -n 1 || true
+	@mkdir -p build-fuzz/corpus-nccl-log && cp tests/fuzzdata/nccl_log/* build-fuzz/corpus-nccl-log/
+	@echo "fuzz: NCCL log reader for $(FUZZ_LOG_SECONDS) s"
+	@./build-fuzz/bin/fuzz_nccl_log -max_total_time=$(FUZZ_LOG_SECONDS) -max_len=16384 \
+	  -rss_limit_mb=2048 -print_final_stats=0 build-fuzz/corpus-nccl-log tests/fuzzdata/nccl_log \
+	  2>build-fuzz/fuzz-nccl-log.log || { tail -n 40 build-fuzz/fuzz-nccl-log.log; exit 1; }
+	@grep -E "^(Done|#[0-9]+ +DONE)" build-fuzz/fuzz-nccl-log.log | tail -n 1 || true
 	@echo "fuzz: no crash"
 
 bench: build

@@ -459,11 +459,15 @@ int cp_trace_walk(cp_trace_reader *r, const cp_trace_visitor *v, cp_walk_result 
             continue;
         }
         if (ch.chunk_index > next_index) {
-            res->missing_chunks += ch.chunk_index - next_index;
+            /* A hostile index near 2^64 must not wrap the count back to nothing. */
+            uint64_t gap = ch.chunk_index - next_index;
+            res->missing_chunks = res->missing_chunks > UINT64_MAX - gap
+                                      ? UINT64_MAX
+                                      : res->missing_chunks + gap;
             note(&first, res, NOTE_GAP, "chunk index gap (chunks the writer could not write)",
                  off, ch.chunk_index, last_valid);
         }
-        next_index = ch.chunk_index + 1;
+        next_index = ch.chunk_index == UINT64_MAX ? UINT64_MAX : ch.chunk_index + 1;
         last_valid = ch.chunk_index;
         res->chunks++;
         res->lost_records = ch.lost_records;

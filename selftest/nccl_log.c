@@ -455,10 +455,19 @@ void cps_nccl_log_parse_line(const char *line, cps_nccl_log *log)
 
 int cps_nccl_log_parse_file(const char *path, cps_nccl_log *log)
 {
-    cps_nccl_log_init(log);
     FILE *f = path ? fopen(path, "rb") : NULL;
-    if (!f)
+    if (!f) {
+        cps_nccl_log_init(log);
         return -1;
+    }
+    int rc = cps_nccl_log_parse_stream(f, log);
+    fclose(f);
+    return rc;
+}
+
+int cps_nccl_log_parse_stream(FILE *f, cps_nccl_log *log)
+{
+    cps_nccl_log_init(log);
     char line[LINE_MAX_BYTES + 1], buf[65536];
     size_t len = 0, got;
     int skipping = 0;
@@ -482,9 +491,7 @@ int cps_nccl_log_parse_file(const char *path, cps_nccl_log *log)
             }
         }
     }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
+    if (ferror(f)) {
         cps_nccl_log_free(log);   /* a directory, an I/O error: nothing read is trusted */
         return -1;
     }

@@ -80,6 +80,8 @@ typedef struct cps_nccl_log {
 /* Read NCCL's INFO log (any of the line forms in REFERENCE.md; other lines skipped).
  * parse_file returns 0, or -1 when the file cannot be read (log left empty). */
 int cps_nccl_log_parse_file(const char *path, cps_nccl_log *log);
+/* The same from an open stream (the caller closes it): -1 on a read error. */
+int cps_nccl_log_parse_stream(FILE *f, cps_nccl_log *log);
 /* parse_line adds to a log that parse_file filled or cps_nccl_log_init emptied (a zeroed one
  * would read as "NET/IB : No device found."). conns belongs to the parser (its block also holds
  * the lookup that counts each connection once): read it, free it only with cps_nccl_log_free. */

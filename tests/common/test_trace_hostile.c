@@ -331,6 +331,30 @@ static void a_gap_in_chunk_indexes_counts_missing_chunks(void **state)
     tt_seen_free(&seen);
 }
 
+/* Indexes a hostile file puts at the top of the range: the missing count saturates instead
+ * of wrapping to zero under a message that says chunks are missing (found by the fuzzer). */
+static void chunk_indexes_near_the_top_do_not_wrap(void **state)
+{
+    (void)state;
+    file f;
+    file_init(&f);
+    unsigned char p[256];
+    size_t n = calls_payload(p, 1, 0);
+    tt_chunk(f.b, &f.len, UINT64_MAX - 1, 0, p, (uint32_t)n, 1);
+    tt_chunk(f.b, &f.len, UINT64_MAX, 0, p, (uint32_t)n, 1);
+    tt_chunk(f.b, &f.len, 1, 0, p, (uint32_t)n, 1);
+    tt_chunk(f.b, &f.len, 5, 0, p, (uint32_t)n, 1);
+    cp_walk_result res;
+    tt_seen seen;
+    assert_int_equal(tt_walk_mem(f.b, f.len, &res, &seen, err, sizeof err), CP_READ_OK);
+    assert_int_equal(res.records, 4);
+    /* 2^64 - 2 before the first, then 3 between 1 and 5: more than a count can hold */
+    assert_int_equal(res.missing_chunks, UINT64_MAX);
+    assert_non_null(strstr(res.message, "chunk index gap"));
+    assert_non_null(strstr(res.message, "chunks missing"));
+    tt_seen_free(&seen);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -343,6 +367,7 @@ int main(void)
         cmocka_unit_test(records_with_lying_sizes_make_their_chunk_corrupt),
         cmocka_unit_test(an_unknown_record_type_is_skipped_and_counted),
         cmocka_unit_test(a_gap_in_chunk_indexes_counts_missing_chunks),
+        cmocka_unit_test(chunk_indexes_near_the_top_do_not_wrap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
