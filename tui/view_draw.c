@@ -265,7 +265,7 @@ void cpv_act(const cpv_data *d, cpv_state *s, int action, int rows_per_page)
         if (s->screen == CPV_SUMMARY)
             op = summary_op(d, s);
         else if (s->screen == CPV_PROBLEMS)
-            op = cpv_problems_op(d, *sel);
+            op = cpv_problems_op(d, s, *sel);
         else
             op = cpv_enter_op(d, s);
         if (op != SIZE_MAX) {
@@ -478,7 +478,8 @@ static void draw_help(cpv_grid *g)
         "             rank's arrival, start, end and wait",
         "Left/Right   timeline: scroll in time; detail: previous/next",
         "+ / -  0     timeline: zoom in / out, fit the whole job",
-        "/            filter rows (op, rank or host); Esc clears it",
+        "/            filter rows (op, rank, host; screen 3: any word of a",
+        "             hang or mismatch, a call site too); Esc clears it",
         "Esc          back from the detail, or close this help",
         "h            this help          q  quit",
         "",

@@ -22,7 +22,7 @@ int cpv_draw_timeline(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int 
 int cpv_draw_detail(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int y1);
 /* view_problems.c: screen 3, and the collective of its line (SIZE_MAX none). */
 int cpv_draw_problems(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int y1);
-size_t cpv_problems_op(const cpv_data *d, size_t line);
+size_t cpv_problems_op(const cpv_data *d, const cpv_state *s, size_t line);
 
 /* The actions of the timeline and detail screens (view_lanes.c): 1 when handled. */
 int cpv_lanes_act(const cpv_data *d, cpv_state *s, int action);

@@ -1,6 +1,8 @@
 /* view_problems: the view's screen 3, what hung and what disagreed: each hang with its
  * missing and waiting ranks, each mismatch with every rank's value of the field and its call
- * site, culprits marked (view_draw.h). Enter on a line opens its collective. */
+ * site, culprits marked (view_draw.h). Enter on a line opens its collective. The filter keeps
+ * a hang or a mismatch whole when any of its lines holds it (an op, a rank, a field, a
+ * file of a call site). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,7 @@ typedef struct pline {
     char text[200];
     int attr;
     size_t op;    /* the collective Enter opens, SIZE_MAX none */
+    long entry;   /* the hang or mismatch it belongs to, -1 a section's title */
 } pline;
 
 static void value_text(char *buf, size_t len, int field, int64_t v)
@@ -47,9 +50,9 @@ static int has_rank(const int32_t *v, size_t n, int32_t r)
     return 0;
 }
 
-/* Every line of the screen (out: a new array, *n lines); -1 out of memory. Built whole:
- * hangs and mismatches are few, and each mismatch lists every rank's value. */
-static int problem_lines(const cpv_data *d, pline **out, size_t *n)
+/* Every line of the screen (out: a new array, *n lines), filtered by s; -1 out of memory.
+ * Built whole: hangs and mismatches are few, and each mismatch lists every rank's value. */
+static int problem_lines(const cpv_data *d, const cpv_state *s, pline **out, size_t *n)
 {
     const cpa_analysis *a = d->a;
     size_t cap = 4 + a->hangs.nrows * 4;
@@ -59,10 +62,12 @@ static int problem_lines(const cpv_data *d, pline **out, size_t *n)
     if (!v)
         return -1;
     size_t k = 0;
+    long entry = -1;
 #define ADD(at, o, ...)                                                                  \
     do {                                                                                 \
         snprintf(v[k].text, sizeof v[k].text, __VA_ARGS__);                              \
         v[k].attr = (at);                                                                \
+        v[k].entry = entry;                                                              \
         v[k++].op = (o);                                                                 \
     } while (0)
     const cpa_hangs *h = &a->hangs;
@@ -72,6 +77,7 @@ static int problem_lines(const cpv_data *d, pline **out, size_t *n)
         ADD(CPV_BAD, SIZE_MAX, "hangs (%zu)", h->nrows);
     for (size_t i = 0; i < h->nrows; i++) {
         const cpa_hang *r = &h->rows[i];
+        entry = (long)i;
         size_t op = find_op(a, r->comm_id, r->seq);
         char comm[17], missing[48], waiting[48], age[40] = "";
         cpx_fmt_comm(comm, r->comm_id);
@@ -89,6 +95,7 @@ static int problem_lines(const cpv_data *d, pline **out, size_t *n)
         if (r->last[0])
             ADD(CPV_NORMAL, op, "  %.190s", r->last);
     }
+    entry = -1;
     const cpa_mismatches *x = &a->mismatches;
     uint64_t total = x->total > x->nrows ? x->total : x->nrows;
     if (!total)
@@ -98,6 +105,7 @@ static int problem_lines(const cpv_data *d, pline **out, size_t *n)
             total > x->nrows ? ", the first of each kept" : "");
     for (size_t i = 0; i < x->nrows; i++) {
         const cpa_mismatch *r = &x->rows[i];
+        entry = (long)(h->nrows + i);
         size_t op = find_op(a, r->comm_id, r->seq);
         char comm[17], culprits[48];
         cpx_fmt_comm(comm, r->comm_id);
@@ -116,16 +124,34 @@ static int problem_lines(const cpv_data *d, pline **out, size_t *n)
         }
     }
 #undef ADD
+    if (s->filter[0]) {
+        /* keep an entry whole when any of its lines holds the filter; titles always */
+        size_t kept = 0, entries = 0;
+        for (size_t i = 0; i < k;) {
+            size_t j = i + 1;
+            int hit = v[i].entry < 0 || cpv_match(s, v[i].text);
+            for (; v[i].entry >= 0 && j < k && v[j].entry == v[i].entry; j++)
+                hit |= cpv_match(s, v[j].text);
+            entries += hit && v[i].entry >= 0;
+            for (size_t m = i; m < j && hit; m++)
+                v[kept++] = v[m];
+            i = j;
+        }
+        if (!entries && h->nrows + x->nrows) /* kept is the two titles: room for one more */
+            v[kept++] = (pline){.text = "  none match the filter", .attr = CPV_DIM,
+                                .op = SIZE_MAX, .entry = -1};
+        k = kept;
+    }
     *out = v;
     *n = k;
     return 0;
 }
 
-size_t cpv_problems_op(const cpv_data *d, size_t line)
+size_t cpv_problems_op(const cpv_data *d, const cpv_state *s, size_t line)
 {
     pline *v;
     size_t n, op = SIZE_MAX;
-    if (problem_lines(d, &v, &n) != 0)
+    if (problem_lines(d, s, &v, &n) != 0)
         return SIZE_MAX;
     if (line < n)
         op = v[line].op;
@@ -137,7 +163,7 @@ int cpv_draw_problems(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int 
 {
     pline *v;
     size_t n;
-    if (problem_lines(d, &v, &n) != 0) {
+    if (problem_lines(d, s, &v, &n) != 0) {
         cpt_grid_put_utf8(g, 0, y0, CPV_BAD, "out of memory");
         return 1;
     }

@@ -346,6 +346,24 @@ static void filter_keeps_the_rows_that_match(void **state)
     assert_int_equal(find_row(f, "AllReduce         1 MiB"), -1);
     cpv_act(&f->d, &f->s, CPV_ACT_BACK, 10); /* Esc clears it */
     assert_string_equal(f->s.filter, "");
+    /* screen 3 keeps a hang or a mismatch whole when any of its lines holds the filter */
+    snprintf(f->s.filter, sizeof f->s.filter, "train_step");
+    draw(f, CPV_PROBLEMS, 80, 24);
+    expect_row(f, "count differs at seq 3, comm 9f2c0e1d22aa4b01; culprit 3");
+    expect_row(f, "  rank 3     2048         <- culprit");
+    assert_int_equal(find_row(f, "RANK_NOT_JOINED"), -1);
+    expect_row(f, "hangs (1)"); /* the titles stay */
+    snprintf(f->s.filter, sizeof f->s.filter, "not_joined");
+    draw(f, CPV_PROBLEMS, 80, 24);
+    expect_row(f, "  missing 2; waiting 0,1,3; in flight 61.5 s");
+    assert_int_equal(find_row(f, "count differs"), -1);
+    f->s.sel[CPV_PROBLEMS] = 1; /* Enter still opens the hang's collective */
+    cpv_act(&f->d, &f->s, CPV_ACT_ENTER, 10);
+    assert_int_equal(f->s.screen, CPV_DETAIL);
+    snprintf(f->s.filter, sizeof f->s.filter, "no such thing");
+    draw(f, CPV_PROBLEMS, 80, 24);
+    expect_row(f, "  none match the filter");
+    f->s.filter[0] = '\0';
 }
 
 static void keys_move_the_selection_within_the_rows(void **state)
