@@ -137,16 +137,20 @@ int cpv_data_init(cpv_data *d, const cpa_analysis *a, const char *title)
         return -1;
     d->coll_order = malloc((nops ? nops : 1) * sizeof *d->coll_order);
     d->coll_pos = malloc((nops ? nops : 1) * sizeof *d->coll_pos);
+    d->p2p_order = malloc((nops ? nops : 1) * sizeof *d->p2p_order);
     d->rank_order = malloc((nr ? nr : 1) * sizeof *d->rank_order);
     d->rank_late_n = calloc(nr ? nr : 1, sizeof *d->rank_late_n);
     d->rank_late_us = calloc(nr ? nr : 1, sizeof *d->rank_late_us);
-    if (!d->coll_order || !d->coll_pos || !d->rank_order || !d->rank_late_n || !d->rank_late_us) {
+    if (!d->coll_order || !d->coll_pos || !d->p2p_order || !d->rank_order || !d->rank_late_n ||
+        !d->rank_late_us) {
         cpv_data_free(d);
         return -1;
     }
     for (size_t i = 0; i < nops; i++) {
         if (a->matched.ops[i].sender < 0 && a->matched.ops[i].nparts)
             d->coll_order[d->ncoll++] = i;
+        else if (a->matched.ops[i].nparts)
+            d->p2p_order[d->np2p++] = i;
         int32_t late = cpx_op_late_rank_idx(a, i);
         if (late >= 0 && (size_t)late < nr) {
             double us = cpx_op_late_us(a, i);
@@ -160,6 +164,7 @@ int cpv_data_init(cpv_data *d, const cpa_analysis *a, const char *title)
         d->rank_order[i] = i;
     sort_ctx = d;
     qsort(d->coll_order, d->ncoll, sizeof *d->coll_order, cmp_coll);
+    qsort(d->p2p_order, d->np2p, sizeof *d->p2p_order, cmp_coll);
     qsort(d->rank_order, nr, sizeof *d->rank_order, cmp_late);
     sort_ctx = NULL;
     for (size_t i = 0; i < nops; i++)
@@ -190,6 +195,7 @@ void cpv_data_free(cpv_data *d)
     cpx_timeline_free(&d->tl);
     free(d->coll_order);
     free(d->coll_pos);
+    free(d->p2p_order);
     free(d->rank_order);
     free(d->rank_late_n);
     free(d->rank_late_us);
@@ -476,7 +482,8 @@ static void draw_help(cpv_grid *g)
         "Up/Down      move the selection; PgUp/PgDn a page; Home/End",
         "Enter        the selected row's collective in detail: every",
         "             rank's arrival, start, end and wait",
-        "Left/Right   timeline: scroll in time; detail: previous/next",
+        "Left/Right   timeline: scroll in time; detail: previous/next of its",
+        "             kind (collective, or send/recv pair)",
         "+ / -  0     timeline: zoom in / out, fit the whole job",
         "/            filter rows (op, rank, host; screen 3: any word of a",
         "             hang or mismatch, a call site too); Esc clears it",

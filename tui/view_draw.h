@@ -60,6 +60,8 @@ typedef struct cpv_data {
     size_t *coll_order;     /* matched collectives (complete or not) by latest arrival */
     size_t ncoll;
     size_t *coll_pos;       /* per matched op: its place in coll_order, SIZE_MAX for p2p */
+    size_t *p2p_order;      /* matched send/recv pairs by latest arrival: the detail steps */
+    size_t np2p;            /* through them when it shows one */
     size_t *rank_order;     /* model rank indexes, most late (sum of op_late_us) first */
     uint64_t *rank_late_n;  /* per model rank: collectives it was the late one in */
     double *rank_late_us;   /* ... and their lateness summed */

@@ -302,6 +302,16 @@ static size_t coll_pos(const cpv_data *d, size_t op)
     return op < an(d)->matched.nops ? d->coll_pos[op] : SIZE_MAX;
 }
 
+/* A send/recv pair's place in p2p_order; SIZE_MAX for a collective. A search, run once per
+ * key press or draw: pairs keep no position array of their own. */
+static size_t p2p_pos(const cpv_data *d, size_t op)
+{
+    for (size_t k = 0; k < d->np2p; k++)
+        if (d->p2p_order[k] == op)
+            return k;
+    return SIZE_MAX;
+}
+
 /* A part's arrival (GPU start when timed, else host entry) in job microseconds. */
 static double part_start_us(const cpa_analysis *a, const cpa_part *p)
 {
@@ -334,10 +344,13 @@ int cpv_draw_detail(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int y1
     double base = o->nparts ? part_start_us(a, &a->matched.parts[o->first_part +
                                                                   d->tl.first_part[oi]])
                             : latest;
-    size_t pos = coll_pos(d, oi);
+    size_t pos = coll_pos(d, oi), ppos = pos == SIZE_MAX ? p2p_pos(d, oi) : SIZE_MAX;
     int x = 0;
     if (pos != SIZE_MAX)
         x = cpt_grid_putf_utf8(g, 0, y, CPV_NORMAL, "collective %zu of %zu; ", pos + 1, d->ncoll);
+    else if (ppos != SIZE_MAX)
+        x = cpt_grid_putf_utf8(g, 0, y, CPV_NORMAL, "send/recv %zu of %zu, rank %d to %d; ",
+                               ppos + 1, d->np2p, (int)o->sender, (int)o->receiver);
     int32_t late = cpx_op_late_rank_idx(a, oi);
     if (late >= 0 && (size_t)late < a->model->nranks)
         cpt_grid_putf_utf8(g, x, y++, CPV_LATE, "late rank %d, by %.1f us",
@@ -428,6 +441,16 @@ size_t cpv_enter_op(const cpv_data *d, const cpv_state *s)
 int cpv_lanes_act(const cpv_data *d, cpv_state *s, int action)
 {
     if (s->screen == CPV_DETAIL && (action == CPV_ACT_LEFT || action == CPV_ACT_RIGHT)) {
+        /* a pair steps through the pairs, a collective through the collectives */
+        size_t pk = coll_pos(d, s->detail_op) == SIZE_MAX ? p2p_pos(d, s->detail_op) : SIZE_MAX;
+        if (pk != SIZE_MAX) {
+            if (action == CPV_ACT_LEFT && pk > 0)
+                pk--;
+            else if (action == CPV_ACT_RIGHT && pk + 1 < d->np2p)
+                pk++;
+            s->detail_op = d->p2p_order[pk];
+            return 1;
+        }
         size_t k = coll_pos(d, s->detail_op);
         if (k == SIZE_MAX && d->ncoll)
             k = 0;

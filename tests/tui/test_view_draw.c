@@ -331,6 +331,54 @@ static void timeline_finds_calls_deep_in_a_long_trace(void **state)
     free(dir);
 }
 
+/* The detail of a send/recv pair says which ranks, and Left/Right step through the pairs,
+ * not the collectives. */
+static void detail_steps_through_send_recv_pairs(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    for (int r = 0; r < 2; r++) {
+        cp_trace_writer *w = exp_open_rank(dir, r, "node-c");
+        exp_put_comm(w, 2, r);
+        for (int i = 0; i < 3; i++) {
+            uint64_t t = EXP_MONO0 + 1000000ull + (uint64_t)i * 200000ull;
+            exp_put_call(w, r, r == 0 ? CP_OP_SEND : CP_OP_RECV, (uint64_t)i, 1024, 1 - r, t, 1);
+            exp_put_done(w, r == 0 ? CP_OP_SEND : CP_OP_RECV, (uint64_t)i, 1 - r, t, t + 5000);
+            exp_put_call(w, r, CP_OP_ALLREDUCE, (uint64_t)i, 1024, -1, t + 100000, 1);
+            exp_put_done(w, CP_OP_ALLREDUCE, (uint64_t)i, -1, t + 100000, t + 110000);
+        }
+        assert_int_equal(cp_trace_writer_close(w), 0);
+    }
+    fixture f = {0};
+    exp_analyze(dir, &f.a);
+    assert_int_equal(cpv_data_init(&f.d, &f.a, dir), 0);
+    assert_int_equal(f.d.np2p, 3);
+    assert_int_equal(f.d.ncoll, 3);
+    cpv_state_init(&f.s);
+    cpv_goto(&f.s, CPV_DETAIL);
+    f.s.detail_op = f.d.p2p_order[0];
+    draw(&f, CPV_DETAIL, 100, 24);
+    expect_row(&f, "send/recv 1 of 3, rank 0 to 1;");
+    cpv_act(&f.d, &f.s, CPV_ACT_RIGHT, 10);
+    cpv_act(&f.d, &f.s, CPV_ACT_RIGHT, 10);
+    cpv_act(&f.d, &f.s, CPV_ACT_RIGHT, 10); /* stays on the last */
+    draw(&f, CPV_DETAIL, 100, 24);
+    expect_row(&f, "send/recv 3 of 3, rank 0 to 1;");
+    assert_int_equal(find_row(&f, "collective"), -1);
+    cpv_act(&f.d, &f.s, CPV_ACT_LEFT, 10);
+    draw(&f, CPV_DETAIL, 100, 24);
+    expect_row(&f, "send/recv 2 of 3");
+    f.s.detail_op = f.d.coll_order[0]; /* a collective steps through the collectives */
+    cpv_act(&f.d, &f.s, CPV_ACT_RIGHT, 10);
+    draw(&f, CPV_DETAIL, 100, 24);
+    expect_row(&f, "collective 2 of 3");
+    cpv_grid_free(&f.g);
+    cpv_data_free(&f.d);
+    cpa_analysis_free(&f.a);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 static void filter_keeps_the_rows_that_match(void **state)
 {
     fixture *f = *state;
@@ -431,6 +479,7 @@ int main(void)
         T(enter_on_an_op_row_opens_its_first_collective),
         cmocka_unit_test(timeline_finds_calls_deep_in_a_long_trace),
         T(filter_keeps_the_rows_that_match),
+        cmocka_unit_test(detail_steps_through_send_recv_pairs),
         T(keys_move_the_selection_within_the_rows),
         T(tiny_terminals_do_not_break_the_drawing),
         T(summary_text_is_the_summary_without_keys),
