@@ -361,6 +361,7 @@ int cpt_live_scan_at(cpt_live *l, const char *dir, uid_t uid, uint64_t now)
 
     char **paths = NULL;
     int npaths = cp_stats_list(dir, &paths);
+    l->dir_missing = npaths < 0 && errno == ENOENT;
     if (npaths < 0) {
         int e = errno;
         /* the model empties: what it showed is no longer known */

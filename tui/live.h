@@ -66,6 +66,7 @@ typedef struct cpt_live {
     /* An operation in flight this long is hung, as the shim's watchdog would say
      * (COLLPROF_HANG_S; 0: its default, 60 s). The caller sets it. */
     double hang_s;
+    int dir_missing;           /* the last scan found no such directory (a job creates it) */
     /* exited processes already dropped whose block is still on disk: not shown again */
     struct cpt_gone { char path[CP_STATS_PATH_BYTES]; uint64_t start_mono_ns; } *gone;
     size_t ngone, gone_cap;

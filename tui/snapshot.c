@@ -59,7 +59,8 @@ int cpt_snapshot_text(FILE *out, const cpt_live *l)
     fprintf(out, "collprof top  %s  %d running, %d exited, %d hung\n", l->dir, l->running,
             l->exited, l->hung);
     if (l->nranks == 0) {
-        fprintf(out, "no profiled process on this node (looked in %s)\n", l->dir);
+        fprintf(out, "no profiled process on this node (looked in %s%s)\n", l->dir,
+                l->dir_missing ? ", which does not exist yet" : "");
     } else {
         fprintf(out, "calls/s %.1f  GB/s %.2f  ", l->calls_per_s, l->gbps);
         if (l->slowest >= 0) {
@@ -96,7 +97,7 @@ int cpt_snapshot_text(FILE *out, const cpt_live *l)
 
 static void put(json_object *o, const char *k, json_object *v) { json_object_object_add(o, k, v); }
 
-/* Keys: {"version":1, "dir", "ranks":[{"rank","local_rank","world_size","host","pid","gpu",
+/* Keys: {"version":1, "dir", "dir_exists", "ranks":[{"rank","local_rank","world_size","host","pid","gpu",
  * "job_id","state","calls","calls_per_s","gbps","nccl_share","p50_us","inflight":{"op",
  * "comm","seq","bytes","age_s","typical_us"}|null,"hang","late_us_p50","late_count",
  * "late_judged","lost_records"}], "totals":{"running","exited","hung","calls_per_s","gbps",
@@ -108,6 +109,7 @@ int cpt_snapshot_json(FILE *out, const cpt_live *l)
         return -1;
     put(root, "version", json_object_new_int(1));
     put(root, "dir", json_object_new_string(l->dir));
+    put(root, "dir_exists", json_object_new_boolean(!l->dir_missing));
     json_object *ranks = json_object_new_array();
     put(root, "ranks", ranks);
     for (size_t i = 0; i < l->nranks; i++) {

@@ -322,7 +322,8 @@ static int draw_table(const cpt_live *l, cpt_state *s, cpt_grid *g)
                       l->dir[0] ? l->dir : "the live directory", s->error);
     } else if (l->nranks == 0) {
         cpt_grid_putf(g, 0, 4, CPT_NORMAL,
-                      "No profiled process on this node (no stats block in %s).",
+                      "No profiled process on this node (%s %s).",
+                      l->dir_missing ? "no directory" : "no stats block in",
                       l->dir[0] ? l->dir : CP_STATS_DEFAULT_DIR);
         cpt_grid_put(g, 0, 5, CPT_DIM,
                      "Start a job under `collprof run`; its ranks appear here as they start.");

@@ -82,6 +82,15 @@ static void empty_dir(void **state)
     assert_int_equal(cpt_live_scan(&l, missing, geteuid()), -1);
     assert_int_equal(errno, ENOENT);
     assert_int_equal(l.nranks, 0);
+    assert_true(l.dir_missing); /* ... and says so */
+    t = text_of(&l, 0);
+    assert_non_null(strstr(t, "nope, which does not exist yet)"));
+    free(t);
+    t = text_of(&l, 1);
+    assert_non_null(strstr(t, "\"dir_exists\":false"));
+    free(t);
+    assert_int_equal(cpt_live_scan(&l, g_dir, geteuid()), 0);
+    assert_false(l.dir_missing);
     cpt_live_free(&l);
 }
 
