@@ -104,10 +104,10 @@ const char *cps_nic_kind_name(int kind);   /* "IB", "ROCE", "ETH" */
 const char *cps_link_kind_name(int kind);  /* "NVLINK", "PCIE", "SYS" */
 const char *cps_pci_path_name(int path);   /* "PIX", "PXB", "PHB", "SYS" */
 
-/* The contract's "topology" object (written in selftest_json.c), with exactly its keys: gpus [{index,name,pci,numa}],
- * links [{a,b,kind,lanes}], nics [{name,kind,rate_gbps}]; unknowns as in the model (numa -1,
- * lanes 0, rate_gbps 0, name ""). NIC state and NUMA stay in the model for the checks.
- * New reference, or NULL when memory ran out. */
+/* The contract's "topology" object (written in selftest_json.c), with exactly its keys:
+ * gpus [{index,name,pci,numa}], links [{a,b,kind,lanes}], nics [{name,kind,rate_gbps}];
+ * unknowns as in the model (numa -1, lanes 0, rate_gbps 0, name ""). NIC state and NUMA stay
+ * in the model for the checks. New reference, or NULL when memory ran out. */
 struct json_object *cps_topo_json(const cps_topology *t);
 
 #endif
