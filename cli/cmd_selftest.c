@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "cli/progress.h"
+#include "common/launcher.h"
 #include "selftest/selftest.h"
 
 extern char **environ;
@@ -86,6 +87,20 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
     (void)ftw;
     remove(path);
     return 0;
+}
+
+static void say_nothing(void *ctx, const char *line)
+{
+    (void)ctx;
+    (void)line;
+}
+
+/* Under torchrun or mpirun every rank shares the terminal: only rank 0 draws the progress
+ * line (a bad launcher variable is the sweep's to report, with its message). */
+static int draws_progress(void)
+{
+    cp_launcher id;
+    return cp_launcher_read(&id, CPS_RENDEZVOUS_VAR, say_nothing, NULL) != 0 || id.rank == 0;
 }
 
 static void progress_adapter(void *arg, const char *what, double frac)
@@ -240,7 +255,7 @@ int cmd_selftest(int argc, char **argv)
         return cli_error("selftest", CP_EXIT_CANNOT_RUN, "cannot create a directory for NCCL's "
                          "log in %s: %s", tmp && *tmp ? tmp : "/tmp", strerror(errno));
     o.log_dir = logdir;
-    cli_progress *prog = cli_progress_start("selftest", "starting");
+    cli_progress *prog = draws_progress() ? cli_progress_start("selftest", "starting") : NULL;
     o.progress = progress_adapter;
     o.progress_arg = prog;
     cps_run run;

@@ -155,6 +155,10 @@ typedef struct cps_run {
     cps_nccl_log log;
 } cps_run;
 
+/* Under a launcher, the directory through which rank 0's ncclUniqueId reaches the others
+ * (else MASTER_ADDR:MASTER_PORT). */
+#define CPS_RENDEZVOUS_VAR "COLLPROF_RENDEZVOUS_DIR"
+
 enum cps_sweep_rc { CPS_SWEEP_OK = 0, CPS_SWEEP_CANNOT_RUN = 3, CPS_SWEEP_USAGE = 2 };
 
 /* Run the sweep. Returns CPS_SWEEP_OK; CPS_SWEEP_CANNOT_RUN with a one-line reason in why (no

@@ -100,8 +100,6 @@ struct cps_world {
 /* ncclCommInitAll over CUDA devices 0..ndev-1, then a stream and two events per rank. */
 int cps_world_open_local(struct cps_world *w, const struct cps_lib *L, int ndev,
                          double timeout_s, char *why, size_t whyn);
-/* The variable naming a rendezvous directory (else MASTER_ADDR:MASTER_PORT). */
-#define CPS_RENDEZVOUS_VAR "COLLPROF_RENDEZVOUS_DIR"
 /* One rank of id's world in this process: device LOCAL_RANK modulo the devices, rank 0's
  * ncclUniqueId through cp_rendezvous, ncclCommInitRank (bounded by timeout_s, as a rank that
  * never comes would hold it forever), a stream and two events; then every rank's GPU
