@@ -277,6 +277,32 @@ static void one_slow_link_is_named(void **state)
     cli_result_free(&r);
 }
 
+/* CUDA numbers the GPUs CUDA_VISIBLE_DEVICES leaves in its own order; checks name them as
+ * nvidia-smi does (PCI order), so the slow pair is still 2-5, and the GPUs hidden on purpose
+ * are not reported missing. */
+static void gpus_are_named_in_pci_order_whatever_cuda_calls_them(void **state)
+{
+    (void)state;
+    emu_env(emu_dir);
+    setenv("CUDA_VISIBLE_DEVICES", "5,2,0", 1);
+    setenv("COLLPROF_EMU_SLOW_LINK", "2-5:0.25", 1);
+    struct cli_result r;
+    json_object *o = run_json(&r, root_ib, 1);
+    assert_string_equal(field(check(o, "gpus"), "status"), "PASS");
+    assert_int_equal((int)num(check(o, "gpus"), "measured"), 3);
+    json_object *c = check(o, "p2p.2-5");
+    if (!c)
+        fail_msg("no p2p.2-5 check: %.2000s", r.out);
+    assert_string_equal(field(c, "status"), "FAIL");
+    assert_int_equal(count_prefix(o, "p2p."), 1);
+    json_object *gpus = json_object_object_get(json_object_object_get(o, "p2p"), "gpus");
+    assert_int_equal(json_object_get_int(json_object_array_get_idx(gpus, 0)), 5);
+    assert_int_equal(json_object_get_int(json_object_array_get_idx(gpus, 1)), 2);
+    assert_int_equal(json_object_get_int(json_object_array_get_idx(gpus, 2)), 0);
+    json_object_put(o);
+    cli_result_free(&r);
+}
+
 static void pcie_box_passes_against_pcie(void **state)
 {
     (void)state;
@@ -346,6 +372,7 @@ int main(void)
         cmocka_unit_test(healthy_h100_passes_near_the_model),
         cmocka_unit_test(sockets_between_two_hosts_fail_the_transport),
         cmocka_unit_test(one_slow_link_is_named),
+        cmocka_unit_test(gpus_are_named_in_pci_order_whatever_cuda_calls_them),
         cmocka_unit_test(pcie_box_passes_against_pcie),
         cmocka_unit_test(text_summary_fits_the_verdict),
         cmocka_unit_test(no_driver_cannot_run),
