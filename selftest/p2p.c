@@ -13,7 +13,14 @@
  * Every rank walks the same steps, a pair of local indices (a, b); at each, on every host at
  * once, the rank of local index a sends and the one of b receives, the others skip (hosts share
  * no link a pair uses). The two swap their per-call times, so both know each call's longer
- * span; the figures of every pair reach every rank by one all-reduce at the end. */
+ * span; the figures of every pair reach every rank by one all-reduce at the end.
+ *
+ * Rail pairs (under a launcher with 2+ hosts): the matrix never leaves a host, so a slow NIC,
+ * cable or switch port between hosts would go unnamed. For each local index i every host has
+ * (a rail), host h's rank i sends to host h+1's rank i and back (hosts in the order of their
+ * first rank; a ring of hosts, one pair per rail with two hosts). One step at a time over the
+ * whole job, so no other pair shares a NIC or the fabric; the same per-call median, the same
+ * swap and one all-reduce at the end. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +158,21 @@ static int swap_spans(struct cps_world *w, int peer, double *mine, int iters, do
     return 0;
 }
 
+/* This rank's half of one step (a send to peer, or a receive from it), timed; *gbps is the
+ * median over the calls of the longer span of the two ends. us and theirs: iters doubles. */
+static int time_half(struct cps_world *w, int send, int peer, size_t count, int warmup,
+                     int iters, const char *what, double *us, double *theirs, double *gbps,
+                     char *why, size_t whyn)
+{
+    struct half_call c = {send, peer, count};
+    if (cps_time_each(w, 1, issue_half, &c, warmup, iters, 0, what, us, why, whyn) ||
+        swap_spans(w, peer, us, iters, theirs, what, why, whyn))
+        return -1;
+    double t = cps_median(us, iters);
+    *gbps = t > 0 ? (double)(count * sizeof(float)) / (t * 1e3) : 0;
+    return 0;
+}
+
 static int launcher_matrix(struct cps_world *w, size_t count, int warmup, int iters,
                            struct cps_progress *pr, cps_run *r, char *why, size_t whyn)
 {
@@ -182,13 +204,10 @@ static int launcher_matrix(struct cps_world *w, size_t count, int warmup, int it
             int send = me == a && b < nmine, recv = me == b && a < nmine;
             if (!send && !recv)
                 continue;
-            struct half_call c = {send, mine[send ? b : a], count};
             snprintf(what, sizeof what, "p2p %d->%d %s", mine[a], mine[b], size);
-            if (cps_time_each(w, 1, issue_half, &c, warmup, iters, 0, what, us, why, whyn) ||
-                swap_spans(w, c.peer, us, iters, theirs, what, why, whyn))
+            if (time_half(w, send, mine[send ? b : a], count, warmup, iters, what, us, theirs,
+                          &fig[mine[a] * widest + b], why, whyn))
                 goto out;
-            double t = cps_median(us, iters);
-            fig[mine[a] * widest + b] = t > 0 ? (double)r->p2p_bytes / (t * 1e3) : 0;
         }
     if (cps_world_agree(w, fig, (size_t)n * (size_t)widest, ncclMax, "the p2p matrix", why,
                         whyn))
@@ -247,4 +266,136 @@ int cps_p2p_matrix(struct cps_world *w, uint64_t bytes, int warmup, int iters,
         }
     free(us);
     return 0;
+}
+
+/* ---- rail pairs between hosts ------------------------------------------------------------ */
+
+/* The rail pairs every rank derives alike from r->gpus: *at (to free) holds the ranks of
+ * host h at at[h * CPS_MAX_GPUS + local index]; pair p of rail i, host step k (k = p mod hp)
+ * is at[k][i] -> at[(k + 1) mod nhosts][i]. Returns the number of pairs (0 with one host or
+ * one process over every rank), or -1 when memory ran out. */
+struct rail_plan {
+    int *at;
+    int nhosts, nrails, hp; /* hp: host pairs per rail (1 with two hosts, else nhosts) */
+};
+
+static int rail_plan(const struct cps_world *w, const cps_run *r, struct rail_plan *pl)
+{
+    memset(pl, 0, sizeof *pl);
+    if (w->n >= w->nranks || r->nranks < 2 || !r->gpus)
+        return 0;
+    int n = r->nranks;
+    int *host = calloc((size_t)n, sizeof *host), *count = calloc((size_t)n, sizeof *count);
+    pl->at = calloc((size_t)n * CPS_MAX_GPUS, sizeof *pl->at);
+    if (!host || !count || !pl->at) {
+        free(host);
+        free(count);
+        free(pl->at);
+        pl->at = NULL;
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        host[i] = -1;
+        for (int j = 0; j < i && host[i] < 0; j++)
+            if (strcmp(r->gpus[i].host, r->gpus[j].host) == 0)
+                host[i] = host[j];
+        if (host[i] < 0)
+            host[i] = pl->nhosts++;
+        /* exchange_gpus refused a host of more than CPS_MAX_GPUS ranks */
+        if (count[host[i]] < CPS_MAX_GPUS)
+            pl->at[host[i] * CPS_MAX_GPUS + count[host[i]]++] = i;
+    }
+    pl->nrails = CPS_MAX_GPUS;
+    for (int h = 0; h < pl->nhosts; h++)
+        pl->nrails = count[h] < pl->nrails ? count[h] : pl->nrails;
+    free(host);
+    free(count);
+    if (pl->nhosts < 2) {
+        free(pl->at);
+        memset(pl, 0, sizeof *pl);
+        return 0;
+    }
+    pl->hp = pl->nhosts == 2 ? 1 : pl->nhosts;
+    return pl->nrails * pl->hp;
+}
+
+static void rail_pair(const struct rail_plan *pl, int p, int *a, int *b)
+{
+    int i = p / pl->hp, k = p % pl->hp;
+    *a = pl->at[k * CPS_MAX_GPUS + i];
+    *b = pl->at[(k + 1) % pl->nhosts * CPS_MAX_GPUS + i];
+}
+
+int cps_net_steps(const struct cps_world *w, const cps_run *r)
+{
+    struct rail_plan pl;
+    int np = rail_plan(w, r, &pl);
+    free(pl.at);
+    return np > 0 ? 2 * np : 0;
+}
+
+int cps_net_pairs(struct cps_world *w, uint64_t bytes, int warmup, int iters,
+                  struct cps_progress *pr, cps_run *r, char *why, size_t whyn)
+{
+    struct rail_plan pl;
+    int np = rail_plan(w, r, &pl);
+    if (np < 0) {
+        snprintf(why, whyn, "rail pairs: out of memory");
+        return -1;
+    }
+    if (np == 0)
+        return 0;
+    size_t count = (size_t)(bytes / sizeof(float));
+    count = count ? count : 1;
+    r->p2p_bytes = (uint64_t)count * sizeof(float);
+    iters = iters < 1 ? 1 : iters;
+    /* fig[2p]: pair p's first rank to its second, fig[2p + 1] back; 0 where not measured */
+    double *fig = calloc((size_t)np * 2, sizeof *fig);
+    double *us = calloc((size_t)iters, sizeof *us), *theirs = calloc((size_t)iters, sizeof *us);
+    r->net_pairs = calloc((size_t)np, sizeof *r->net_pairs);
+    int rc = -1;
+    if (!fig || !us || !theirs || !r->net_pairs) {
+        snprintf(why, whyn, "rail pairs: out of memory");
+        goto out;
+    }
+    char size[32];
+    cps_bytes_text(r->p2p_bytes, size, sizeof size);
+    for (int s = 0; s < 2 * np; s++) {
+        int a, b;
+        rail_pair(&pl, s / 2, &a, &b);
+        int from = s % 2 ? b : a, to = s % 2 ? a : b;
+        char what[96];
+        snprintf(what, sizeof what, "net %d->%d %s", from, to, size);
+        cps_progress_step(pr, what);
+        int me = w->world_rank;
+        if (me != from && me != to)
+            continue;
+        if (time_half(w, me == from, me == from ? to : from, count, warmup, iters, what, us,
+                      theirs, &fig[s], why, whyn))
+            goto out;
+    }
+    if (cps_world_agree(w, fig, (size_t)np * 2, ncclMax, "the rail pairs", why, whyn))
+        goto out;
+    for (int p = 0; p < np; p++) {
+        int a, b;
+        rail_pair(&pl, p, &a, &b);
+        cps_net_pair *q = &r->net_pairs[p];
+        int keep = a < b;
+        q->a = keep ? a : b;
+        q->b = keep ? b : a;
+        q->gbps_ab = fig[2 * p + !keep];
+        q->gbps_ba = fig[2 * p + keep];
+    }
+    r->n_net_pairs = np;
+    rc = 0;
+out:
+    if (rc) {
+        free(r->net_pairs);
+        r->net_pairs = NULL;
+    }
+    free(pl.at);
+    free(fig);
+    free(us);
+    free(theirs);
+    return rc;
 }

@@ -129,6 +129,13 @@ typedef struct cps_point {
     double algbw_gbps, busbw_gbps;
 } cps_point;
 
+/* A rail pair: two ranks of one local index on neighbouring hosts (under a launcher with
+ * several hosts), timed like the matrix's pairs. a < b, NCCL ranks. */
+typedef struct cps_net_pair {
+    int a, b;
+    double gbps_ab, gbps_ba;  /* one-way send/recv of p2p_bytes, each way */
+} cps_net_pair;
+
 typedef struct cps_run {
     int nranks;               /* ranks of the swept communicator */
     int nhosts;               /* distinct hosts among them */
@@ -149,6 +156,11 @@ typedef struct cps_run {
     double p2p_gbps[CPS_MAX_GPUS][CPS_MAX_GPUS];
     int p2p_rank[CPS_MAX_GPUS];   /* NCCL rank of local index a */
     uint64_t p2p_bytes;
+    /* Under a launcher with 2+ hosts, the rail pairs: for each local index every host has,
+     * host h's rank to host h+1's (a ring of hosts; one pair per rail with two), same on every
+     * rank. The path between hosts that the matrix above never crosses: NIC, cable, switch. */
+    cps_net_pair *net_pairs;
+    int n_net_pairs;
     char log_path[512];       /* this process's NCCL INFO log, "" when none */
     /* What NCCL logged: this process's log; under a launcher, every rank's counts, network,
      * IB, NVLS and plugin findings merged (conns stay this rank's own). */

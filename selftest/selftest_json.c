@@ -1,6 +1,6 @@
 /* selftest_json: `collprof selftest --json` — the contract's keys (version, verdict, topology,
  * checks; ../shared/INTERFACES.md) and, beside them, every measured point ("ops"), the run
- * ("run") and the pairwise matrix ("p2p"). */
+ * ("run"), the pairwise matrix ("p2p") and the rail pairs between hosts ("net_pairs"). */
 #include <json-c/json.h>
 #include <math.h>
 
@@ -177,13 +177,37 @@ static int add_p2p(json_object *top, const cps_report *rep)
     return 0;
 }
 
+static int add_net(json_object *top, const cps_report *rep)
+{
+    const cps_run *r = rep->run;
+    if (r->n_net_pairs < 1 || !r->net_pairs)
+        return 0;
+    json_object *arr = json_object_new_array();
+    if (add(top, "net_pairs", arr))
+        return -1;
+    for (int i = 0; i < r->n_net_pairs; i++) {
+        const cps_net_pair *p = &r->net_pairs[i];
+        int ok = p->a >= 0 && p->b >= 0 && p->a < r->nranks && p->b < r->nranks;
+        json_object *o = json_object_new_object();
+        if (!o || json_object_array_add(arr, o) || add(o, "a", json_object_new_int(p->a)) ||
+            add(o, "b", json_object_new_int(p->b)) ||
+            add(o, "host_a", json_object_new_string(ok ? r->gpus[p->a].host : "")) ||
+            add(o, "host_b", json_object_new_string(ok ? r->gpus[p->b].host : "")) ||
+            add_num(o, "gbps_ab", p->gbps_ab > 0 ? p->gbps_ab : NAN) ||
+            add_num(o, "gbps_ba", p->gbps_ba > 0 ? p->gbps_ba : NAN))
+            return -1;
+    }
+    return 0;
+}
+
 json_object *cps_report_json(const cps_report *rep)
 {
     json_object *top = json_object_new_object();
     if (!top || add(top, "version", json_object_new_int(1)) ||
         add(top, "verdict", json_object_new_string(cps_status_name(rep->verdict))) ||
         add(top, "topology", cps_topo_json(rep->topo)) || add_checks(top, rep) ||
-        add_ops(top, rep) || add_run(top, rep) || add_p2p(top, rep)) {
+        add_ops(top, rep) || add_run(top, rep) || add_p2p(top, rep) ||
+        add_net(top, rep)) {
         json_object_put(top);
         return NULL;
     }

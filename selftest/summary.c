@@ -1,5 +1,5 @@
 /* summary: the one-screen text of `collprof selftest` — the node, what it should give, a row
- * per op at its largest size, the pairwise matrix, the checks. */
+ * per op at its largest size, the pairwise matrix, the rail pairs between hosts, the checks. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -188,6 +188,28 @@ static void print_p2p(FILE *out, const cps_report *rep)
     }
 }
 
+/* The rail pairs: each rank as host:CUDA device, both directions. */
+static void print_net(FILE *out, const cps_report *rep)
+{
+    const cps_run *r = rep->run;
+    if (r->n_net_pairs < 1 || !r->net_pairs)
+        return;
+    char sz[32];
+    cps_bytes_text(r->p2p_bytes, sz, sizeof sz);
+    fprintf(out, "\n  rail pairs between hosts, send/recv GB/s at %s (rank host:CUDA device)\n",
+            sz);
+    for (int i = 0; i < r->n_net_pairs; i++) {
+        const cps_net_pair *p = &r->net_pairs[i];
+        if (p->a < 0 || p->b < 0 || p->a >= r->nranks || p->b >= r->nranks)
+            continue;
+        char ha[CPS_HOST_BYTES], hb[CPS_HOST_BYTES];
+        fprintf(out, "  %4d %s:%d -> %d %s:%d  %.1f, back %.1f\n", p->a,
+                clean(r->gpus[p->a].host, ha, sizeof ha), r->gpus[p->a].cuda_index, p->b,
+                clean(r->gpus[p->b].host, hb, sizeof hb), r->gpus[p->b].cuda_index, p->gbps_ab,
+                p->gbps_ba);
+    }
+}
+
 void cps_summary_print(FILE *out, const cps_report *rep, int all_sizes)
 {
     const cps_run *r = rep->run;
@@ -209,6 +231,7 @@ void cps_summary_print(FILE *out, const cps_report *rep, int all_sizes)
         fprintf(out, "  sources   %s\n", rep->sources);
     print_ops(out, rep, all_sizes);
     print_p2p(out, rep);
+    print_net(out, rep);
     fprintf(out, "\n  checks\n");
     int busbw_pass = 0;
     for (int i = 0; i < rep->nchecks; i++) {

@@ -1,6 +1,7 @@
 /* sweep: the measurement of `collprof selftest` — the driver's GPU list, NCCL's INFO log set
  * up, the communicators of this process (world.c), every op over the size list timed with
- * CUDA events, then the pairwise matrix (p2p.c) and the log read back. */
+ * CUDA events, then the pairwise matrix and the rail pairs between hosts (p2p.c) and the log
+ * read back. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -374,11 +375,13 @@ int cps_sweep(const cps_options *o, cps_run *r, char *why, size_t whyn)
                 pr.total += cps_op_count(op, p.sizes[s], n) > 0;
         }
     if (o->p2p && !fail)
-        pr.total += cps_p2p_steps(&w, r);
+        pr.total += cps_p2p_steps(&w, r) + cps_net_steps(&w, r);
     if (!fail)
         fail = measure_ops(&w, o, &p, &pr, r, why, whyn);
     if (!fail && o->p2p)
         fail = cps_p2p_matrix(&w, p.p2p_bytes, p.warmup, p.iters, &pr, r, why, whyn);
+    if (!fail && o->p2p)
+        fail = cps_net_pairs(&w, p.p2p_bytes, p.warmup, p.iters, &pr, r, why, whyn);
     /* NCCL wrote its transport lines by now (p2p connections open at their first use); under a
      * launcher the ranks' findings are merged over the communicator, so before it closes */
     if (!fail && r->multi_process) {
@@ -408,8 +411,11 @@ void cps_run_free(cps_run *r)
         return;
     free(r->gpus);
     free(r->points);
+    free(r->net_pairs);
     cps_nccl_log_free(&r->log);
     r->gpus = NULL;
     r->points = NULL;
     r->npoints = 0;
+    r->net_pairs = NULL;
+    r->n_net_pairs = 0;
 }

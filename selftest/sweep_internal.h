@@ -7,7 +7,7 @@
  *   world_launcher.c  one rank per process under a launcher: the device, rank 0's id, the
  *                communicator; every rank's GPU, and figures agreed over the ranks
  *   sweep_ops.c  one op issued over every local rank, its counts and sizes, the correctness check
- *   p2p.c        the pairwise send/recv matrix
+ *   p2p.c        the pairwise send/recv matrix, and the rail pairs between hosts
  *
  * Everything past the communicators' creation works on a struct cps_world: the ranks this
  * process drives, each with its comm, context, stream, events and buffers. One process over all
@@ -186,5 +186,11 @@ int cps_op_check(struct cps_world *w, int op, uint64_t bytes, int use_alltoall, 
 int cps_p2p_steps(const struct cps_world *w, const cps_run *r);
 int cps_p2p_matrix(struct cps_world *w, uint64_t bytes, int warmup, int iters,
                    struct cps_progress *pr, cps_run *r, char *why, size_t whyn);
+/* Under a launcher with 2+ hosts: the rail pairs (selftest.h, cps_run.net_pairs), a
+ * one-way send/recv of bytes each way, one pair at a time over the whole job; fills
+ * r->net_pairs alike on every rank. Nothing to do otherwise (0 steps). */
+int cps_net_steps(const struct cps_world *w, const cps_run *r);
+int cps_net_pairs(struct cps_world *w, uint64_t bytes, int warmup, int iters,
+                  struct cps_progress *pr, cps_run *r, char *why, size_t whyn);
 
 #endif

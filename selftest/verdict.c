@@ -1,10 +1,12 @@
 /* verdict: a finished run judged against what the topology should give.
  *
  * The checks, in this order: gpus, correctness, transport, <op>.busbw for each op swept, p2p
- * (the matrix as a whole) and p2p.<a>-<b> for each slow pair, nic.<name> for an IB/RoCE port
- * that is down. Bandwidth ratios measured/expected: PASS from 0.75, WARN from 0.50, FAIL
- * below. A pair is slow against its peers of the same link kind (their median, or their best
- * when fewer than three): WARN under 0.75 of it, FAIL under 0.50. */
+ * (the matrix as a whole) and p2p.<a>-<b> for each slow pair, net (the rail pairs between
+ * hosts) and net.<a>-<b> for each slow one, nic.<name> for an IB/RoCE port that is down.
+ * Bandwidth ratios measured/expected: PASS from 0.75, WARN from 0.50, FAIL below. A pair is
+ * slow against its peers of the same link kind, a rail pair against the other rail pairs
+ * (their median, or their best when fewer than three): WARN under 0.75 of it, FAIL under
+ * 0.50. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,6 +174,14 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The median of v (m > 0; reordered), or its best when fewer than three: with two figures a
+ * median is their mean, and one slow figure would drag it halfway down. */
+static double reference(double *v, int m)
+{
+    qsort(v, (size_t)m, sizeof v[0], cmp_double);
+    return m >= 3 ? (m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2) : v[m - 1];
+}
+
 /* Which ranks share a host. The launcher's hostnames say it under torchrun; in one process
  * every GPU has this host's name, yet NCCL may still reach some over the network (a node
  * whose NVLink/PCIe path is missing, or the emulation's hosts): then the log's P2P and SHM
@@ -276,8 +286,7 @@ static int check_p2p(cps_report *rep)
         count[k] = m;
         if (m == 0)
             continue;
-        qsort(v, (size_t)m, sizeof v[0], cmp_double);
-        ref[k] = m >= 3 ? (m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2) : v[m - 1];
+        ref[k] = reference(v, m);
     }
     int worst_status = CPS_PASS, slow = 0;
     const pair *slowest = NULL;
@@ -340,6 +349,90 @@ static int check_p2p(cps_report *rep)
     return 0;
 }
 
+/* "host-b (GPU 3, CUDA 1, 0000:19:00.0)": the topology number only for this host's GPUs. The
+ * host is cut at 56 characters so that two of these and the figures fit a check's detail
+ * (--json's net_pairs has the whole name). */
+static void rank_text(const cps_report *rep, int rank, char *out, size_t n)
+{
+    const cps_cuda_gpu *g = &rep->run->gpus[rank];
+    char topo[24] = "";
+    if (rep->map[rank] >= 0)
+        snprintf(topo, sizeof topo, "GPU %d, ", rep->map[rank]);
+    snprintf(out, n, "%.56s (%sCUDA %d, %.16s)", g->host, topo, g->cuda_index, g->pci);
+}
+
+static int check_net(cps_report *rep)
+{
+    const cps_run *r = rep->run;
+    int np = r->n_net_pairs;
+    if (!r->multi_process || r->nhosts < 2 || np < 1 || !r->net_pairs)
+        return 0;
+    double *v = calloc((size_t)np, sizeof *v), *gbps = calloc((size_t)np, sizeof *gbps);
+    if (!v || !gbps) {
+        free(v);
+        free(gbps);
+        return -1;
+    }
+    /* A pair's figure is its slower direction, as in the matrix. */
+    int slowest = -1, m = 0;
+    for (int i = 0; i < np; i++) {
+        double ab = r->net_pairs[i].gbps_ab, ba = r->net_pairs[i].gbps_ba;
+        gbps[i] = ab > 0 && ba > 0 ? (ab < ba ? ab : ba) : (ab > 0 ? ab : ba > 0 ? ba : 0);
+        if (gbps[i] > 0)
+            v[m++] = gbps[i];
+        if (slowest < 0 || gbps[i] < gbps[slowest])
+            slowest = i;
+    }
+    double ref = m > 0 ? reference(v, m) : 0;
+    free(v);
+    cps_expect netx;
+    double want = cps_expect_net_pair(rep->topo, &netx);
+    int worst = ref > 0 ? ratio_status(ref, want) : CPS_FAIL, slow = 0;
+    cps_check *sum = add(rep, "net", worst);
+    if (!sum) {
+        free(gbps);
+        return -1;
+    }
+    int sum_index = rep->nchecks - 1;
+    for (int i = 0; i < np; i++) {
+        const cps_net_pair *p = &r->net_pairs[i];
+        double rr = ref > 0 ? gbps[i] / ref : 0;
+        int st = rr >= PASS_RATIO ? CPS_PASS : rr >= WARN_RATIO ? CPS_WARN : CPS_FAIL;
+        if (st == CPS_PASS || p->a < 0 || p->b < 0 || p->a >= r->nranks || p->b >= r->nranks)
+            continue;
+        slow++;
+        worst = st > worst ? st : worst;
+        char name[CPS_CHECK_NAME], ta[120], tb[120];
+        snprintf(name, sizeof name, "net.%d-%d", p->a, p->b);
+        cps_check *c = add(rep, name, st);
+        if (!c) {
+            free(gbps);
+            return -1;
+        }
+        c->measured = gbps[i];
+        c->expected = ref;
+        snprintf(c->unit, sizeof c->unit, "GB/s");
+        rank_text(rep, p->a, ta, sizeof ta);
+        rank_text(rep, p->b, tb, sizeof tb);
+        snprintf(c->detail, sizeof c->detail, "rank %d on %s to rank %d on %s: %.1f / %.1f GB/s, "
+                 "%.0f%% of the rail pairs' %s %.1f GB/s: a slow inter-host path (NIC, cable "
+                 "or switch port)", p->a, ta, p->b, tb, p->gbps_ab, p->gbps_ba, 100 * rr,
+                 m >= 3 ? "median" : "best", ref);
+    }
+    sum = &rep->checks[sum_index]; /* add() may have moved it */
+    sum->status = worst;
+    sum->measured = slowest >= 0 ? gbps[slowest] : NAN;
+    sum->expected = ref;
+    snprintf(sum->unit, sizeof sum->unit, "GB/s");
+    char size[32];
+    cps_bytes_text(r->p2p_bytes, size, sizeof size);
+    snprintf(sum->detail, sizeof sum->detail, "%d rail pair%s between %d hosts at %s, %d slow; "
+             "%s %.1f GB/s (expected %.1f: %s)", np, np == 1 ? "" : "s", r->nhosts, size,
+             slow, m >= 3 ? "median" : "best", ref, want, netx.basis);
+    free(gbps);
+    return 0;
+}
+
 static int check_nics(cps_report *rep)
 {
     for (int i = 0; i < rep->topo->n_nics; i++) {
@@ -369,7 +462,7 @@ int cps_judge(cps_report *rep, char *const *env)
                                         log->count[CPS_TR_COLLNET] > 0;
     cps_expect_ring(rep->topo, r, rep->map, rep->net, &rep->ring);
     if (check_gpus(rep) || check_correctness(rep) || check_transport(rep, env) ||
-        check_busbw(rep) || check_p2p(rep) || check_nics(rep))
+        check_busbw(rep) || check_p2p(rep) || check_net(rep) || check_nics(rep))
         return -1;
     rep->verdict = CPS_PASS;
     for (int i = 0; i < rep->nchecks; i++)

@@ -3,7 +3,8 @@
  * emulated hosts placed as collprof-sim --launch places them (COLLPROF_EMU_HOST_ID, the emuhost
  * preload for the hostnames). The id travels over MASTER_ADDR:MASTER_PORT, or through
  * COLLPROF_RENDEZVOUS_DIR; a rank whose peer never comes, or never enters a collective, ends
- * by --timeout with exit 3; so do two ranks on one GPU, at once. */
+ * by --timeout with exit 3; so do two ranks on one GPU, at once. A slow link between the hosts
+ * is named by its rail pair (net.<a>-<b>). */
 #include <arpa/inet.h>
 #include <json-c/json.h>
 #include <limits.h>
@@ -103,6 +104,7 @@ struct job {
     const char *timeout; /* --timeout */
     const char *visible; /* CUDA_VISIBLE_DEVICES, NULL: unset */
     const char *hang;    /* COLLPROF_EMU_HANG, NULL: unset; one AllReduce size then */
+    const char *slow;    /* COLLPROF_EMU_SLOW_LINK, NULL: unset; a short AllReduce sweep then */
 };
 
 struct rank_run {
@@ -138,6 +140,8 @@ static void start_rank(struct rank_run *k, const struct job *j, int r)
         setenv("CUDA_VISIBLE_DEVICES", j->visible, 1);
     if (j->hang)
         setenv("COLLPROF_EMU_HANG", j->hang, 1);
+    if (j->slow)
+        setenv("COLLPROF_EMU_SLOW_LINK", j->slow, 1);
     if (j->port) {
         setenv("MASTER_ADDR", "127.0.0.1", 1);
         set_num("MASTER_PORT", j->port);
@@ -167,7 +171,12 @@ static void start_rank(struct rank_run *k, const struct job *j, int r)
     const char *hang_argv[] = {"collprof", "selftest", "--json", "--ops", "allreduce",
                                "--sizes", "1K:1K", "--warmup", "2", "--iters", "5",
                                "--timeout", j->timeout, "--root", root_ib, NULL};
-    execv(cli_binary(), (char *const *)(j->hang ? hang_argv : argv));
+    /* the rail pairs, not the sweep, find a slow link between hosts: the sweep kept short */
+    const char *slow_argv[] = {"collprof", "selftest", "--json", "--quick", "--ops", "allreduce",
+                               "--sizes", "8:1M", "--timeout", j->timeout, "--root", root_ib,
+                               NULL};
+    execv(cli_binary(),
+          (char *const *)(j->hang ? hang_argv : j->slow ? slow_argv : argv));
     _exit(127);
 }
 
@@ -188,6 +197,17 @@ static json_object *get(json_object *o, const char *key)
     return v;
 }
 
+static json_object *find_check(json_object *report, const char *name)
+{
+    json_object *checks = get(report, "checks");
+    for (size_t i = 0; i < json_object_array_length(checks); i++) {
+        json_object *c = json_object_array_get_idx(checks, i);
+        if (!strcmp(json_object_get_string(get(c, "name")), name))
+            return c;
+    }
+    return NULL;
+}
+
 static json_object *check_named(json_object *report, const char *name)
 {
     json_object *checks = get(report, "checks");
@@ -204,7 +224,7 @@ static json_object *check_named(json_object *report, const char *name)
  * and its report is of the whole job. */
 static void run_healthy(int port)
 {
-    struct job j = {4, 2, 2, port, "30", NULL, NULL};
+    struct job j = {4, 2, 2, port, "30", NULL, NULL, NULL};
     struct rank_run k[4];
     for (int r = 0; r < 4; r++)
         start_rank(&k[r], &j, r);
@@ -315,6 +335,28 @@ static void run_healthy(int port)
                 fprintf(stderr, "p2p %d->%d %.1f GB/s\n", a, b, g);
                 assert_true(g > 0);
             }
+    /* the rail pairs: local index 0 and 1 of host 0 to the same of host 1, none slow */
+    assert_string_equal(json_object_get_string(get(check_named(o, "net"), "status")), "PASS");
+    for (size_t i = 0; i < json_object_array_length(checks); i++) {
+        const char *name =
+            json_object_get_string(get(json_object_array_get_idx(checks, i), "name"));
+        if (!strncmp(name, "net.", 4))
+            fail_msg("healthy hosts, yet a slow rail pair: %s", name);
+    }
+    json_object *net = get(o, "net_pairs");
+    assert_int_equal(json_object_array_length(net), 2);
+    for (int i = 0; i < 2; i++) {
+        json_object *p = json_object_array_get_idx(net, (size_t)i);
+        assert_int_equal(json_object_get_int(get(p, "a")), i);
+        assert_int_equal(json_object_get_int(get(p, "b")), i + 2);
+        assert_string_equal(json_object_get_string(get(p, "host_a")), "vm-emu0");
+        assert_string_equal(json_object_get_string(get(p, "host_b")), "vm-emu1");
+        fprintf(stderr, "net %d-%d %.1f / %.1f GB/s\n", i, i + 2,
+                json_object_get_double(get(p, "gbps_ab")),
+                json_object_get_double(get(p, "gbps_ba")));
+        assert_true(json_object_get_double(get(p, "gbps_ab")) > 0);
+        assert_true(json_object_get_double(get(p, "gbps_ba")) > 0);
+    }
     json_object_put(o);
     for (int r = 0; r < 4; r++)
         cli_result_free(&k[r].res);
@@ -332,10 +374,63 @@ static void test_rendezvous_dir(void **state)
     run_healthy(0);
 }
 
+/* A slow link between host 0's GPU 1 and host 1's GPU 1 (the emulation numbers GPUs
+ * host * 8 + device: 1-9), which no pair of the matrix crosses: ranks 0, 1 are host 0's
+ * devices 0, 1 and ranks 2, 3 host 1's, so the rail pair of local index 1 is ranks 1 and 3.
+ * It alone is named, and every rank exits 1. */
+static void test_slow_rail(void **state)
+{
+    (void)state;
+    struct job j = {4, 2, 2, free_port(), "30", NULL, NULL, "1-9:0.25"};
+    struct rank_run k[4];
+    for (int r = 0; r < 4; r++)
+        start_rank(&k[r], &j, r);
+    for (int r = 0; r < 4; r++)
+        finish_rank(&k[r]);
+    for (int r = 0; r < 4; r++) {
+        fprintf(stderr, "rank %d: exit %d %s\n", r, k[r].res.status, k[r].res.err);
+        assert_int_equal(k[r].res.status, 1);
+        if (r > 0)
+            assert_string_equal(k[r].res.out, "");
+    }
+    json_object *o = json_tokener_parse(k[0].res.out);
+    if (!o)
+        fail_msg("rank 0 printed no JSON: '%s'", k[0].res.out);
+    assert_string_equal(json_object_get_string(get(o, "verdict")), "FAIL");
+    json_object *slow = check_named(o, "net.1-3");
+    const char *detail = json_object_get_string(get(slow, "detail"));
+    fprintf(stderr, "net.1-3: %s\n", detail);
+    assert_string_equal(json_object_get_string(get(slow, "status")), "FAIL");
+    assert_non_null(strstr(detail, "rank 1 on vm-emu0"));
+    assert_non_null(strstr(detail, "rank 3 on vm-emu1"));
+    assert_non_null(strstr(detail, "slow inter-host path"));
+    /* a quarter of the healthy rail's figure: measured / expected near 0.25 */
+    double ratio = json_object_get_double(get(slow, "measured")) /
+                   json_object_get_double(get(slow, "expected"));
+    if (!(ratio > 0.25 * (1 - TOLERANCE) && ratio < 0.25 * (1 + TOLERANCE)))
+        fail_msg("net.1-3 at %.2f of the healthy rail, want 0.25", ratio);
+    json_object *net = check_named(o, "net");
+    assert_string_equal(json_object_get_string(get(net, "status")), "FAIL");
+    /* no other pair is named, and the matrix inside each host is healthy */
+    json_object *checks = get(o, "checks");
+    for (size_t i = 0; i < json_object_array_length(checks); i++) {
+        json_object *c = json_object_array_get_idx(checks, i);
+        const char *name = json_object_get_string(get(c, "name"));
+        if ((!strncmp(name, "net.", 4) || !strncmp(name, "p2p.", 4)) && strcmp(name, "net.1-3"))
+            fail_msg("only net.1-3 is slow, yet %s: %s", name,
+                     json_object_get_string(get(c, "detail")));
+    }
+    assert_null(find_check(o, "p2p.0-1"));
+    assert_string_equal(json_object_get_string(get(check_named(o, "p2p"), "status")), "PASS");
+    json_object_put(o);
+    for (int r = 0; r < 4; r++)
+        cli_result_free(&k[r].res);
+}
+
 /* One rank of two: the other never comes, and the run ends by --timeout with one line. */
 static void run_alone(int port, int rank, const char *says)
 {
-    struct job j = {2, 2, 1, port, "1", NULL, NULL};
+    struct job j = {2, 2, 1, port, "1", NULL, NULL, NULL};
     struct rank_run k;
     start_rank(&k, &j, rank);
     finish_rank(&k);
@@ -362,7 +457,7 @@ static void test_peer_missing(void **state)
 static void test_ranks_share_a_gpu(void **state)
 {
     (void)state;
-    struct job j = {2, 2, 1, free_port(), "10", "0", NULL};
+    struct job j = {2, 2, 1, free_port(), "10", "0", NULL, NULL};
     struct rank_run k[2];
     for (int r = 0; r < 2; r++)
         start_rank(&k[r], &j, r);
@@ -386,7 +481,7 @@ static void test_ranks_share_a_gpu(void **state)
 static void test_hang_times_out(void **state)
 {
     (void)state;
-    struct job j = {2, 2, 1, free_port(), "1", NULL, "1:3"};
+    struct job j = {2, 2, 1, free_port(), "1", NULL, "1:3", NULL};
     struct rank_run k[2];
     for (int r = 0; r < 2; r++)
         start_rank(&k[r], &j, r);
@@ -425,6 +520,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_master_port),
         cmocka_unit_test(test_rendezvous_dir),
+        cmocka_unit_test(test_slow_rail),
         cmocka_unit_test(test_peer_missing),
         cmocka_unit_test(test_ranks_share_a_gpu),
         cmocka_unit_test(test_hang_times_out),
