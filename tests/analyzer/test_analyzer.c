@@ -51,15 +51,21 @@ static void put_comm(cp_trace_writer *w, uint32_t index, uint64_t id, int nranks
     assert_int_equal(cp_trace_writer_append(w, &c), 0);
 }
 
+static void put_call_flags(cp_trace_writer *w, uint8_t op, uint64_t seq, uint64_t count,
+                           int peer, uint64_t enter_ns, uint8_t flags)
+{
+    cp_rec_call c = {.h = {CP_REC_CALL, sizeof c}, .op = op, .dtype = F32,
+                     .redop = op == CP_OP_ALLREDUCE ? 0 : CP_REDOP_NONE, .flags = flags,
+                     .comm_index = 0, .site_index = UINT32_MAX, .seq = seq, .count = count,
+                     .stream = 1, .enter_ns = enter_ns, .host_ns = 3000, .peer = peer,
+                     .group_depth = (flags & CP_CALL_IN_GROUP) ? 1 : 0};
+    assert_int_equal(cp_trace_writer_append(w, &c), 0);
+}
+
 static void put_call(cp_trace_writer *w, uint8_t op, uint64_t seq, uint64_t count, int peer,
                      uint64_t enter_ns, int timed)
 {
-    cp_rec_call c = {.h = {CP_REC_CALL, sizeof c}, .op = op, .dtype = F32,
-                     .redop = op == CP_OP_ALLREDUCE ? 0 : CP_REDOP_NONE,
-                     .flags = timed ? CP_CALL_TIMED : 0, .comm_index = 0,
-                     .site_index = UINT32_MAX, .seq = seq, .count = count, .stream = 1,
-                     .enter_ns = enter_ns, .host_ns = 3000, .peer = peer};
-    assert_int_equal(cp_trace_writer_append(w, &c), 0);
+    put_call_flags(w, op, seq, count, peer, enter_ns, timed ? CP_CALL_TIMED : 0);
 }
 
 static void put_done(cp_trace_writer *w, uint8_t op, uint64_t seq, int peer, uint64_t start,
@@ -365,17 +371,25 @@ static const cpa_stat *find_row(const cpa_stats *st, unsigned op, uint64_t bucke
  *   AllReduce 1 MiB in 10 us: algbw 1048576 B / 10 us = 104.8576 GB/s, busbw x 2(3)/4 =
  *   157.2864; AllGather 65536 float32 per rank on 4 ranks: S = 1 MiB, 20 us: 52.4288 and
  *   x 3/4 = 39.3216; Send/Recv 4096 B in 2 us: 2.048 both. */
+/* The statistics of the trace in dir (loaded and matched here, then let go: rows stand alone). */
+static void stats_of(const char *dir, cpa_stats *st)
+{
+    cpa_model *m = load_or_fail(dir);
+    cpa_matched mt;
+    char err[256];
+    assert_int_equal(cpa_match(m, &mt, err, sizeof err), 0);
+    assert_int_equal(cpa_stats_compute(m, &mt, st, err, sizeof err), 0);
+    cpa_matched_free(&mt);
+    cpa_model_free(m);
+}
+
 static void test_stats_job(void **state)
 {
     (void)state;
     char *dir = tt_tmpdir();
     write_job(dir);
-    cpa_model *m = load_or_fail(dir);
-    cpa_matched mt;
     cpa_stats st;
-    char err[256];
-    assert_int_equal(cpa_match(m, &mt, err, sizeof err), 0);
-    assert_int_equal(cpa_stats_compute(m, &mt, &st, err, sizeof err), 0);
+    stats_of(dir, &st);
     assert_int_equal(st.nrows, 3);
     assert_int_equal(st.rows[0].op, CP_OP_ALLREDUCE);
     assert_int_equal(st.rows[1].op, CP_OP_ALLGATHER);
@@ -404,8 +418,6 @@ static void test_stats_job(void **state)
     assert_close(p2p->algbw_gbps, 2.048);
     assert_close(p2p->busbw_gbps, 2.048);
     cpa_stats_free(&st);
-    cpa_matched_free(&mt);
-    cpa_model_free(m);
     tt_rmtree(dir);
     free(dir);
 }
@@ -430,12 +442,8 @@ static void test_stats_percentiles(void **state)
     put_call(w, CP_OP_REDUCE, 101, 1, 0, BASE_NS + 200000000ull, 0);    /* untimed */
     assert_int_equal(cp_trace_writer_close(w), 0);
 
-    cpa_model *m = load_or_fail(dir);
-    cpa_matched mt;
     cpa_stats st;
-    char err[256];
-    assert_int_equal(cpa_match(m, &mt, err, sizeof err), 0);
-    assert_int_equal(cpa_stats_compute(m, &mt, &st, err, sizeof err), 0);
+    stats_of(dir, &st);
     assert_int_equal(st.nrows, 2);
     const cpa_stat *small = find_row(&st, CP_OP_REDUCE, 4);
     assert_int_equal(small->calls, 1);
@@ -448,8 +456,6 @@ static void test_stats_percentiles(void **state)
     assert_close(r->algbw_gbps, (50.0 * 4096 + 50.0 * 6000) / (double)sum_ns);
     assert_close(r->busbw_gbps, r->algbw_gbps); /* Reduce: factor 1 */
     cpa_stats_free(&st);
-    cpa_matched_free(&mt);
-    cpa_model_free(m);
     tt_rmtree(dir);
     free(dir);
 }
@@ -472,33 +478,16 @@ static void test_stats_time_of_the_last_arrival(void **state)
         }
         assert_int_equal(cp_trace_writer_close(w), 0);
     }
-    cpa_model *m = load_or_fail(dir);
-    cpa_matched mt;
     cpa_stats st;
-    char err[256];
-    assert_int_equal(cpa_match(m, &mt, err, sizeof err), 0);
-    assert_int_equal(cpa_stats_compute(m, &mt, &st, err, sizeof err), 0);
+    stats_of(dir, &st);
     const cpa_stat *ar = find_row(&st, CP_OP_ALLREDUCE, MIB);
     assert_non_null(ar);
     assert_close(ar->time_us_p50, 100.0);
     assert_close(ar->algbw_gbps, (double)MIB / 100000.0);
     assert_close(ar->busbw_gbps, ar->algbw_gbps * 1.5);
     cpa_stats_free(&st);
-    cpa_matched_free(&mt);
-    cpa_model_free(m);
     tt_rmtree(dir);
     free(dir);
-}
-
-static void put_grouped(cp_trace_writer *w, uint8_t op, uint64_t seq, uint64_t count, int peer,
-                        uint64_t enter_ns)
-{
-    cp_rec_call c = {.h = {CP_REC_CALL, sizeof c}, .op = op, .dtype = F32,
-                     .redop = CP_REDOP_NONE, .flags = CP_CALL_TIMED | CP_CALL_IN_GROUP,
-                     .comm_index = 0, .site_index = UINT32_MAX, .seq = seq, .count = count,
-                     .stream = 1, .enter_ns = enter_ns, .host_ns = 1000, .peer = peer,
-                     .group_depth = 1};
-    assert_int_equal(cp_trace_writer_append(w, &c), 0);
 }
 
 /* A group's members each carry the whole group's span (NCCL launches the group at once): a
@@ -508,6 +497,7 @@ static void test_stats_grouped_calls_share_the_span(void **state)
 {
     (void)state;
     char *dir = tt_tmpdir();
+    const uint8_t grouped = CP_CALL_TIMED | CP_CALL_IN_GROUP;
     for (int r = 0; r < 2; r++) {
         cp_trace_writer *w = open_rank(dir, r, r, "node-a", 0);
         put_comm(w, 0, COMM_ID, 2, r);
@@ -516,26 +506,22 @@ static void test_stats_grouped_calls_share_the_span(void **state)
             /* four AllGathers of 1 MiB each (512 KiB per rank), one launch of 80 us: 20 us
              * each */
             for (int k = 0; k < 4; k++)
-                put_grouped(w, CP_OP_ALLGATHER, (uint64_t)(grp * 4 + k), MIB / 8, -1,
-                            t0 + (uint64_t)k * 100);
+                put_call_flags(w, CP_OP_ALLGATHER, (uint64_t)(grp * 4 + k), MIB / 8, -1,
+                               t0 + (uint64_t)k * 100, grouped);
             for (int k = 0; k < 4; k++)
                 put_done(w, CP_OP_ALLGATHER, (uint64_t)(grp * 4 + k), -1, t0 + 1000,
                          t0 + 81000);
             /* then a group of one send and one receive of 1 MiB each way, 100 us */
             uint64_t t1 = t0 + 500000;
-            put_grouped(w, CP_OP_SEND, (uint64_t)grp, MIB / 4, 1 - r, t1);
-            put_grouped(w, CP_OP_RECV, (uint64_t)grp, MIB / 4, 1 - r, t1 + 100);
+            put_call_flags(w, CP_OP_SEND, (uint64_t)grp, MIB / 4, 1 - r, t1, grouped);
+            put_call_flags(w, CP_OP_RECV, (uint64_t)grp, MIB / 4, 1 - r, t1 + 100, grouped);
             put_done(w, CP_OP_SEND, (uint64_t)grp, 1 - r, t1 + 1000, t1 + 101000);
             put_done(w, CP_OP_RECV, (uint64_t)grp, 1 - r, t1 + 1000, t1 + 101000);
         }
         assert_int_equal(cp_trace_writer_close(w), 0);
     }
-    cpa_model *m = load_or_fail(dir);
-    cpa_matched mt;
     cpa_stats st;
-    char err[256];
-    assert_int_equal(cpa_match(m, &mt, err, sizeof err), 0);
-    assert_int_equal(cpa_stats_compute(m, &mt, &st, err, sizeof err), 0);
+    stats_of(dir, &st);
     const cpa_stat *ag = find_row(&st, CP_OP_ALLGATHER, MIB);
     assert_non_null(ag);
     assert_int_equal(ag->calls, 20);
@@ -546,8 +532,6 @@ static void test_stats_grouped_calls_share_the_span(void **state)
     assert_close(p2p->time_us_p50, 100.0); /* both directions at once: not 50 us */
     assert_close(p2p->busbw_gbps, (double)MIB / 100000.0);
     cpa_stats_free(&st);
-    cpa_matched_free(&mt);
-    cpa_model_free(m);
     tt_rmtree(dir);
     free(dir);
 }

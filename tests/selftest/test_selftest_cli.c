@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "tests/cli/test_cli_util.h"
+#include "tests/selftest/selftest_test_util.h"
 
 static char root_ib[PATH_MAX], root_none[PATH_MAX], emu_dir[PATH_MAX], empty_dir[PATH_MAX];
 static char base[PATH_MAX];
@@ -29,39 +30,6 @@ static char base[PATH_MAX];
 #define SANITIZED 0
 #define TOLERANCE 0.15
 #endif
-
-/* snprintf that fails the test instead of cutting a path short. */
-#define PATHF(buf, ...) assert_true(snprintf((buf), sizeof(buf), __VA_ARGS__) < (int)sizeof(buf))
-
-static void write_file(const char *path, const char *content)
-{
-    char dir[PATH_MAX];
-    PATHF(dir, "%s", path);
-    for (char *p = dir + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            mkdir(dir, 0755);
-            *p = '/';
-        }
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(content, f);
-    fclose(f);
-}
-
-/* n NDR InfiniBand ports, all active. */
-static void ib_fixture(const char *root, int n)
-{
-    for (int i = 0; i < n; i++) {
-        char p[PATH_MAX];
-        PATHF(p, "%s/sys/class/infiniband/mlx5_%d/ports/1/rate", root, i);
-        write_file(p, "400 Gb/sec (4X NDR)\n");
-        PATHF(p, "%s/sys/class/infiniband/mlx5_%d/ports/1/state", root, i);
-        write_file(p, "4: ACTIVE\n");
-        PATHF(p, "%s/sys/class/infiniband/mlx5_%d/ports/1/link_layer", root, i);
-        write_file(p, "InfiniBand\n");
-    }
-}
 
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -81,7 +49,7 @@ static int setup(void **state)
     PATHF(root_ib, "%s/ib", base);
     PATHF(root_none, "%s/none", base);
     PATHF(empty_dir, "%s/nolibs", base);
-    ib_fixture(root_ib, 8);
+    st_ib_fixture(root_ib, 8);
     mkdir(root_none, 0755);
     mkdir(empty_dir, 0755);
     return 0;

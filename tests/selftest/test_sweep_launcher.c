@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "tests/cli/test_cli_util.h"
+#include "tests/selftest/selftest_test_util.h"
 
 #ifdef CP_TEST_SANITIZE
 #define TOLERANCE 0.30 /* the emulation's CPU work runs 2-3x slower under the sanitizers */
@@ -24,26 +25,8 @@
 #define TOLERANCE 0.15
 #endif
 
-#define PATHF(buf, ...) assert_true(snprintf((buf), sizeof(buf), __VA_ARGS__) < (int)sizeof(buf))
-
 static char *base;
 static char root_ib[PATH_MAX], rdv_dir[PATH_MAX];
-
-static void write_file(const char *path, const char *content)
-{
-    char dir[PATH_MAX];
-    PATHF(dir, "%s", path);
-    for (char *p = dir + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            mkdir(dir, 0755);
-            *p = '/';
-        }
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(content, f);
-    fclose(f);
-}
 
 static int setup(void **state)
 {
@@ -51,15 +34,7 @@ static int setup(void **state)
     base = cli_tmpdir();
     PATHF(root_ib, "%s/ib", base);
     /* four active NDR ports: the transport check then wants NET/IB between the hosts */
-    for (int i = 0; i < 4; i++) {
-        char p[PATH_MAX];
-        PATHF(p, "%s/sys/class/infiniband/mlx5_%d/ports/1/rate", root_ib, i);
-        write_file(p, "400 Gb/sec (4X NDR)\n");
-        PATHF(p, "%s/sys/class/infiniband/mlx5_%d/ports/1/state", root_ib, i);
-        write_file(p, "4: ACTIVE\n");
-        PATHF(p, "%s/sys/class/infiniband/mlx5_%d/ports/1/link_layer", root_ib, i);
-        write_file(p, "InfiniBand\n");
-    }
+    st_ib_fixture(root_ib, 4);
     PATHF(rdv_dir, "%s/rendezvous", base);
     mkdir(rdv_dir, 0755);
     char live[PATH_MAX];
@@ -210,14 +185,10 @@ static json_object *find_check(json_object *report, const char *name)
 
 static json_object *check_named(json_object *report, const char *name)
 {
-    json_object *checks = get(report, "checks");
-    for (size_t i = 0; i < json_object_array_length(checks); i++) {
-        json_object *c = json_object_array_get_idx(checks, i);
-        if (!strcmp(json_object_get_string(get(c, "name")), name))
-            return c;
-    }
-    fail_msg("no check \"%s\"", name);
-    return NULL;
+    json_object *c = find_check(report, name);
+    if (!c)
+        fail_msg("no check \"%s\"", name);
+    return c;
 }
 
 /* Four ranks on two hosts: every rank exits with one code (0: PASS), rank 0 alone prints,
