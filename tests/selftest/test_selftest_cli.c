@@ -74,17 +74,55 @@ static void emu_env(const char *libdir)
     unsetenv("CUDA_VISIBLE_DEVICES");
 }
 
-static json_object *run_json(struct cli_result *r, const char *root, int expect_status)
+static const char *field(json_object *c, const char *key)
 {
-    const char *args[] = { "selftest", "--json", "--quick", "--sizes", "8:16M", "--root", root,
+    const char *s = json_object_get_string(json_object_object_get(c, key));
+    return s ? s : "";
+}
+
+static double num(json_object *c, const char *key)
+{
+    return json_object_get_double(json_object_object_get(c, key));
+}
+
+/* The checks that did not pass, as "name STATUS measured/expected unit; ...", to say why a
+ * run's exit status was not the one wanted. */
+static void not_passed(json_object *o, char *buf, size_t n)
+{
+    json_object *checks = json_object_object_get(o, "checks");
+    size_t at = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < json_object_array_length(checks) && at < n; i++) {
+        json_object *c = json_object_array_get_idx(checks, i);
+        if (strcmp(field(c, "status"), "PASS") != 0)
+            at += (size_t)snprintf(buf + at, n - at, "%s %s %.1f/%.1f %s; ", field(c, "name"),
+                                   field(c, "status"), num(c, "measured"), num(c, "expected"),
+                                   field(c, "unit"));
+    }
+}
+
+static json_object *run_sizes(struct cli_result *r, const char *root, const char *sizes,
+                              int expect_status)
+{
+    const char *args[] = { "selftest", "--json", "--quick", "--sizes", sizes, "--root", root,
                            NULL };
     cli_run(r, args);
-    if (r->status != expect_status)
-        fail_msg("selftest exited %d, wanted %d; stderr: %s", r->status, expect_status, r->err);
     json_object *o = json_tokener_parse(r->out);
+    if (r->status != expect_status) {
+        char why[2048] = "";
+        if (o)
+            not_passed(o, why, sizeof why);
+        fail_msg("selftest exited %d, wanted %d; not passed: %s; stderr: %s", r->status,
+                 expect_status, why, r->err);
+    }
     if (!o)
         fail_msg("not JSON: %.300s", r->out);
     return o;
+}
+
+static json_object *run_json(struct cli_result *r, const char *root, int expect_status)
+{
+    return run_sizes(r, root, "8:16M", expect_status);
 }
 
 static json_object *check(json_object *o, const char *name)
@@ -96,16 +134,6 @@ static json_object *check(json_object *o, const char *name)
             return c;
     }
     return NULL;
-}
-
-static const char *field(json_object *c, const char *key)
-{
-    return json_object_get_string(json_object_object_get(c, key));
-}
-
-static double num(json_object *c, const char *key)
-{
-    return json_object_get_double(json_object_object_get(c, key));
 }
 
 static int count_prefix(json_object *o, const char *prefix)
@@ -151,7 +179,7 @@ static void healthy_h100_passes_near_the_model(void **state)
     (void)state;
     emu_env(emu_dir);
     struct cli_result r;
-    json_object *o = run_json(&r, root_ib, 0);
+    json_object *o = run_sizes(&r, root_ib, ST_HEALTHY_SIZES, 0);
     if (!SANITIZED || strcmp(field(o, "verdict"), "WARN") != 0)
         assert_string_equal(field(o, "verdict"), "PASS");
     json_object *topo = json_object_object_get(o, "topology");
@@ -304,8 +332,8 @@ static void text_summary_fits_the_verdict(void **state)
     (void)state;
     emu_env(emu_dir);
     struct cli_result r;
-    const char *args[] = { "selftest", "--quick", "--sizes", "8:16M", "--ops", "allreduce,allgather",
-                           "--no-p2p", "--root", root_ib, NULL };
+    const char *args[] = { "selftest", "--quick", "--sizes", ST_HEALTHY_SIZES,
+                           "--ops", "allreduce,allgather", "--no-p2p", "--root", root_ib, NULL };
     cli_run(&r, args);
     if (r.status != 0)
         fail_msg("exit %d: %s", r.status, r.err);

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "tests/selftest/selftest_test_util.h"
 #include "tests/tui/top_tmux_util.h"
 
 static void progress_line_while_it_runs(void **state)
@@ -18,8 +19,9 @@ static void progress_line_while_it_runs(void **state)
     assert_non_null(build);
     /* --iters stretches the run past the 2 s the progress line waits before it shows */
     assert_int_equal(tmux("new-session -d -s top -x 120 -y 50 \"env LD_LIBRARY_PATH='%s/emu' "
-                          "'%s/bin/collprof' selftest --quick --iters 10 --sizes 8:16M "
-                          "--root '%s'; echo selftest exit \\$?\"", build, build, g_dir), 0);
+                          "'%s/bin/collprof' selftest --quick --iters 10 --sizes %s "
+                          "--root '%s'; echo selftest exit \\$?\"", build, build, ST_HEALTHY_SIZES,
+                          g_dir), 0);
     /* "collprof selftest: allreduce 2 KiB  40%, 3 s" */
     char *s = wait_for("%, ", 30000);
     if (!s)

@@ -27,7 +27,7 @@
 #include "selftest/selftest.h"
 #include "selftest/sweep_internal.h"
 
-#ifdef CP_TEST_SANITIZED
+#ifdef CP_TEST_SANITIZE
 /* Under the sanitizers the emulation's CPU work runs 2-3x slower and the host's lag shows in
  * event times (as in tests/analyzer/test_analyzer_emu.c). */
 static const double tol = 0.30;
@@ -133,7 +133,7 @@ static void expect_matrix(const cps_run *r, int n, double b_gbps, double alpha_u
                           (model_us(CPS_SENDRECV, r->p2p_bytes, 2, b_gbps * (slow ? factor : 1),
                                     alpha_us) * 1e3);
             double got = r->p2p_gbps[a][b];
-#ifdef CP_TEST_SANITIZED
+#ifdef CP_TEST_SANITIZE
             /* The emulation starts a call no earlier than the host issued it, and under the
              * sanitizers on 2 shared cores the host can issue slower than a healthy link
              * moves 16 MiB: that only lowers a healthy pair, which must still stand well
