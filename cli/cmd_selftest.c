@@ -210,8 +210,8 @@ int cmd_selftest(int argc, char **argv)
                 "--quick 5)"),
         CLI_INT(0, "warmup", &warmup, "N", 1, 100000, "untimed iterations first (default 5,\n"
                 "--quick 2)"),
-        CLI_DOUBLE(0, "timeout", &timeout, "S", 1, 86400, "a collective not done after S\n"
-                   "seconds ends the run (exit 3; default 60)"),
+        CLI_DOUBLE(0, "timeout", &timeout, "S", 1, 86400, "NCCL's init or a collective not\n"
+                   "done after S seconds ends the run\n(exit 3; default 60)"),
         CLI_STRING(0, "root", &root, "DIR", "read sysfs under DIR instead of / (a container\n"
                    "that mounts the host's /sys elsewhere)"),
         CLI_END(),

@@ -97,7 +97,21 @@ struct cps_world {
     struct cps_rank r[CPS_MAX_GPUS];
 };
 
-/* ncclCommInitAll over CUDA devices 0..ndev-1, then a stream and two events per rank. */
+/* What NCCL's init is asked: ncclCommInitAll over CUDA devices 0..ndev-1 when ndev > 0, else
+ * ncclCommInitRank of rank in nranks from uid, on ctx. */
+struct cps_init_req {
+    CUcontext ctx;
+    ncclUniqueId uid;
+    int nranks, rank, ndev;
+};
+/* NCCL's init has no deadline: a rank that never comes or a bootstrap that never connects
+ * holds it for ever. It runs on a thread of its own, waited for at most timeout_s.
+ * 1: it returned, *rc its result and comms[] (ndev of them, or one) filled on success;
+ * 0: not done in time (the thread is left blocked inside NCCL); -1: no thread. */
+int cps_nccl_init_within(const struct cps_lib *L, const struct cps_init_req *req,
+                         double timeout_s, ncclComm_t *comms, ncclResult_t *rc);
+/* ncclCommInitAll over CUDA devices 0..ndev-1 (bounded by timeout_s), then a stream and two
+ * events per rank. */
 int cps_world_open_local(struct cps_world *w, const struct cps_lib *L, int ndev,
                          double timeout_s, char *why, size_t whyn);
 /* One rank of id's world in this process: device LOCAL_RANK modulo the devices, rank 0's

@@ -4,6 +4,7 @@
  * Nothing waits without a deadline: completion is polled with cuEventQuery, and work not done
  * within the timeout aborts every communicator (a hung collective would otherwise keep the
  * health check from ever answering). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,95 @@ static double now_s(void)
 
 #define CU(call, what) CPS_CU(call, what)
 #define CU_OUT(call, what) CPS_CU_OUT(call, what)
+
+/* ---- NCCL's init with a deadline --------------------------------------------------------- */
+
+/* A thread given up on stays blocked inside NCCL; the job it shares is freed by whichever side
+ * lets go last. */
+struct init_job {
+    const struct cps_lib *L;
+    struct cps_init_req req;
+    ncclComm_t comms[CPS_MAX_GPUS];
+    ncclResult_t rc;
+    int done, refs;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+};
+
+static void job_release(struct init_job *j)
+{
+    pthread_mutex_lock(&j->lock);
+    int last = --j->refs == 0;
+    pthread_mutex_unlock(&j->lock);
+    if (last) {
+        pthread_mutex_destroy(&j->lock);
+        pthread_cond_destroy(&j->cond);
+        free(j);
+    }
+}
+
+static void *init_thread(void *arg)
+{
+    struct init_job *j = arg;
+    ncclComm_t comms[CPS_MAX_GPUS] = {0};
+    ncclResult_t rc = ncclUnhandledCudaError;
+    if (j->req.ndev > 0)
+        rc = j->L->ncclCommInitAll(comms, j->req.ndev, NULL);
+    /* NCCL takes the device from the calling thread's current context */
+    else if (j->L->cuCtxSetCurrent(j->req.ctx) == CUDA_SUCCESS)
+        rc = j->L->ncclCommInitRank(&comms[0], j->req.nranks, j->req.uid, j->req.rank);
+    pthread_mutex_lock(&j->lock);
+    memcpy(j->comms, comms, sizeof comms);
+    j->rc = rc;
+    j->done = 1;
+    pthread_cond_signal(&j->cond);
+    pthread_mutex_unlock(&j->lock);
+    job_release(j);
+    return NULL;
+}
+
+int cps_nccl_init_within(const struct cps_lib *L, const struct cps_init_req *req,
+                         double timeout_s, ncclComm_t *comms, ncclResult_t *rc)
+{
+    struct init_job *j = calloc(1, sizeof *j);
+    pthread_condattr_t ca;
+    if (!j || req->ndev > CPS_MAX_GPUS || pthread_condattr_init(&ca)) {
+        free(j);
+        return -1;
+    }
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&j->lock, NULL);
+    pthread_cond_init(&j->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    j->L = L;
+    j->req = *req;
+    j->refs = 2;
+    pthread_t t;
+    if (pthread_create(&t, NULL, init_thread, j)) {
+        j->refs = 1;
+        job_release(j);
+        return -1;
+    }
+    pthread_detach(t);
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += (time_t)timeout_s;
+    until.tv_nsec += (long)((timeout_s - (double)(time_t)timeout_s) * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&j->lock);
+    while (!j->done && pthread_cond_timedwait(&j->cond, &j->lock, &until) == 0)
+        ;
+    int done = j->done;
+    *rc = j->rc;
+    if (done)
+        memcpy(comms, j->comms, sizeof *comms * (size_t)(req->ndev > 0 ? req->ndev : 1));
+    pthread_mutex_unlock(&j->lock);
+    job_release(j);
+    return done;
+}
 
 /* ---- the ranks of this process ---------------------------------------------------------- */
 
@@ -45,7 +135,18 @@ int cps_world_open_local(struct cps_world *w, const struct cps_lib *L, int ndev,
         CU(L->cuDevicePrimaryCtxRetain(&w->r[i].ctx, dev), "cuDevicePrimaryCtxRetain");
     }
     ncclComm_t comms[CPS_MAX_GPUS];
-    ncclResult_t nr = L->ncclCommInitAll(comms, ndev, NULL);
+    struct cps_init_req req = {.ndev = ndev};
+    ncclResult_t nr;
+    int done = cps_nccl_init_within(L, &req, timeout_s, comms, &nr);
+    if (done <= 0) {
+        if (done < 0)
+            snprintf(why, whyn, "cannot start a thread for ncclCommInitAll");
+        else
+            snprintf(why, whyn, "ncclCommInitAll over %d GPUs did not finish within %g s: a GPU "
+                     "that does not answer, or a bootstrap that cannot connect (check "
+                     "NCCL_SOCKET_IFNAME)", ndev, timeout_s);
+        return -1;
+    }
     if (nr != ncclSuccess) {
         char e[384];
         cps_nccl_error(L, nr, NULL, e, sizeof e);

@@ -6,12 +6,10 @@
  * elements, NCCL's log) each rank here knows only of itself, so those figures travel over the
  * communicator itself (an all-gather or an all-reduce of a few bytes) and every rank ends with
  * the same run, hence the same verdict and exit code. */
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "selftest/sweep_internal.h"
@@ -28,99 +26,17 @@ void cps_say_why(void *ctx, const char *line)
     }
 }
 
-/* ---- ncclCommInitRank with a deadline ---------------------------------------------------- */
-
-/* ncclCommInitRank blocks until every rank joins, and a rank that never starts (a rendezvous
- * directory needs no answer from the others) would hold it forever: it runs on a thread of its
- * own while this one waits at most the timeout. A thread given up on is left blocked inside
- * NCCL; the job it shares is freed by whichever side lets go last. */
-struct init_job {
-    const struct cps_lib *L;
-    CUcontext ctx;
-    ncclUniqueId uid;
-    int nranks, rank;
-    ncclComm_t comm;
-    ncclResult_t rc;
-    int done, refs;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-};
-
-static void job_release(struct init_job *j)
-{
-    pthread_mutex_lock(&j->lock);
-    int last = --j->refs == 0;
-    pthread_mutex_unlock(&j->lock);
-    if (last) {
-        pthread_mutex_destroy(&j->lock);
-        pthread_cond_destroy(&j->cond);
-        free(j);
-    }
-}
-
-static void *init_thread(void *arg)
-{
-    struct init_job *j = arg;
-    ncclComm_t comm = NULL;
-    ncclResult_t rc = ncclUnhandledCudaError;
-    /* NCCL takes the device from the calling thread's current context */
-    if (j->L->cuCtxSetCurrent(j->ctx) == CUDA_SUCCESS)
-        rc = j->L->ncclCommInitRank(&comm, j->nranks, j->uid, j->rank);
-    pthread_mutex_lock(&j->lock);
-    j->comm = comm;
-    j->rc = rc;
-    j->done = 1;
-    pthread_cond_signal(&j->cond);
-    pthread_mutex_unlock(&j->lock);
-    job_release(j);
-    return NULL;
-}
-
 static int init_rank(struct cps_world *w, CUcontext ctx, const ncclUniqueId *uid,
                      const cp_launcher *id, double timeout_s, char *why, size_t whyn)
 {
     const struct cps_lib *L = w->L;
-    struct init_job *j = calloc(1, sizeof *j);
-    pthread_condattr_t ca;
-    if (!j || pthread_condattr_init(&ca)) {
-        free(j);
-        snprintf(why, whyn, "out of memory");
-        return -1;
-    }
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_mutex_init(&j->lock, NULL);
-    pthread_cond_init(&j->cond, &ca);
-    pthread_condattr_destroy(&ca);
-    j->L = L;
-    j->ctx = ctx;
-    j->uid = *uid;
-    j->nranks = id->world;
-    j->rank = id->rank;
-    j->refs = 2;
-    pthread_t t;
-    if (pthread_create(&t, NULL, init_thread, j)) {
-        j->refs = 1;
-        job_release(j);
+    struct cps_init_req req = {.ctx = ctx, .uid = *uid, .nranks = id->world, .rank = id->rank};
+    ncclResult_t rc;
+    int done = cps_nccl_init_within(L, &req, timeout_s, &w->r[0].comm, &rc);
+    if (done < 0) {
         snprintf(why, whyn, "cannot start a thread for ncclCommInitRank");
         return -1;
     }
-    pthread_detach(t);
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += (time_t)timeout_s;
-    until.tv_nsec += (long)((timeout_s - (double)(time_t)timeout_s) * 1e9);
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&j->lock);
-    while (!j->done && pthread_cond_timedwait(&j->cond, &j->lock, &until) == 0)
-        ;
-    int done = j->done;
-    ncclResult_t rc = j->rc;
-    w->r[0].comm = j->comm;
-    pthread_mutex_unlock(&j->lock);
-    job_release(j);
     if (!done) {
         snprintf(why, whyn, "ncclCommInitRank over %d ranks did not finish within %g s: a rank "
                  "never joined", id->world, timeout_s);

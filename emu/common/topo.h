@@ -48,6 +48,8 @@ typedef struct cpemu_nic {
 
 typedef struct cpemu_fault_delay { int rank; double ms; } cpemu_fault_delay;
 typedef struct cpemu_fault_hang { int rank; uint64_t seq; } cpemu_fault_hang;
+/* COLLPROF_EMU_HANG=RANK:init: the seq of a rank whose communicator init never completes */
+#define CPEMU_HANG_INIT UINT64_MAX
 typedef struct cpemu_fault_link { int a, b; double factor; } cpemu_fault_link;
 typedef struct cpemu_fault_clock { int host; double us; } cpemu_fault_clock;
 

@@ -75,8 +75,14 @@ static int entry_hang(cpemu_topo *t, const char **p, void *slot)
     (void)t;
     cpemu_fault_hang *h = slot;
     long r;
-    if (parse_long(p, 0, 1 << 30, &r) || expect(p, ':') || parse_u64(p, &h->seq))
+    if (parse_long(p, 0, 1 << 30, &r) || expect(p, ':'))
         return -1;
+    if (strncmp(*p, "init", 4) == 0) {
+        *p += 4;
+        h->seq = CPEMU_HANG_INIT;
+    } else if (parse_u64(p, &h->seq) || h->seq == CPEMU_HANG_INIT) {
+        return -1;
+    }
     h->rank = (int)r;
     return 0;
 }
@@ -170,7 +176,7 @@ void cpemu_topo_read_env(cpemu_topo *t)
     }
     read_list(t, "COLLPROF_EMU_DELAY", "RANK:MS[,RANK:MS...] with MS >= 0", entry_delay,
               t->delays, sizeof t->delays[0], &t->ndelays);
-    read_list(t, "COLLPROF_EMU_HANG", "RANK:SEQ[,RANK:SEQ...]", entry_hang, t->hangs,
+    read_list(t, "COLLPROF_EMU_HANG", "RANK:SEQ|init[,RANK:SEQ|init...]", entry_hang, t->hangs,
               sizeof t->hangs[0], &t->nhangs);
     read_list(t, "COLLPROF_EMU_SLOW_LINK",
               "A-B:FACTOR[,...] with A != B global GPU indices and FACTOR in (0,1]", entry_slow,

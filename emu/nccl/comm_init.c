@@ -295,6 +295,17 @@ ncclResult_t cpn_init_run(cpn_init_job *job)
                  "Init START",
                  job->func_name, (void *)comm, comm->rank, comm->nranks, comm->dev, topo_dev,
                  (unsigned long)comm->bus_id, (unsigned long long)job->id_hash);
+    if (!job->parent &&
+        cpemu_fault_hangs_at(cpemu_topo_get(), cpn_fault_rank_for(job->dev, job->rank),
+                             CPEMU_HANG_INIT)) {
+        /* COLLPROF_EMU_HANG=RANK:init, as a bootstrap that never connects: only an abort of
+         * the (non-blocking) communicator ends it; a blocking caller waits for ever */
+        while (!atomic_load(&comm->core->abort_word))
+            cpn_futex_wait(&comm->core->abort_word, 0, 0, 1000000000);
+        atomic_store(&comm->init_state, ncclInternalError);
+        atomic_store(&comm->async_state, ncclInternalError);
+        return ncclInternalError;
+    }
     ncclResult_t r = cpn_link_attach(&comm->core->link, job->key, job->nranks, job->rank, &mine,
                                      &comm->core->abort_word);
     uint64_t t1 = cpn_now_ns();

@@ -496,6 +496,36 @@ static void abort_ends_an_initialization_waiting_for_a_peer(void **state)
     assert_int_equal(tn_run_ranks(2, abort_init_rank, NULL, 30), 0);
 }
 
+/* COLLPROF_EMU_HANG=1:init: rank 1's init never completes, so neither does rank 0's; an
+ * abort releases each, as a non-blocking init's caller with a deadline would do. */
+static int init_hang_rank(int me, int n, const ncclUniqueId *id, void *arg)
+{
+    (void)arg;
+    CUstream s;
+    if (tn_device(me, &s))
+        return 1;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclComm_t comm;
+    TN_CHECK(ncclCommInitRankConfig(&comm, n, *id, me, &cfg) == ncclInProgress, "not async");
+    tn_sleep_ms(500);
+    ncclResult_t st;
+    TN_NCCL(ncclCommGetAsyncError(comm, &st));
+    TN_CHECK(st == ncclInProgress, "rank %d: init state %d after 500 ms", me, st);
+    uint64_t t0 = tn_now_ns();
+    TN_NCCL(ncclCommAbort(comm));
+    TN_CHECK(tn_now_ns() - t0 < 2000000000ull, "rank %d: abort took %.0f ms", me,
+             (double)(tn_now_ns() - t0) / 1e6);
+    return 0;
+}
+
+static void an_init_hang_fault_holds_every_rank_until_abort(void **state)
+{
+    (void)state;
+    static const char *const env[] = {"COLLPROF_EMU_HANG=1:init", NULL};
+    assert_int_equal(tn_job(env, 2, init_hang_rank, NULL, 30), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -511,6 +541,7 @@ int main(void)
         cmocka_unit_test(captured_collectives_do_not_run_and_revoke_refuses_work),
         cmocka_unit_test(a_dead_peer_becomes_a_remote_error),
         cmocka_unit_test(abort_ends_an_initialization_waiting_for_a_peer),
+        cmocka_unit_test(an_init_hang_fault_holds_every_rank_until_abort),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

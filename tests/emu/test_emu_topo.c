@@ -180,6 +180,15 @@ static void fault_lists(void **state)
     assert_false(cpemu_fault_hangs_at(&g_t, 2, 4));
     load_with("COLLPROF_EMU_HANG", "2:-1", 1);
     assert_int_equal(g_t.nhangs, 0);
+    load_with("COLLPROF_EMU_HANG", "3:init,1:2", 0);
+    assert_true(cpemu_fault_hangs_at(&g_t, 3, CPEMU_HANG_INIT));
+    assert_false(cpemu_fault_hangs_at(&g_t, 1, CPEMU_HANG_INIT));
+    assert_true(cpemu_fault_hangs_at(&g_t, 1, 2));
+    static const char *const bad_hang[] = {"3:initial", "3:18446744073709551615", "init"};
+    for (size_t i = 0; i < sizeof bad_hang / sizeof bad_hang[0]; i++) {
+        load_with("COLLPROF_EMU_HANG", bad_hang[i], 1);
+        assert_int_equal(g_t.nhangs, 0);
+    }
     unsetenv("COLLPROF_EMU_HANG");
 
     load_with("COLLPROF_EMU_SLOW_LINK", "0-3:0.5", 0);

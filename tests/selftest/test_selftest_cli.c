@@ -10,6 +10,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "tests/cli/test_cli_util.h"
@@ -70,6 +71,7 @@ static void emu_env(const char *libdir)
     unsetenv("COLLPROF_EMU_HOSTS");
     unsetenv("COLLPROF_EMU_NET");
     unsetenv("COLLPROF_EMU_SLOW_LINK");
+    unsetenv("COLLPROF_EMU_HANG");
     unsetenv("NCCL_IB_DISABLE");
     unsetenv("CUDA_VISIBLE_DEVICES");
 }
@@ -363,6 +365,31 @@ static void no_driver_cannot_run(void **state)
     cli_result_free(&r);
 }
 
+/* NCCL's own init has no deadline; the selftest's --timeout bounds it too, so a node whose
+ * GPUs never connect still gets an answer a health check can act on. */
+static void init_that_never_finishes_cannot_run(void **state)
+{
+    (void)state;
+    emu_env(emu_dir);
+    setenv("COLLPROF_EMU_HANG", "3:init", 1);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    struct cli_result r;
+    const char *args[] = { "selftest", "--quick", "--timeout", "2", "--root", root_ib, NULL };
+    cli_run(&r, args);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    unsetenv("COLLPROF_EMU_HANG");
+    assert_int_equal(r.status, 3);
+    assert_string_equal(r.out, "");
+    assert_int_equal(cli_count_lines(r.err), 1);
+    if (!strstr(r.err, "ncclCommInitAll over 8 GPUs did not finish within 2 s"))
+        fail_msg("stderr: %s", r.err);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    if (s > 30)
+        fail_msg("it took %.1f s to give up after a 2 s timeout", s);
+    cli_result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -373,6 +400,7 @@ int main(void)
         cmocka_unit_test(pcie_box_passes_against_pcie),
         cmocka_unit_test(text_summary_fits_the_verdict),
         cmocka_unit_test(no_driver_cannot_run),
+        cmocka_unit_test(init_that_never_finishes_cannot_run),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
