@@ -372,6 +372,12 @@ static void init_that_never_finishes_cannot_run(void **state)
     (void)state;
     emu_env(emu_dir);
     setenv("COLLPROF_EMU_HANG", "3:init", 1);
+#ifdef CP_TEST_SANITIZE
+    /* The process exits with the emulated init threads still blocked in it, and LeakSanitizer's
+     * exit-time scan of their dynamic TLS crashes ("Tracer caught signal 11", gcc 12): the
+     * leak check runs without the TLS roots instead (no leak reported that way either). */
+    setenv("LSAN_OPTIONS", "use_tls=0:print_suppressions=0", 1);
+#endif
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     struct cli_result r;
@@ -379,6 +385,7 @@ static void init_that_never_finishes_cannot_run(void **state)
     cli_run(&r, args);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     unsetenv("COLLPROF_EMU_HANG");
+    unsetenv("LSAN_OPTIONS");
     assert_int_equal(r.status, 3);
     assert_string_equal(r.out, "");
     assert_int_equal(cli_count_lines(r.err), 1);
