@@ -159,6 +159,33 @@ typedef enum cudaError_enum {
     CUDA_ERROR_UNKNOWN = 999
 } CUresult;
 
+/* The driver's own name and text for the results a tool meets when the driver does not start,
+ * for when the library it found cannot say: the toolkit's stubs/libcuda.so answers every call
+ * with 34 and describes nothing. 0 for any other code. */
+static inline int cp_cu_result_fallback(CUresult rc, const char **name, const char **text)
+{
+    static const struct { CUresult rc; const char *name, *text; } known[] = {
+        {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+        {CUDA_ERROR_STUB_LIBRARY, "CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library"},
+        {CUDA_ERROR_DEVICE_UNAVAILABLE, "CUDA_ERROR_DEVICE_UNAVAILABLE",
+         "CUDA-capable device(s) is/are busy or unavailable"},
+        {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+        {CUDA_ERROR_SYSTEM_NOT_READY, "CUDA_ERROR_SYSTEM_NOT_READY", "system not yet initialized"},
+        {CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+         "system has unsupported display driver / cuda driver combination"},
+        {CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
+         "forward compatibility was attempted on non supported HW"},
+        {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+    };
+    for (unsigned i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (known[i].rc == rc) {
+            *name = known[i].name;
+            *text = known[i].text;
+            return 1;
+        }
+    return 0;
+}
+
 /* Only the attributes collprof reads (selftest topology, PCI identity, bandwidth model). */
 typedef enum CUdevice_attribute_enum {
     CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1,

@@ -120,6 +120,8 @@ void cps_cu_error(const struct cps_lib *L, CUresult rc, char *out, size_t outn)
         name = NULL;
     if (L->cuGetErrorString(rc, &text) != CUDA_SUCCESS)
         text = NULL;
+    if (!name || !text)
+        cp_cu_result_fallback(rc, &name, &text);
     if (name)
         snprintf(out, outn, "%s (%s)", name, text ? text : "no description");
     else

@@ -69,9 +69,13 @@ static int list_gpus(const struct cps_lib *L, cps_run *r, char *why, size_t whyn
     if (rc != CUDA_SUCCESS) {
         char e[256];
         cps_cu_error(L, rc, e, sizeof e);
-        snprintf(why, whyn, "%s: cuInit failed: %s (driver '%s')",
+        snprintf(why, whyn, "%s: cuInit failed: %s (driver '%s'%s)",
                  rc == CUDA_ERROR_NO_DEVICE ? "no GPU" : "the CUDA driver does not start", e,
-                 L->cuda_path);
+                 L->cuda_path,
+                 rc == CUDA_ERROR_STUB_LIBRARY
+                     ? ": the CUDA toolkit's stub, found before the real driver; take its "
+                       "stubs directory out of LD_LIBRARY_PATH"
+                     : "");
         cps_one_line(why);
         return -1;
     }

@@ -57,6 +57,10 @@ typedef struct cu_global {
 } cu_global;
 extern cu_global g_cu;
 
+/* COLLPROF_EMU_DRIVER=stub: this library plays the CUDA toolkit's stubs/libcuda.so, found
+ * before the real driver (a container's LD_LIBRARY_PATH): every call fails with
+ * CUDA_ERROR_STUB_LIBRARY and no error has a name or a text. */
+int cu_is_stub(void);
 /* CUDA_SUCCESS when the driver may be used: cuInit succeeded in this process. */
 CUresult cu_ready(void);
 CUresult cu_check_dev(CUdevice dev);

@@ -6,6 +6,7 @@
  * that never did may initialise normally. We do exactly that: the child's copies of our
  * threads are gone, so it must never touch the inherited streams or locks. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -59,8 +60,16 @@ CUresult cu_check_dev(CUdevice dev)
     return dev >= 0 && dev < g_cu.ndev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
+int cu_is_stub(void)
+{
+    const char *v = getenv("COLLPROF_EMU_DRIVER");
+    return v && strcmp(v, "stub") == 0;
+}
+
 CUresult cuInit(unsigned int flags)
 {
+    if (cu_is_stub())
+        return CUDA_ERROR_STUB_LIBRARY;
     pthread_once(&g_atfork_once, register_atfork);
     if (flags != 0)
         return CUDA_ERROR_INVALID_VALUE;

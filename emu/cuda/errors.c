@@ -157,6 +157,8 @@ static int find(CUresult e)
 /* Both work before cuInit, as the driver's do. */
 CUresult cuGetErrorString(CUresult error, const char **pStr)
 {
+    if (cu_is_stub())
+        return CUDA_ERROR_STUB_LIBRARY;
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
     int i = find(error);
@@ -166,6 +168,8 @@ CUresult cuGetErrorString(CUresult error, const char **pStr)
 
 CUresult cuGetErrorName(CUresult error, const char **pStr)
 {
+    if (cu_is_stub())
+        return CUDA_ERROR_STUB_LIBRARY;
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
     int i = find(error);

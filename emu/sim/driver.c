@@ -198,6 +198,8 @@ void sim_cuda_result(const struct sim_cuda *cu, CUresult r, char *out, size_t ca
         name = NULL;
     if (cu->cuGetErrorString && cu->cuGetErrorString(r, &text) != CUDA_SUCCESS)
         text = NULL;
+    if (!name || !text)
+        cp_cu_result_fallback(r, &name, &text);
     if (name)
         snprintf(out, cap, "%s (%s)", name, text ? text : "no description");
     else

@@ -72,6 +72,7 @@ static void emu_env(const char *libdir)
     unsetenv("COLLPROF_EMU_NET");
     unsetenv("COLLPROF_EMU_SLOW_LINK");
     unsetenv("COLLPROF_EMU_HANG");
+    unsetenv("COLLPROF_EMU_DRIVER");
     unsetenv("NCCL_IB_DISABLE");
     unsetenv("CUDA_VISIBLE_DEVICES");
 }
@@ -365,6 +366,27 @@ static void no_driver_cannot_run(void **state)
     cli_result_free(&r);
 }
 
+/* The toolkit's stubs/libcuda.so found before the real driver (a container's LD_LIBRARY_PATH)
+ * answers 34 to everything and names nothing: the one line still says what it is and what
+ * to change. */
+static void stub_driver_cannot_run(void **state)
+{
+    (void)state;
+    emu_env(emu_dir);
+    setenv("COLLPROF_EMU_DRIVER", "stub", 1);
+    struct cli_result r;
+    const char *args[] = { "selftest", "--quick", NULL };
+    cli_run(&r, args);
+    unsetenv("COLLPROF_EMU_DRIVER");
+    assert_int_equal(r.status, 3);
+    assert_string_equal(r.out, "");
+    assert_int_equal(cli_count_lines(r.err), 1);
+    if (!strstr(r.err, "CUDA_ERROR_STUB_LIBRARY (CUDA driver is a stub library)") ||
+        !strstr(r.err, "libcuda.so.1") || !strstr(r.err, "LD_LIBRARY_PATH"))
+        fail_msg("stderr: %s", r.err);
+    cli_result_free(&r);
+}
+
 /* NCCL's own init has no deadline; the selftest's --timeout bounds it too, so a node whose
  * GPUs never connect still gets an answer a health check can act on. */
 static void init_that_never_finishes_cannot_run(void **state)
@@ -407,6 +429,7 @@ int main(void)
         cmocka_unit_test(pcie_box_passes_against_pcie),
         cmocka_unit_test(text_summary_fits_the_verdict),
         cmocka_unit_test(no_driver_cannot_run),
+        cmocka_unit_test(stub_driver_cannot_run),
         cmocka_unit_test(init_that_never_finishes_cannot_run),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
