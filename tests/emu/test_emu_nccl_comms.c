@@ -464,11 +464,19 @@ static void init_rank_scalable_meets_on_the_first_id(void **state)
     assert_int_equal(tn_run_ranks(2, scalable_rank, NULL, 30), 0);
 }
 
-static int abort_init_rank(int me, int n, const ncclUniqueId *id, void *arg)
+/* A non-blocking init that cannot complete: a peer that never joins (absent), or
+ * COLLPROF_EMU_HANG=RANK:init. It is still in progress after wait_ms, and an abort ends it
+ * at once. */
+struct pending_init {
+    int absent; /* the rank that never calls init; -1: every rank does */
+    int wait_ms;
+};
+
+static int abort_pending_init(int me, int n, const ncclUniqueId *id, void *arg)
 {
-    (void)arg;
-    if (me == 1)
-        return 0;   /* never joins */
+    const struct pending_init *p = arg;
+    if (me == p->absent)
+        return 0;
     CUstream s;
     if (tn_device(me, &s))
         return 1;
@@ -476,54 +484,36 @@ static int abort_init_rank(int me, int n, const ncclUniqueId *id, void *arg)
     cfg.blocking = 0;
     ncclComm_t comm;
     TN_CHECK(ncclCommInitRankConfig(&comm, n, *id, me, &cfg) == ncclInProgress, "not async");
-    tn_sleep_ms(100);
+    tn_sleep_ms(p->wait_ms);
     ncclResult_t st;
     TN_NCCL(ncclCommGetAsyncError(comm, &st));
-    TN_CHECK(st == ncclInProgress, "init state %d", st);
+    TN_CHECK(st == ncclInProgress, "rank %d: init state %d after %d ms", me, st, p->wait_ms);
     uint64_t t0 = tn_now_ns();
     TN_NCCL(ncclCommAbort(comm));
-    TN_CHECK(tn_now_ns() - t0 < 2000000000ull, "abort of a pending init took %.0f ms",
-             (double)(tn_now_ns() - t0) / 1e6);
-    char path[128];
-    tn_segment_path(id, path, sizeof path);
-    TN_CHECK(access(path, F_OK) != 0, "the abandoned rendezvous left %s", path);
+    TN_CHECK(tn_now_ns() - t0 < 2000000000ull, "rank %d: abort of a pending init took %.0f ms",
+             me, (double)(tn_now_ns() - t0) / 1e6);
+    if (p->absent >= 0) {
+        char path[128];
+        tn_segment_path(id, path, sizeof path);
+        TN_CHECK(access(path, F_OK) != 0, "the abandoned rendezvous left %s", path);
+    }
     return 0;
 }
 
 static void abort_ends_an_initialization_waiting_for_a_peer(void **state)
 {
     (void)state;
-    assert_int_equal(tn_run_ranks(2, abort_init_rank, NULL, 30), 0);
+    struct pending_init p = {.absent = 1, .wait_ms = 100};
+    assert_int_equal(tn_run_ranks(2, abort_pending_init, &p, 30), 0);
 }
 
-/* COLLPROF_EMU_HANG=1:init: rank 1's init never completes, so neither does rank 0's; an
- * abort releases each, as a non-blocking init's caller with a deadline would do. */
-static int init_hang_rank(int me, int n, const ncclUniqueId *id, void *arg)
-{
-    (void)arg;
-    CUstream s;
-    if (tn_device(me, &s))
-        return 1;
-    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-    cfg.blocking = 0;
-    ncclComm_t comm;
-    TN_CHECK(ncclCommInitRankConfig(&comm, n, *id, me, &cfg) == ncclInProgress, "not async");
-    tn_sleep_ms(500);
-    ncclResult_t st;
-    TN_NCCL(ncclCommGetAsyncError(comm, &st));
-    TN_CHECK(st == ncclInProgress, "rank %d: init state %d after 500 ms", me, st);
-    uint64_t t0 = tn_now_ns();
-    TN_NCCL(ncclCommAbort(comm));
-    TN_CHECK(tn_now_ns() - t0 < 2000000000ull, "rank %d: abort took %.0f ms", me,
-             (double)(tn_now_ns() - t0) / 1e6);
-    return 0;
-}
-
+/* COLLPROF_EMU_HANG=1:init: rank 1's init never completes, so neither does rank 0's. */
 static void an_init_hang_fault_holds_every_rank_until_abort(void **state)
 {
     (void)state;
     static const char *const env[] = {"COLLPROF_EMU_HANG=1:init", NULL};
-    assert_int_equal(tn_job(env, 2, init_hang_rank, NULL, 30), 0);
+    struct pending_init p = {.absent = -1, .wait_ms = 500};
+    assert_int_equal(tn_job(env, 2, abort_pending_init, &p, 30), 0);
 }
 
 int main(void)

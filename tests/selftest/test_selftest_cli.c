@@ -351,19 +351,32 @@ static void text_summary_fits_the_verdict(void **state)
     cli_result_free(&r);
 }
 
+/* A run that cannot happen: exit 3, nothing on stdout, one line on stderr holding every
+ * string of want. Returns the seconds it took. */
+static double cannot_run(const char *const *args, const char *const *want)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    struct cli_result r;
+    cli_run(&r, args);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_int_equal(r.status, 3);
+    assert_string_equal(r.out, "");
+    assert_int_equal(cli_count_lines(r.err), 1);
+    for (int i = 0; want[i]; i++)
+        if (!strstr(r.err, want[i]))
+            fail_msg("no \"%s\" in stderr: %s", want[i], r.err);
+    cli_result_free(&r);
+    return (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+}
+
 static void no_driver_cannot_run(void **state)
 {
     (void)state;
     emu_env(empty_dir);
-    struct cli_result r;
     const char *args[] = { "selftest", "--quick", NULL };
-    cli_run(&r, args);
-    assert_int_equal(r.status, 3);
-    assert_string_equal(r.out, "");
-    assert_int_equal(cli_count_lines(r.err), 1);
-    if (!strstr(r.err, "libcuda.so.1"))
-        fail_msg("stderr: %s", r.err);
-    cli_result_free(&r);
+    const char *want[] = { "libcuda.so.1", NULL };
+    cannot_run(args, want);
 }
 
 /* The toolkit's stubs/libcuda.so found before the real driver (a container's LD_LIBRARY_PATH)
@@ -374,17 +387,11 @@ static void stub_driver_cannot_run(void **state)
     (void)state;
     emu_env(emu_dir);
     setenv("COLLPROF_EMU_DRIVER", "stub", 1);
-    struct cli_result r;
     const char *args[] = { "selftest", "--quick", NULL };
-    cli_run(&r, args);
+    const char *want[] = { "CUDA_ERROR_STUB_LIBRARY (CUDA driver is a stub library)",
+                           "libcuda.so.1", "LD_LIBRARY_PATH", NULL };
+    cannot_run(args, want);
     unsetenv("COLLPROF_EMU_DRIVER");
-    assert_int_equal(r.status, 3);
-    assert_string_equal(r.out, "");
-    assert_int_equal(cli_count_lines(r.err), 1);
-    if (!strstr(r.err, "CUDA_ERROR_STUB_LIBRARY (CUDA driver is a stub library)") ||
-        !strstr(r.err, "libcuda.so.1") || !strstr(r.err, "LD_LIBRARY_PATH"))
-        fail_msg("stderr: %s", r.err);
-    cli_result_free(&r);
 }
 
 /* NCCL's own init has no deadline; the selftest's --timeout bounds it too, so a node whose
@@ -400,23 +407,13 @@ static void init_that_never_finishes_cannot_run(void **state)
      * leak check runs without the TLS roots instead (no leak reported that way either). */
     setenv("LSAN_OPTIONS", "use_tls=0:print_suppressions=0", 1);
 #endif
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    struct cli_result r;
     const char *args[] = { "selftest", "--quick", "--timeout", "2", "--root", root_ib, NULL };
-    cli_run(&r, args);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const char *want[] = { "ncclCommInitAll over 8 GPUs did not finish within 2 s", NULL };
+    double s = cannot_run(args, want);
     unsetenv("COLLPROF_EMU_HANG");
     unsetenv("LSAN_OPTIONS");
-    assert_int_equal(r.status, 3);
-    assert_string_equal(r.out, "");
-    assert_int_equal(cli_count_lines(r.err), 1);
-    if (!strstr(r.err, "ncclCommInitAll over 8 GPUs did not finish within 2 s"))
-        fail_msg("stderr: %s", r.err);
-    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
     if (s > 30)
         fail_msg("it took %.1f s to give up after a 2 s timeout", s);
-    cli_result_free(&r);
 }
 
 int main(void)
