@@ -20,6 +20,7 @@
 #include <netinet/in.h>
 
 #include "common/launcher.h"
+#include "tests/common/test_port_util.h"
 
 #define RDV_VAR "TEST_LAUNCHER_RENDEZVOUS"
 
@@ -259,18 +260,6 @@ static void directory_carries_the_id(void **state)
     rmdir(dir);
 }
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t len = sizeof a;
-    assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 /* A forked rank fetches the id over TCP and exits 0 when it got `want`, 1 on a wrong id, 2 when
  * the fetch failed. */
 static pid_t fetch_in_child(int rank, int world, int port, const ncclUniqueId *want)
@@ -299,7 +288,7 @@ static int exit_code(pid_t pid)
 static void tcp_carries_the_id_to_every_rank(void **state)
 {
     (void)state;
-    int port = free_port();
+    int port = tp_free_port();
     ncclUniqueId sent;
     fill_uid(&sent, 2);
     /* ranks 1 and 2 start first and retry until rank 0 listens */
@@ -316,7 +305,7 @@ static void tcp_carries_the_id_to_every_rank(void **state)
 static void torchrun_agent_store_moves_the_port(void **state)
 {
     (void)state;
-    int port = free_port();
+    int port = tp_free_port();
     ncclUniqueId sent;
     fill_uid(&sent, 4);
     /* the agent holds MASTER_PORT: both ends must meet on the next one */
@@ -339,7 +328,7 @@ static void torchrun_agent_store_moves_the_port(void **state)
 static void missing_ranks_are_said_by_the_timeout(void **state)
 {
     (void)state;
-    int port = free_port();
+    int port = tp_free_port();
     ncclUniqueId uid;
     fill_uid(&uid, 5);
     struct said s = { "", 0 };

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "tests/emu/test_emu_sim_util.h"
+#include "tests/common/test_port_util.h"
 
 #define ARGS(...) ((const char *const[]){ __VA_ARGS__, NULL })
 #define SCALE "0.001"
@@ -186,23 +187,11 @@ static void openmpi_pmi_and_slurm_identities(void **state)
     remove_rendezvous_dir(dir);
 }
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t len = sizeof a;
-    assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 static void torchrun_rendezvous_over_master_addr_and_port(void **state)
 {
     (void)state;
     char port[32];
-    snprintf(port, sizeof port, "MASTER_PORT=%d", free_port());
+    snprintf(port, sizeof port, "MASTER_PORT=%d", tp_free_port());
     two_ranks_by_hand("MASTER_ADDR:MASTER_PORT",
                       (const char *const[]){ "RANK=0", "LOCAL_RANK=0", "WORLD_SIZE=2",
                                              "MASTER_ADDR=127.0.0.1", port, NULL },

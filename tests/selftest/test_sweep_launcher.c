@@ -18,6 +18,7 @@
 
 #include "tests/cli/test_cli_util.h"
 #include "tests/selftest/selftest_test_util.h"
+#include "tests/common/test_port_util.h"
 
 #ifdef CP_TEST_SANITIZE
 #define TOLERANCE 0.30 /* the emulation's CPU work runs 2-3x slower under the sanitizers */
@@ -58,19 +59,6 @@ static int teardown(void **state)
     cli_rmtree(base);
     free(base);
     return 0;
-}
-
-/* A port nobody listens on now: the kernel's pick for a socket bound to port 0. */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
 }
 
 struct job {
@@ -164,6 +152,15 @@ static void finish_rank(struct rank_run *k)
     fclose(k->err);
 }
 
+/* Every rank of j started, then each waited for: k[0..j->world-1]. */
+static void run_job(struct rank_run *k, const struct job *j)
+{
+    for (int r = 0; r < j->world; r++)
+        start_rank(&k[r], j, r);
+    for (int r = 0; r < j->world; r++)
+        finish_rank(&k[r]);
+}
+
 static json_object *get(json_object *o, const char *key)
 {
     json_object *v = NULL;
@@ -197,10 +194,7 @@ static void run_healthy(int port)
 {
     struct job j = {4, 2, 2, port, "30", NULL, NULL, NULL};
     struct rank_run k[4];
-    for (int r = 0; r < 4; r++)
-        start_rank(&k[r], &j, r);
-    for (int r = 0; r < 4; r++)
-        finish_rank(&k[r]);
+    run_job(k, &j);
     for (int r = 0; r < 4; r++)
         fprintf(stderr, "rank %d: exit %d\n", r, k[r].res.status);
     if (k[0].res.status != 0)
@@ -336,7 +330,7 @@ static void run_healthy(int port)
 static void test_master_port(void **state)
 {
     (void)state;
-    run_healthy(free_port());
+    run_healthy(tp_free_port());
 }
 
 static void test_rendezvous_dir(void **state)
@@ -352,12 +346,9 @@ static void test_rendezvous_dir(void **state)
 static void test_slow_rail(void **state)
 {
     (void)state;
-    struct job j = {4, 2, 2, free_port(), "30", NULL, NULL, "1-9:0.25"};
+    struct job j = {4, 2, 2, tp_free_port(), "30", NULL, NULL, "1-9:0.25"};
     struct rank_run k[4];
-    for (int r = 0; r < 4; r++)
-        start_rank(&k[r], &j, r);
-    for (int r = 0; r < 4; r++)
-        finish_rank(&k[r]);
+    run_job(k, &j);
     for (int r = 0; r < 4; r++) {
         fprintf(stderr, "rank %d: exit %d %s\n", r, k[r].res.status, k[r].res.err);
         assert_int_equal(k[r].res.status, 1);
@@ -419,7 +410,7 @@ static void run_alone(int port, int rank, const char *says)
 static void test_peer_missing(void **state)
 {
     (void)state;
-    run_alone(free_port(), 1, "no NCCL id from rank 0 at 127.0.0.1:");
+    run_alone(tp_free_port(), 1, "no NCCL id from rank 0 at 127.0.0.1:");
     /* through a directory rank 0 waits for nobody, so it is ncclCommInitRank that waits */
     run_alone(0, 0, "ncclCommInitRank over 2 ranks did not finish within 1 s");
 }
@@ -428,12 +419,9 @@ static void test_peer_missing(void **state)
 static void test_ranks_share_a_gpu(void **state)
 {
     (void)state;
-    struct job j = {2, 2, 1, free_port(), "10", "0", NULL, NULL};
+    struct job j = {2, 2, 1, tp_free_port(), "10", "0", NULL, NULL};
     struct rank_run k[2];
-    for (int r = 0; r < 2; r++)
-        start_rank(&k[r], &j, r);
-    for (int r = 0; r < 2; r++)
-        finish_rank(&k[r]);
+    run_job(k, &j);
     for (int r = 0; r < 2; r++) {
         fprintf(stderr, "rank %d: exit %d: %s", r, k[r].res.status, k[r].res.err);
         assert_int_equal(k[r].res.status, 3);
@@ -452,12 +440,9 @@ static void test_ranks_share_a_gpu(void **state)
 static void test_hang_times_out(void **state)
 {
     (void)state;
-    struct job j = {2, 2, 1, free_port(), "1", NULL, "1:3", NULL};
+    struct job j = {2, 2, 1, tp_free_port(), "1", NULL, "1:3", NULL};
     struct rank_run k[2];
-    for (int r = 0; r < 2; r++)
-        start_rank(&k[r], &j, r);
-    for (int r = 0; r < 2; r++)
-        finish_rank(&k[r]);
+    run_job(k, &j);
     for (int r = 0; r < 2; r++) {
         fprintf(stderr, "rank %d: exit %d: %s", r, k[r].res.status, k[r].res.err);
         char want[128];
