@@ -68,9 +68,9 @@ static int table_put(uintptr_t key, cp_comm *c)
 /* Under g_mu, with the comm's init complete: asks the real NCCL who we are in it. */
 static int learn_and_publish(cp_comm *c)
 {
-    cp_fn_ncclCommCount count = cp_real_ncclCommCount();
-    cp_fn_ncclCommUserRank user_rank = cp_real_ncclCommUserRank();
-    cp_fn_ncclCommCuDevice cu_device = cp_real_ncclCommCuDevice();
+    cp_fn_ncclCommCount count = CP_NCCL_LIB_FN(c->lib, ncclCommCount);
+    cp_fn_ncclCommUserRank user_rank = CP_NCCL_LIB_FN(c->lib, ncclCommUserRank);
+    cp_fn_ncclCommCuDevice cu_device = CP_NCCL_LIB_FN(c->lib, ncclCommCuDevice);
     int nranks = -1, rank = -1, dev = -1;
     if (!count || count(c->handle, &nranks) != ncclSuccess || nranks <= 0)
         nranks = c->nranks;
@@ -108,7 +108,8 @@ static int learn_and_publish(cp_comm *c)
 }
 
 cp_comm *cp_comm_create(ncclComm_t handle, uint64_t comm_id, uint64_t parent_id, int origin,
-                        int color, int key, int completed, int rank_hint, int nranks_hint)
+                        int color, int key, int completed, int rank_hint, int nranks_hint,
+                        cp_nccl_lib *lib)
 {
     if (!handle)
         return NULL;
@@ -124,6 +125,7 @@ cp_comm *cp_comm_create(ncclComm_t handle, uint64_t comm_id, uint64_t parent_id,
     c->rank = rank_hint;
     c->nranks = nranks_hint;
     c->cuda_dev = -1;
+    c->lib = lib;
 
     pthread_mutex_lock(&g_mu);
     c->comm_index = g_next_index++;
@@ -148,7 +150,7 @@ int cp_comm_make_ready(cp_comm *c)
 {
     if (atomic_load_explicit(&c->ready, memory_order_acquire))
         return 1;
-    cp_fn_ncclCommGetAsyncError get_err = cp_real_ncclCommGetAsyncError();
+    cp_fn_ncclCommGetAsyncError get_err = CP_NCCL_LIB_FN(c->lib, ncclCommGetAsyncError);
     ncclResult_t state = ncclInProgress;
     if (!get_err || get_err(c->handle, &state) != ncclSuccess || state != ncclSuccess)
         return 0;

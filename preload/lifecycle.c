@@ -196,7 +196,8 @@ static int start_locked(void)
                 dir, strerror(errno));
         return -1;
     }
-    cp_fn_ncclGetVersion get_version = cp_real_ncclGetVersion();
+    /* the NCCL of the call that starts the trace (with two in the process, the first's) */
+    cp_fn_ncclGetVersion get_version = CP_NCCL_LIB_FN(cp_nccl_first_lib(), ncclGetVersion);
     int version = 0;
     if (get_version && get_version(&version) == ncclSuccess && version > 0)
         g_nccl_version = (uint32_t)version;

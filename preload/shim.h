@@ -5,7 +5,7 @@
  * to the real NCCL found at run time, and records the calls that matter as CALL records.
  * Nothing else is exported (exports.map). The parts:
  *
- *   real.c          the real functions: resolved lazily, cached in atomic pointers
+ *   real.c          the real NCCL of each calling object: found by the linker's rules, cached
  *   wrappers.c      the exported wrappers that only forward, generated from the X-macro list
  *   wrap_coll.c     collectives, send/recv and groups: the hot path that records
  *   wrap_comm.c     communicator life: init, split, shrink, finalize, destroy, abort, revoke
@@ -64,23 +64,6 @@ CP_NCCL_API(CP_DECLARE_EXPORT)
 CP_NCCL_API_DEPRECATED(CP_DECLARE_EXPORT)
 #undef CP_DECLARE_EXPORT
 
-/* ---- real.c: the real NCCL ----
- * cp_real_<name>() returns the real function, or NULL when the loaded NCCL lacks it (after
- * one WARN line per name). Resolution: dlsym(RTLD_NEXT, "pncclX"), then "ncclX"; a hit is
- * cached for good, a miss is retried (a libnccl dlopen'ed later with RTLD_GLOBAL appears). */
-#define CP_DECLARE_REAL(ret, name, params, args)                                         \
-    typedef ret(*cp_fn_##name) params;                                                   \
-    extern void *_Atomic cp_real_ptr_##name;                                             \
-    cp_fn_##name cp_resolve_##name(void);                                                \
-    static inline cp_fn_##name cp_real_##name(void)                                      \
-    {                                                                                    \
-        void *p = atomic_load_explicit(&cp_real_ptr_##name, memory_order_acquire);       \
-        return CP_LIKELY(p != NULL) ? (cp_fn_##name)p : cp_resolve_##name();             \
-    }
-CP_NCCL_API(CP_DECLARE_REAL)
-CP_NCCL_API_DEPRECATED(CP_DECLARE_REAL)
-#undef CP_DECLARE_REAL
-
 /* What a wrapper returns when the real function is missing: see real.c for why. */
 #define CP_MISSING_RESULT ncclInvalidUsage
 
@@ -111,8 +94,62 @@ typedef struct cp_tls_state {
     uint16_t thread_no;
     uint8_t attached;     /* 0 not yet, 1 has a ring, 2 no ring (records count as lost) */
     uint32_t sample_count;/* COLLPROF_GPU_TIMING=sample:N: this thread's timed-call countdown */
+    const struct cp_nccl_caller *caller; /* real.c: the object this thread last called from */
 } cp_tls_state;
+typedef struct cp_nccl_caller cp_nccl_caller;
 extern CP_TLS cp_tls_state cp_tls;
+
+/* ---- real.c: the NCCL each caller would have reached without the shim ----
+ * The caller is the object holding the wrapper's return address (read in the exported
+ * function itself); real.c says how its NCCL is found: the global scope, else the caller's
+ * own dependencies (an RTLD_LOCAL library such as PyTorch's), else any loaded NCCL. Each
+ * calling object's text range is cached with its NCCL's function table, so the hot path is a
+ * thread-local load, a range check and a load; a miss resolves once per object and name. */
+enum {
+#define CP_FN_INDEX(ret, name, params, args) CP_NCCL_FN_##name,
+    CP_NCCL_API(CP_FN_INDEX) CP_NCCL_API_DEPRECATED(CP_FN_INDEX)
+#undef CP_FN_INDEX
+    CP_NCCL_FN_COUNT
+};
+typedef struct cp_nccl_lib cp_nccl_lib; /* one NCCL (or the global scope after us) */
+struct cp_nccl_caller {
+    uintptr_t lo, span;   /* return addresses in [lo, lo + span) are this object's */
+    void *_Atomic *fn;    /* its NCCL's functions, NULL until resolved */
+    cp_nccl_lib *lib;
+};
+/* The slow path: finds (and caches) the caller's NCCL and the function; NULL when missing,
+ * after one WARN line per name. errno is left as it was. */
+void *cp_nccl_resolve(const void *return_addr, unsigned fn_index);
+/* The NCCL the code at return_addr reaches (NULL: none); a function of a given NCCL (NULL:
+ * missing, after one WARN). For the shim's own queries on a comm's NCCL. */
+cp_nccl_lib *cp_nccl_lib_for(const void *return_addr);
+void *cp_nccl_lib_fn(cp_nccl_lib *lib, unsigned fn_index);
+/* The first NCCL any caller reached (the version in the trace header), or NULL. */
+cp_nccl_lib *cp_nccl_first_lib(void);
+const char *cp_nccl_lib_path(const cp_nccl_lib *lib);
+
+static inline void *cp_nccl_cached(const void *return_addr, unsigned fn_index)
+{
+    const cp_nccl_caller *c = cp_tls.caller;
+    if (CP_LIKELY(c != NULL) && CP_LIKELY((uintptr_t)return_addr - c->lo < c->span))
+        return atomic_load_explicit(&c->fn[fn_index], memory_order_acquire);
+    return NULL;
+}
+/* cp_real_<name>(ra): the real function for a call returning to ra, or NULL (missing). */
+#define CP_DECLARE_REAL(ret, name, params, args)                                         \
+    typedef ret(*cp_fn_##name) params;                                                   \
+    static inline cp_fn_##name cp_real_##name(const void *return_addr)                   \
+    {                                                                                    \
+        void *p = cp_nccl_cached(return_addr, CP_NCCL_FN_##name);                        \
+        return (cp_fn_##name)(CP_LIKELY(p != NULL)                                       \
+                                  ? p : cp_nccl_resolve(return_addr, CP_NCCL_FN_##name)); \
+    }
+CP_NCCL_API(CP_DECLARE_REAL)
+CP_NCCL_API_DEPRECATED(CP_DECLARE_REAL)
+#undef CP_DECLARE_REAL
+/* A function of a comm's own NCCL, for the shim's queries (comm_table.c). */
+#define CP_NCCL_LIB_FN(lib, name) ((cp_fn_##name)cp_nccl_lib_fn((lib), CP_NCCL_FN_##name))
+
 
 /* The first record of a thread: starts the process if needed, gets the thread a ring.
  * Returns the ring or NULL (tracing off, or no ring left in COLLPROF_BUFFER_MB). */
@@ -216,6 +253,7 @@ typedef struct cp_comm {
     _Atomic uint64_t *send_seq;   /* [nranks], once ready */
     _Atomic uint64_t *recv_seq;
     struct cp_comm *all_next;     /* every comm ever made (kept reachable across fork) */
+    cp_nccl_lib *lib;             /* the NCCL that made it, for the shim's own queries */
 } cp_comm;
 
 /* Lock-free: the comm of a handle, or NULL for one the shim never saw created. */
@@ -224,7 +262,8 @@ cp_comm *cp_comm_lookup(ncclComm_t handle);
  * real NCCL for rank/nranks/device and queues the COMM record; otherwise that happens in
  * cp_comm_make_ready at its first use. Returns NULL if the table is full (WARN once). */
 cp_comm *cp_comm_create(ncclComm_t handle, uint64_t comm_id, uint64_t parent_id, int origin,
-                        int color, int key, int completed, int rank_hint, int nranks_hint);
+                        int color, int key, int completed, int rank_hint, int nranks_hint,
+                        cp_nccl_lib *lib);
 /* For a comm created in progress (non-blocking init): if NCCL now says it is ready, learns
  * rank and nranks and queues the COMM record. Returns the ready flag. */
 int cp_comm_make_ready(cp_comm *c);

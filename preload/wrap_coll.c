@@ -121,7 +121,8 @@ static void record_op(uint8_t op, ncclComm_t comm, size_t count, ncclDataType_t 
  * here, in the exported function itself: it is the job's call site. */
 #define CP_RECORDED(name, call_args, op, comm, count, dtype, redop, peer, stream, sb, rb,  \
                     inplace)                                                             \
-    cp_fn_##name real = cp_real_##name();                                                \
+    void *ra = __builtin_return_address(0);                                              \
+    cp_fn_##name real = cp_real_##name(ra);                                              \
     if (CP_UNLIKELY(!real))                                                              \
         return CP_MISSING_RESULT;                                                        \
     if (!cp_call_begin())                                                                \
@@ -133,7 +134,7 @@ static void record_op(uint8_t op, ncclComm_t comm, size_t count, ncclDataType_t 
     ncclResult_t r = real call_args;                                                     \
     cp_gpu_after(&gm, stream, cp_nccl_accepted(r));                                      \
     record_op(op, comm, count, dtype, redop, peer, stream, sb, rb, inplace, t0, gd, r, &gm, \
-              __builtin_return_address(0));                                              \
+              ra);                                                                       \
     cp_call_end();                                                                       \
     return r
 
@@ -234,7 +235,8 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
  * starts inside a group. */
 ncclResult_t ncclGroupStart(void)
 {
-    cp_fn_ncclGroupStart real = cp_real_ncclGroupStart();
+    void *ra = __builtin_return_address(0);
+    cp_fn_ncclGroupStart real = cp_real_ncclGroupStart(ra);
     if (CP_UNLIKELY(!real))
         return CP_MISSING_RESULT;
     if (!cp_call_begin()) {
@@ -249,14 +251,15 @@ ncclResult_t ncclGroupStart(void)
     if (r == ncclSuccess)
         cp_tls.group_depth++;
     cp_record_plain(CP_OP_GROUP_START, NULL, CP_SEQ_NONE, 0, t0, gd, r,
-                    cp_site_of(__builtin_return_address(0)));
+                    cp_site_of(ra));
     cp_call_end();
     return r;
 }
 
 ncclResult_t ncclGroupEnd(void)
 {
-    cp_fn_ncclGroupEnd real = cp_real_ncclGroupEnd();
+    void *ra = __builtin_return_address(0);
+    cp_fn_ncclGroupEnd real = cp_real_ncclGroupEnd(ra);
     if (CP_UNLIKELY(!real))
         return CP_MISSING_RESULT;
     if (!cp_call_begin()) {
@@ -277,7 +280,7 @@ ncclResult_t ncclGroupEnd(void)
     if (cp_tls.group_depth > 0)
         cp_tls.group_depth--;
     cp_record_plain(CP_OP_GROUP_END, NULL, CP_SEQ_NONE, 0, t0, gd, r,
-                    cp_site_of(__builtin_return_address(0)));
+                    cp_site_of(ra));
     cp_call_end();
     return r;
 }

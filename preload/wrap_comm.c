@@ -45,39 +45,41 @@ void cp_record_plain(uint8_t op, cp_comm *c, uint64_t seq, uint64_t count, uint6
 
 /* The common shape: forward, and when recording, time the call and run `after`. */
 #define CP_LIFE(name, call_args, after)                                                  \
-    cp_fn_##name real = cp_real_##name();                                                \
+    void *ra = __builtin_return_address(0);                                              \
+    cp_fn_##name real = cp_real_##name(ra);                                              \
     if (CP_UNLIKELY(!real))                                                              \
         return CP_MISSING_RESULT;                                                        \
     if (!cp_call_begin())                                                                \
         return real call_args;                                                           \
     uint32_t gd = cp_tls.group_depth;                                                    \
-    uint64_t t0 = cp_now_ticks();                                                           \
+    uint64_t t0 = cp_now_ticks();                                                        \
     ncclResult_t r = real call_args;                                                     \
     after;                                                                               \
     cp_call_end();                                                                       \
     return r
 
+/* A comm is queried later (rank, size, async error) in the NCCL that made it: the caller's. */
 static void after_init(ncclComm_t *comm, uint64_t id, int nranks, int rank, uint64_t t0,
-                       uint32_t gd, ncclResult_t r)
+                       uint32_t gd, ncclResult_t r, void *ra)
 {
     cp_comm *c = NULL;
     if (cp_nccl_accepted(r) && comm && *comm)
         c = cp_comm_create(*comm, id, 0, CP_COMM_INIT_RANK, 0, 0, r == ncclSuccess, rank,
-                           nranks);
+                           nranks, cp_nccl_lib_for(ra));
     cp_record_plain(CP_OP_COMM_INIT, c, CP_SEQ_NONE, 0, t0, gd, r, CP_SITE_UNKNOWN);
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
 {
     CP_LIFE(ncclCommInitRank, (comm, nranks, commId, rank),
-            after_init(comm, cp_comm_id_from_unique_id(&commId), nranks, rank, t0, gd, r));
+            after_init(comm, cp_comm_id_from_unique_id(&commId), nranks, rank, t0, gd, r, ra));
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId,
                                     int rank, ncclConfig_t *config)
 {
     CP_LIFE(ncclCommInitRankConfig, (comm, nranks, commId, rank, config),
-            after_init(comm, cp_comm_id_from_unique_id(&commId), nranks, rank, t0, gd, r));
+            after_init(comm, cp_comm_id_from_unique_id(&commId), nranks, rank, t0, gd, r, ra));
 }
 
 ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
@@ -85,11 +87,11 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myran
 {
     CP_LIFE(ncclCommInitRankScalable, (newcomm, nranks, myrank, nId, commIds, config),
             after_init(newcomm, nId > 0 && commIds ? cp_comm_id_from_unique_id(&commIds[0]) : 0,
-                       nranks, myrank, t0, gd, r));
+                       nranks, myrank, t0, gd, r, ra));
 }
 
 static void after_init_all(ncclComm_t *comm, int ndev, uint64_t t0, uint32_t gd,
-                           ncclResult_t r)
+                           ncclResult_t r, void *ra)
 {
     cp_comm *first = NULL;
     if (cp_nccl_accepted(r) && comm && ndev > 0) {
@@ -98,7 +100,7 @@ static void after_init_all(ncclComm_t *comm, int ndev, uint64_t t0, uint32_t gd,
         uint64_t id = cp_comm_id_init_all(host, atomic_fetch_add(&g_init_all_count, 1));
         for (int i = 0; i < ndev; i++) {
             cp_comm *c = cp_comm_create(comm[i], id, 0, CP_COMM_INIT_ALL, 0, 0,
-                                        r == ncclSuccess, i, ndev);
+                                        r == ncclSuccess, i, ndev, cp_nccl_lib_for(ra));
             if (!first)
                 first = c;
         }
@@ -109,12 +111,12 @@ static void after_init_all(ncclComm_t *comm, int ndev, uint64_t t0, uint32_t gd,
 
 ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
 {
-    CP_LIFE(ncclCommInitAll, (comm, ndev, devlist), after_init_all(comm, ndev, t0, gd, r));
+    CP_LIFE(ncclCommInitAll, (comm, ndev, devlist), after_init_all(comm, ndev, t0, gd, r, ra));
 }
 
 /* Split and shrink: a child of `parent` whose id all its ranks derive alike. */
 static void after_split(uint8_t op, ncclComm_t parent, ncclComm_t *newcomm, int color, int key,
-                        uint64_t t0, uint32_t gd, ncclResult_t r)
+                        uint64_t t0, uint32_t gd, ncclResult_t r, void *ra)
 {
     cp_comm *p = cp_comm_lookup(parent);
     uint64_t index = CP_SEQ_NONE;
@@ -124,7 +126,8 @@ static void after_split(uint8_t op, ncclComm_t parent, ncclComm_t *newcomm, int 
         if ((shrink || color != NCCL_SPLIT_NOCOLOR) && newcomm && *newcomm)
             cp_comm_create(*newcomm, cp_comm_id_split(p->comm_id, color, index, shrink),
                            p->comm_id, shrink ? CP_COMM_SHRINK : CP_COMM_SPLIT,
-                           shrink ? 0 : color, shrink ? 0 : key, r == ncclSuccess, -1, -1);
+                           shrink ? 0 : color, shrink ? 0 : key, r == ncclSuccess, -1, -1,
+                           cp_nccl_lib_for(ra));
     }
     cp_record_plain(op, p, index, 0, t0, gd, r, CP_SITE_UNKNOWN);
 }
@@ -133,7 +136,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
                            ncclConfig_t *config)
 {
     CP_LIFE(ncclCommSplit, (comm, color, key, newcomm, config),
-            after_split(CP_OP_COMM_SPLIT, comm, newcomm, color, key, t0, gd, r));
+            after_split(CP_OP_COMM_SPLIT, comm, newcomm, color, key, t0, gd, r, ra));
 }
 
 ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
@@ -141,7 +144,7 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
 {
     CP_LIFE(ncclCommShrink,
             (comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags),
-            after_split(CP_OP_COMM_SHRINK, comm, newcomm, 0, 0, t0, gd, r));
+            after_split(CP_OP_COMM_SHRINK, comm, newcomm, 0, 0, t0, gd, r, ra));
 }
 
 /* Finalize, destroy, abort, revoke: one CALL naming the comm. The comm's table entry stays
@@ -176,7 +179,7 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)
 /* Not recorded; but a non-blocking comm that NCCL now reports ready is learnt here. */
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
 {
-    cp_fn_ncclCommGetAsyncError real = cp_real_ncclCommGetAsyncError();
+    cp_fn_ncclCommGetAsyncError real = cp_real_ncclCommGetAsyncError(__builtin_return_address(0));
     if (CP_UNLIKELY(!real))
         return CP_MISSING_RESULT;
     ncclResult_t r = real(comm, asyncError);

@@ -47,7 +47,7 @@
 #define CP_FORWARD(ret, name, params, args)                                              \
     ret name params                                                                      \
     {                                                                                    \
-        cp_fn_##name real = cp_real_##name();                                            \
+        cp_fn_##name real = cp_real_##name(__builtin_return_address(0));                 \
         if (CP_UNLIKELY(!real))                                                          \
             return CP_MISSING_RESULT;                                                    \
         return real args;                                                                \
@@ -60,19 +60,19 @@ CP_NCCL_API(CP_MAYBE_FORWARD)
 /* The ones that do not return ncclResult_t: a missing real function gets a fixed answer. */
 const char *ncclGetErrorString(ncclResult_t result)
 {
-    cp_fn_ncclGetErrorString real = cp_real_ncclGetErrorString();
+    cp_fn_ncclGetErrorString real = cp_real_ncclGetErrorString(__builtin_return_address(0));
     return real ? real(result) : cp_nccl_result_name(result);
 }
 
 const char *ncclGetLastError(ncclComm_t comm)
 {
-    cp_fn_ncclGetLastError real = cp_real_ncclGetLastError();
+    cp_fn_ncclGetLastError real = cp_real_ncclGetLastError(__builtin_return_address(0));
     return real ? real(comm) : "";
 }
 
 void ncclResetDebugInit(void)
 {
-    cp_fn_ncclResetDebugInit real = cp_real_ncclResetDebugInit();
+    cp_fn_ncclResetDebugInit real = cp_real_ncclResetDebugInit(__builtin_return_address(0));
     if (real)
         real();
 }

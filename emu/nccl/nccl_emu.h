@@ -21,8 +21,11 @@
 #include "common/nccl_api_list.h"
 #include "emu/common/topo.h"
 
-/* The release we emulate: NCCL 2.28.9 built against CUDA 13.0 (the ABI layout is 2.28's). */
+/* The release we emulate: NCCL 2.28.9 built against CUDA 13.0 (the ABI layout is 2.28's).
+ * A second copy for tests (two NCCLs in one process) is built with another patch level. */
+#ifndef CPN_NCCL_PATCH
 #define CPN_NCCL_PATCH 9
+#endif
 #define CPN_NCCL_VERSION_CODE NCCL_VERSION(CP_NCCL_ABI_MAJOR, CP_NCCL_ABI_MINOR, CPN_NCCL_PATCH)
 
 /* Every public entry point is implemented as cpn_impl_<name>; exports.c wraps each in the

@@ -51,14 +51,18 @@ static inline const char *st_live_dir_env(void)
     return var;
 }
 
-/* Runs bin/<prog> with argv, the caller's environment minus launcher and COLLPROF_
- * variables, plus `env` (NULL-terminated "K=V"), with the shim preloaded when `preload`.
+/* Runs bin/<prog> (or an absolute path) with argv, the caller's environment minus launcher
+ * and COLLPROF_ variables, plus `env` (NULL-terminated "K=V"), with the shim preloaded when
+ * `preload`.
  * COLLPROF_LIVE_DIR defaults to a private directory (st_live_dir_env). */
 static inline void st_run_prog(job_result *res, const char *prog, int preload,
                                const char *const *env, const char *const *argv)
 {
     char job[4096], lib[4096], preload_var[8400];
-    snprintf(job, sizeof job, "%s/bin/%s", st_build_dir(), prog);
+    if (prog[0] == '/') /* an interpreter or tool outside the build */
+        snprintf(job, sizeof job, "%s", prog);
+    else
+        snprintf(job, sizeof job, "%s/bin/%s", st_build_dir(), prog);
     snprintf(lib, sizeof lib, "%s/lib/libcollprof.so", st_build_dir());
 #ifdef CP_TEST_ASAN_RUNTIME
     /* an ASan-built preload needs the ASan runtime loaded before it */

@@ -1,0 +1,50 @@
+/* nccl_loader: a job that is not linked to NCCL and reaches it only through libraries it
+ * opens at run time, the way Python imports an extension module. Its arguments are steps:
+ *   local PATH    dlopen(PATH, RTLD_NOW | RTLD_LOCAL): Python's default for an import
+ *   global PATH   dlopen(PATH, RTLD_NOW | RTLD_GLOBAL)
+ *   run I TAG     nccl_client_run(TAG, 2, 3) of the I-th library opened (from 0)
+ * Exit: 0, or 1 with the step that failed on stdout. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int (*client_run_fn)(const char *tag, int ndev, int steps);
+
+int main(int argc, char **argv)
+{
+    void *libs[16];
+    int nlibs = 0;
+    for (int i = 1; i < argc; i++) {
+        if ((!strcmp(argv[i], "local") || !strcmp(argv[i], "global")) && i + 1 < argc &&
+            nlibs < 16) {
+            int global = !strcmp(argv[i], "global");
+            libs[nlibs] = dlopen(argv[i + 1], RTLD_NOW | (global ? RTLD_GLOBAL : RTLD_LOCAL));
+            if (!libs[nlibs]) {
+                printf("loader: cannot open %s: %s\n", argv[i + 1], dlerror());
+                return 1;
+            }
+            nlibs++;
+            i++;
+        } else if (!strcmp(argv[i], "run") && i + 2 < argc) {
+            int k = atoi(argv[i + 1]);
+            client_run_fn run = k >= 0 && k < nlibs ? (client_run_fn)(void (*)(void))dlsym(
+                                                          libs[k], "nccl_client_run")
+                                                    : NULL;
+            if (!run) {
+                printf("loader: library %d has no nccl_client_run\n", k);
+                return 1;
+            }
+            int rc = run(argv[i + 2], 2, 3);
+            printf("loader: %s returned %d\n", argv[i + 2], rc);
+            fflush(stdout);
+            if (rc != 0)
+                return 1;
+            i += 2;
+        } else {
+            printf("loader: bad step '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    return 0;
+}
