@@ -15,7 +15,8 @@ endfunction()
 
 collprof_require_pkg(JSONC json-c libjson-c-dev)
 collprof_require_pkg(CMOCKA cmocka libcmocka-dev)
-collprof_require_pkg(UNWIND libunwind libunwind-dev)
+# libunwind is no build dependency: the shim opens libunwind.so.8 at run time when the machine
+# has it (preload/unwind.c).
 collprof_require_pkg(NCURSES ncursesw libncurses-dev)
 
 # xxHash is used header-only (XXH_INLINE_ALL): no run-time dependency.

@@ -94,6 +94,16 @@ static int parse_stack(cp_settings *s, const char *text, const char **why)
     return 0;
 }
 
+static int parse_unwind(cp_settings *s, const char *text, const char **why)
+{
+    *why = "auto or glibc";
+    if (strcasecmp(text, "auto") == 0)
+        return s->unwind_glibc = 0, 0;
+    if (strcasecmp(text, "glibc") == 0)
+        return s->unwind_glibc = 1, 0;
+    return -1;
+}
+
 static int parse_hang(cp_settings *s, const char *text, const char **why)
 {
     *why = "a number of seconds above 0 and at most 1000000";
@@ -148,6 +158,10 @@ static const setting table[] = {
     {"COLLPROF_GPU_TIMING", "events|cupti|off|sample:N", "events",
      "how GPU start/end times are taken; sample:N times every Nth call", parse_gpu_timing},
     {"COLLPROF_STACK", "0..64", "8", "call-site stack depth (0 = off)", parse_stack},
+    {"COLLPROF_UNWIND", "auto|glibc", "auto",
+     "call-site stacks: auto opens libunwind.so.8 when the machine has it (it names static "
+     "functions), else uses glibc's backtrace and dladdr; glibc never loads libunwind",
+     parse_unwind},
     {"COLLPROF_LIVE", "0|1", "1", "0 disables the /dev/shm stats block that `collprof top` reads",
      parse_live},
     {"COLLPROF_HANG_S", "SECONDS", "60",

@@ -23,6 +23,7 @@ typedef struct cp_settings {
     int gpu_timing;            /* COLLPROF_GPU_TIMING: enum cp_gpu_timing */
     unsigned gpu_timing_sample_n;
     int stack_depth;           /* COLLPROF_STACK: 0..64, 0 off */
+    int unwind_glibc;          /* COLLPROF_UNWIND=glibc: never load libunwind */
     int live;                  /* COLLPROF_LIVE */
     double hang_s;             /* COLLPROF_HANG_S: > 0 */
     int flush_ms;              /* COLLPROF_FLUSH_MS: 1..600000 */

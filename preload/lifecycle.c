@@ -203,6 +203,8 @@ static int start_locked(void)
         g_nccl_version = (uint32_t)version;
 
     cp_gpu_timing_start();
+    if (g_settings.stack_depth > 0)
+        cp_unwind_load();
     cp_file_header h;
     cp_file_header_init(&h);
     if (atomic_load(&cp_gpu_state) == CP_GPU_EVENTS)

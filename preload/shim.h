@@ -20,6 +20,7 @@
  *   gpu_poll.c      the writer's side: in-order polling, reference events, DONE records
  *   sites.c         call sites: return address -> index (one probe), stacks captured once
  *   site_symbols.c  the writer's side: symbolizing a new site's stack into a SITE record
+ *   unwind.c        stacks and names: libunwind opened at run time when present, else glibc
  *   stats_live.c    the writer's side: the live stats block in /dev/shm and the hang watchdog
  *
  * The hot path (a recorded call on a thread that already has its ring) takes no lock, makes
@@ -451,6 +452,15 @@ typedef struct cp_site_slot {
 void cp_site_write(cp_trace_writer *w, uint32_t site);
 /* The raw stack of a site (sites.c to site_symbols.c). */
 int cp_site_stack(uint32_t site, void *const **pcs, uint64_t *return_addr);
+
+/* ---- unwind.c: stacks and frame names (libunwind opened at run time, else glibc) ---- */
+/* At process start, off the NCCL call that may capture the first site. */
+void cp_unwind_load(void);
+int cp_unwind_have_libunwind(void);
+/* The calling thread's return addresses, innermost first; how many. */
+int cp_unwind_backtrace(void **pcs, int max);
+/* The function holding ip and ip's offset in it: 0, or -1 when unnamed. */
+int cp_unwind_proc_name(uintptr_t ip, char *buf, size_t len, uintptr_t *off);
 
 /* ---- stats_live.c: live stats block and watchdog (writer thread, but start and close) ----
  * common/stats_block.h is the block's layout. All of it is fed from what the writer drains;

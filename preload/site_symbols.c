@@ -1,10 +1,10 @@
 /* site_symbols: a new call site's stack, symbolized by the writer into a SITE record.
  *
- * Names come from libunwind's local accessor get_proc_name, which reads the ELF symbol
- * table (.symtab) of the object holding the address: it names a job's static functions and
- * the functions of an executable built without -rdynamic, which dladdr (the dynamic symbol
- * table only) leaves nameless — and those are exactly a training script's own call sites.
- * dladdr gives the object's file name. Done off the hot path: both may take locks and
+ * Names come from unwind.c: libunwind's get_proc_name when the machine has it, which reads
+ * the ELF symbol table (.symtab) of the object holding the address and so names a job's
+ * static functions and the functions of an executable built without -rdynamic — exactly a
+ * training script's own call sites; dladdr's dynamic symbols otherwise. dladdr gives the
+ * object's file name. Done off the hot path: both may take locks and
  * read files. A return address is looked up one byte back, inside the call instruction,
  * so a call that ends its function is not credited to the next function.
  */
@@ -13,9 +13,6 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
-
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
 
 #include "common/trace_writer.h"
 
@@ -31,15 +28,9 @@ static void frame_name(void *pc, char *out, size_t cap)
         memset(&dl, 0, sizeof dl);
     }
     char name[256];
-    unw_word_t off = 0;
-    unw_accessors_t *acc = unw_get_accessors(unw_local_addr_space);
-    if (acc && acc->get_proc_name &&
-        acc->get_proc_name(unw_local_addr_space, (unw_word_t)ip, name, sizeof name, &off,
-                           NULL) == 0) {
+    uintptr_t off = 0;
+    if (cp_unwind_proc_name(ip, name, sizeof name, &off) == 0) {
         snprintf(out, cap, "%s+0x%lx (%s)", name, (unsigned long)off + 1, lib);
-    } else if (dl.dli_sname) {
-        snprintf(out, cap, "%s+0x%lx (%s)", dl.dli_sname,
-                 (unsigned long)((uintptr_t)pc - (uintptr_t)dl.dli_saddr), lib);
     } else {
         snprintf(out, cap, "??+0x%lx (%s)",
                  (unsigned long)((uintptr_t)pc - (uintptr_t)dl.dli_fbase), lib);

@@ -15,9 +15,6 @@
 
 #include <stdlib.h>
 
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
-
 #include "common/settings.h"
 
 #define CP_SITE_PROBES 8
@@ -40,7 +37,7 @@ static inline uint32_t site_hash(uintptr_t ra)
 static __attribute__((noinline)) void capture(struct site *s, uintptr_t ra, int depth)
 {
     void *raw[64 + 16];
-    int n = unw_backtrace(raw, depth + 16);
+    int n = cp_unwind_backtrace(raw, depth + 16);
     int first = 0;
     while (first < n && (uintptr_t)raw[first] != ra)
         first++;

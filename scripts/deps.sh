@@ -2,7 +2,7 @@
 # Installs the Debian packages collprof builds and tests with, if any is missing.
 # Used by `make deps` (and so by `make demo`, `make test`, `make bench`).
 set -eu
-PKGS="cmake make gcc clang pkg-config libunwind-dev libncurses-dev libjson-c-dev \
+PKGS="cmake make gcc clang pkg-config libunwind8 libncurses-dev libjson-c-dev \
 libcmocka-dev libxxhash-dev tmux python3 valgrind"
 
 missing=""

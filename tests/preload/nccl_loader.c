@@ -3,6 +3,7 @@
  *   local PATH    dlopen(PATH, RTLD_NOW | RTLD_LOCAL): Python's default for an import
  *   global PATH   dlopen(PATH, RTLD_NOW | RTLD_GLOBAL)
  *   run I TAG     nccl_client_run(TAG, 2, 3) of the I-th library opened (from 0)
+ *   unwinder      which object the global scope gives _Unwind_RaiseException (C++'s throw)
  * Exit: 0, or 1 with the step that failed on stdout. */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -41,6 +42,14 @@ int main(int argc, char **argv)
             if (rc != 0)
                 return 1;
             i += 2;
+        } else if (!strcmp(argv[i], "unwinder")) {
+            void *p = dlsym(RTLD_DEFAULT, "_Unwind_RaiseException");
+            Dl_info info;
+            const char *from = "none";
+            if (p && dladdr(p, &info) && info.dli_fname)
+                from = strrchr(info.dli_fname, '/') ? strrchr(info.dli_fname, '/') + 1
+                                                    : info.dli_fname;
+            printf("loader: _Unwind_RaiseException from %s\n", from);
         } else {
             printf("loader: bad step '%s'\n", argv[i]);
             return 2;

@@ -269,6 +269,41 @@ static void each_call_site_is_one_site_record_with_the_jobs_function(void **stat
     }
 }
 
+/* COLLPROF_UNWIND=glibc, what a machine without libunwind gets: glibc's backtrace finds the
+ * same two sites and their frames; dladdr names only exported functions, so the job's own
+ * static functions are "??" with the object's name and offset. */
+static void without_libunwind_sites_are_still_found(void **state)
+{
+    (void)state;
+    const char *env[] = {"COLLPROF_UNWIND=glibc", NULL};
+    const char *argv[] = {"sites", NULL};
+    run("shim_gpu_job", env, argv);
+    assert_int_equal(st_count_lines(g_res.err, "collprof: WARN"), 0);
+    uint32_t sites[2];
+    size_t nsites = 0;
+    for (size_t i = 0; i < g_seen.ncalls; i++) {
+        const cp_rec_call *c = &g_seen.calls[i];
+        if (c->op != CP_OP_ALLREDUCE)
+            continue;
+        assert_int_not_equal(c->site_index, UINT32_MAX);
+        if (nsites == 0 || (nsites == 1 && sites[0] != c->site_index))
+            sites[nsites++] = c->site_index;
+        else
+            assert_true(c->site_index == sites[0] || c->site_index == sites[1]);
+    }
+    assert_int_equal(nsites, 2);
+    assert_int_equal(g_seen.nsites, 2);
+    for (size_t i = 0; i < 2; i++) {
+        if (strncmp(g_seen.site_frames[i], "??+0x", 5) != 0)
+            fprintf(stderr, "frames:\n%s", g_seen.site_frames[i]);
+        assert_true(strncmp(g_seen.site_frames[i], "??+0x", 5) == 0);
+        assert_non_null(strstr(g_seen.site_frames[i], "(shim_gpu_job)"));
+        assert_non_null(strchr(g_seen.site_frames[i], '\n')); /* more than one frame */
+    }
+    /* the two sites are two return addresses in the job: their first frames differ */
+    assert_string_not_equal(g_seen.site_frames[0], g_seen.site_frames[1]);
+}
+
 /* The emulated NCCL and collprof-sim under the shim: rank 1's stream starts each collective
  * 30 ms late, so rank 0's collectives take >= ~30 ms on its GPU, waiting for it. */
 static void a_late_rank_shows_in_its_peers_gpu_times(void **state)
@@ -344,6 +379,7 @@ int main(void)
         cmocka_unit_test(grouped_ops_carry_their_groups_times),
         cmocka_unit_test(without_a_driver_host_timing_is_said_once),
         cmocka_unit_test(each_call_site_is_one_site_record_with_the_jobs_function),
+        cmocka_unit_test(without_libunwind_sites_are_still_found),
         cmocka_unit_test(a_late_rank_shows_in_its_peers_gpu_times),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,97 @@
+/* unwind: a call site's stack and the names of its frames, with what the machine has.
+ *
+ * libunwind (libunwind.so.8) is opened at run time with RTLD_LOCAL, never linked: a GPU
+ * image often lacks it, and ld.so silently drops a preload whose dependency is missing, so
+ * the job would run unprofiled. Linking it had a second cost: a preloaded library's
+ * dependencies join the global scope ahead of libgcc_s, and libunwind.so.8 exports
+ * _Unwind_RaiseException and the rest of the C++ unwinding ABI, so every exception the job
+ * threw went through libunwind instead of the unwinder the job was built with. Opened
+ * RTLD_LOCAL, its names are ours alone.
+ *
+ * With libunwind: unw_backtrace (allocation-free after its first use) and the accessors'
+ * get_proc_name, which reads the ELF .symtab and so names a job's static functions and an
+ * executable's own functions that dladdr (dynamic symbols only) leaves nameless. Without it:
+ * glibc's backtrace() (the unwinder libgcc_s.so.1 offers every C++ job) and dladdr's names.
+ * No libunwind header is needed to build: the few entry points are declared here, by the
+ * symbol names libunwind's header maps them to (the architecture is part of the name).
+ */
+#include "preload/shim.h"
+
+#include "common/settings.h"
+
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#define CP_UNW_ARCH "x86_64"
+#elif defined(__aarch64__)
+#define CP_UNW_ARCH "aarch64"
+#endif
+
+/* libunwind's unw_accessors_t begins with these eight members (stable since 0.99). */
+typedef int (*cp_unw_get_proc_name_fn)(void *as, uintptr_t ip, char *buf, size_t len,
+                                       uintptr_t *off, void *arg);
+typedef struct cp_unw_accessors {
+    void *find_proc_info, *put_unwind_info, *get_dyn_info_list_addr, *access_mem, *access_reg,
+        *access_fpreg, *resume;
+    cp_unw_get_proc_name_fn get_proc_name;
+} cp_unw_accessors;
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static int (*g_backtrace)(void **, int);
+static cp_unw_get_proc_name_fn g_proc_name;
+static void *g_addr_space;
+
+static void load(void)
+{
+    if (cp_settings_get()->unwind_glibc)
+        return;
+    void *h = dlopen("libunwind.so.8", RTLD_LAZY | RTLD_LOCAL);
+    if (!h)
+        return;
+    *(void **)&g_backtrace = dlsym(h, "unw_backtrace");
+#ifdef CP_UNW_ARCH
+    cp_unw_accessors *(*get_accessors)(void *) = NULL;
+    *(void **)&get_accessors = dlsym(h, "_U" CP_UNW_ARCH "_get_accessors");
+    void **as = dlsym(h, "_UL" CP_UNW_ARCH "_local_addr_space");
+    cp_unw_accessors *acc = get_accessors && as ? get_accessors(*as) : NULL;
+    if (acc && acc->get_proc_name) {
+        g_addr_space = *as;
+        g_proc_name = acc->get_proc_name;
+    }
+#endif
+}
+
+void cp_unwind_load(void)
+{
+    pthread_once(&g_once, load);
+}
+
+int cp_unwind_have_libunwind(void)
+{
+    cp_unwind_load();
+    return g_backtrace != NULL;
+}
+
+int cp_unwind_backtrace(void **pcs, int max)
+{
+    cp_unwind_load();
+    return g_backtrace ? g_backtrace(pcs, max) : backtrace(pcs, max);
+}
+
+int cp_unwind_proc_name(uintptr_t ip, char *buf, size_t len, uintptr_t *off)
+{
+    cp_unwind_load();
+    if (g_proc_name && g_proc_name(g_addr_space, ip, buf, len, off, NULL) == 0)
+        return 0;
+    Dl_info dl;
+    if (dladdr((void *)ip, &dl) && dl.dli_sname) {
+        snprintf(buf, len, "%s", dl.dli_sname);
+        *off = ip - (uintptr_t)dl.dli_saddr;
+        return 0;
+    }
+    return -1;
+}
