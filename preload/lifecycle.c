@@ -6,8 +6,9 @@
  *               fork handlers; any failure: one WARN, tracing off, the job runs on
  *   exit        atexit and a destructor (whichever runs first) drain, append END, close
  *   SIGTERM, SIGINT, SIGABRT  drain and flush what the rings hold, then the job's own
- *               handler runs, or the default action (the handler restores it and re-raises):
- *               a signal is never swallowed. SIG_IGN dispositions are left alone.
+ *               handler runs (with its sa_mask, SA_NODEFER and SA_RESETHAND honoured, as the
+ *               kernel would run it), or the default action (the handler restores it and
+ *               re-raises): a signal is never swallowed. SIG_IGN dispositions are left alone.
  *   fork        the child forgets the parent's trace, rings and comms and starts its own
  *               file at its first record; the parent goes on untouched
  *   exec        exec_wrap.c flushes what the rings hold (no END: the pid lives on) and execs;
@@ -90,6 +91,33 @@ void cp_shutdown(int signal_number)
     }
 }
 
+/* The job's handler, called as the kernel would have called it: with its own sa_mask blocked
+ * (and the signal itself unless SA_NODEFER), and once only under SA_RESETHAND, after which
+ * the disposition is the default again: our handler stays, so that the next one still
+ * writes END, but treats it as fatal. */
+static void call_job_handler(int sig, const struct sigaction *prev, siginfo_t *info, void *uctx)
+{
+    if (!(prev->sa_flags & SA_SIGINFO) && prev->sa_handler == SIG_IGN)
+        return;
+    if (prev->sa_flags & SA_RESETHAND) {
+        memset(&g_prev[sig], 0, sizeof g_prev[sig]);
+        g_prev[sig].sa_handler = SIG_DFL;
+    }
+    sigset_t mask, old;
+    mask = prev->sa_mask;
+    pthread_sigmask(SIG_BLOCK, &mask, &old);
+    if (prev->sa_flags & SA_NODEFER) {
+        sigemptyset(&mask);
+        sigaddset(&mask, sig);
+        pthread_sigmask(SIG_UNBLOCK, &mask, NULL);
+    }
+    if (prev->sa_flags & SA_SIGINFO)
+        prev->sa_sigaction(sig, info, uctx);
+    else
+        prev->sa_handler(sig);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 static void on_signal(int sig, siginfo_t *info, void *uctx)
 {
     int saved = errno;
@@ -105,10 +133,8 @@ static void on_signal(int sig, siginfo_t *info, void *uctx)
         atomic_store(&g_trace_pid, 0);
         sigaction(sig, &prev, NULL);
         raise(sig); /* blocked while we run: delivered, with the default action, on return */
-    } else if (prev.sa_flags & SA_SIGINFO) {
-        prev.sa_sigaction(sig, info, uctx);
-    } else if (prev.sa_handler != SIG_IGN) {
-        prev.sa_handler(sig);
+    } else {
+        call_job_handler(sig, &prev, info, uctx);
     }
     errno = saved;
 }

@@ -4,11 +4,18 @@
  * the sequence number and a 64-byte store into this thread's ring. The real function is
  * called with the caller's arguments untouched and its result returned as it is.
  *
+ * errno: what the job set is what NCCL sees, and what NCCL leaves is what the job reads (a
+ * caller of a call that failed with ncclSystemError reads it); the shim's own work around
+ * the call (the first record opens files, a new site unwinds, events call the driver) is
+ * kept out of it by a save and restore, two thread-local accesses.
+ *
  * Sequence numbers only advance for calls NCCL accepted (ncclSuccess, or ncclInProgress on
  * a non-blocking comm): a refused call enqueued nothing, so counting it would shift this
  * rank's numbering against its peers'. Refused calls carry CP_SEQ_NONE.
  */
 #include "preload/shim.h"
+
+#include <errno.h>
 
 #include "common/settings.h"
 
@@ -122,20 +129,26 @@ static void record_op(uint8_t op, ncclComm_t comm, size_t count, ncclDataType_t 
 #define CP_RECORDED(name, call_args, op, comm, count, dtype, redop, peer, stream, sb, rb,  \
                     inplace)                                                             \
     void *ra = __builtin_return_address(0);                                              \
+    int job_errno = errno;                                                               \
     cp_fn_##name real = cp_real_##name(ra);                                              \
     if (CP_UNLIKELY(!real))                                                              \
         return CP_MISSING_RESULT;                                                        \
-    if (!cp_call_begin())                                                                \
+    if (!cp_call_begin()) {                                                              \
+        errno = job_errno;                                                               \
         return real call_args;                                                           \
+    }                                                                                    \
     uint32_t gd = cp_tls.group_depth;                                                    \
     uint64_t t0 = cp_now_ticks();                                                        \
     cp_gpu_mark gm;                                                                      \
     cp_gpu_before(&gm, stream, gd);                                                      \
+    errno = job_errno;                                                                   \
     ncclResult_t r = real call_args;                                                     \
+    job_errno = errno;                                                                   \
     cp_gpu_after(&gm, stream, cp_nccl_accepted(r));                                      \
     record_op(op, comm, count, dtype, redop, peer, stream, sb, rb, inplace, t0, gd, r, &gm, \
               ra);                                                                       \
     cp_call_end();                                                                       \
+    errno = job_errno;                                                                   \
     return r
 
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
@@ -236,10 +249,12 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
 ncclResult_t ncclGroupStart(void)
 {
     void *ra = __builtin_return_address(0);
+    int job_errno = errno;
     cp_fn_ncclGroupStart real = cp_real_ncclGroupStart(ra);
     if (CP_UNLIKELY(!real))
         return CP_MISSING_RESULT;
     if (!cp_call_begin()) {
+        errno = job_errno;
         ncclResult_t r = real();
         if (r == ncclSuccess && cp_tls.depth == 0)
             cp_tls.group_depth++;
@@ -247,22 +262,26 @@ ncclResult_t ncclGroupStart(void)
     }
     uint32_t gd = cp_tls.group_depth;
     uint64_t t0 = cp_now_ticks();
+    errno = job_errno;
     ncclResult_t r = real();
+    job_errno = errno;
     if (r == ncclSuccess)
         cp_tls.group_depth++;
-    cp_record_plain(CP_OP_GROUP_START, NULL, CP_SEQ_NONE, 0, t0, gd, r,
-                    cp_site_of(ra));
+    cp_record_plain(CP_OP_GROUP_START, NULL, CP_SEQ_NONE, 0, t0, gd, r, cp_site_of(ra));
     cp_call_end();
+    errno = job_errno;
     return r;
 }
 
 ncclResult_t ncclGroupEnd(void)
 {
     void *ra = __builtin_return_address(0);
+    int job_errno = errno;
     cp_fn_ncclGroupEnd real = cp_real_ncclGroupEnd(ra);
     if (CP_UNLIKELY(!real))
         return CP_MISSING_RESULT;
     if (!cp_call_begin()) {
+        errno = job_errno;
         ncclResult_t r = real();
         if (cp_tls.depth == 0 && cp_tls.group_depth > 0)
             cp_tls.group_depth--;
@@ -274,13 +293,15 @@ ncclResult_t ncclGroupEnd(void)
     int outermost = gd == 1;
     if (outermost)
         cp_gpu_group_end_before();
+    errno = job_errno;
     ncclResult_t r = real();
+    job_errno = errno;
     if (outermost)
         cp_gpu_group_end_after();
     if (cp_tls.group_depth > 0)
         cp_tls.group_depth--;
-    cp_record_plain(CP_OP_GROUP_END, NULL, CP_SEQ_NONE, 0, t0, gd, r,
-                    cp_site_of(ra));
+    cp_record_plain(CP_OP_GROUP_END, NULL, CP_SEQ_NONE, 0, t0, gd, r, cp_site_of(ra));
     cp_call_end();
+    errno = job_errno;
     return r;
 }

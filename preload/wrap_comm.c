@@ -16,6 +16,7 @@
  */
 #include "preload/shim.h"
 
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -43,19 +44,26 @@ void cp_record_plain(uint8_t op, cp_comm *c, uint64_t seq, uint64_t count, uint6
     cp_record_emit(&ci);
 }
 
-/* The common shape: forward, and when recording, time the call and run `after`. */
+/* The common shape: forward, and when recording, time the call and run `after`; errno is
+ * kept as wrap_coll.c says. */
 #define CP_LIFE(name, call_args, after)                                                  \
     void *ra = __builtin_return_address(0);                                              \
+    int job_errno = errno;                                                               \
     cp_fn_##name real = cp_real_##name(ra);                                              \
     if (CP_UNLIKELY(!real))                                                              \
         return CP_MISSING_RESULT;                                                        \
-    if (!cp_call_begin())                                                                \
+    if (!cp_call_begin()) {                                                              \
+        errno = job_errno;                                                               \
         return real call_args;                                                           \
+    }                                                                                    \
     uint32_t gd = cp_tls.group_depth;                                                    \
     uint64_t t0 = cp_now_ticks();                                                        \
+    errno = job_errno;                                                                   \
     ncclResult_t r = real call_args;                                                     \
+    job_errno = errno;                                                                   \
     after;                                                                               \
     cp_call_end();                                                                       \
+    errno = job_errno;                                                                   \
     return r
 
 /* A comm is queried later (rank, size, async error) in the NCCL that made it: the caller's. */
@@ -183,11 +191,13 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
     if (CP_UNLIKELY(!real))
         return CP_MISSING_RESULT;
     ncclResult_t r = real(comm, asyncError);
+    int job_errno = errno;
     if (r == ncclSuccess && asyncError && *asyncError == ncclSuccess &&
         cp_mode_get() == CP_MODE_ON && cp_tls.depth == 0) {
         cp_comm *c = cp_comm_lookup(comm);
         if (c && !atomic_load_explicit(&c->ready, memory_order_acquire))
             cp_comm_make_ready(c);
     }
+    errno = job_errno;
     return r;
 }

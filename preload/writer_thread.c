@@ -327,11 +327,14 @@ void cp_writer_flush_now(void)
 {
     if (!g_w || (g_thread_running && pthread_equal(pthread_self(), g_thread)))
         return;
+    int saved = errno; /* called from the job's own thread, in an NCCL call or before exec */
     int got = 0;
     for (int i = 0; i < 1000 && !(got = take_token()); i++)
         nanosleep(&(struct timespec){0, 1000000}, NULL);
-    if (!got)
+    if (!got) {
+        errno = saved;
         return;
+    }
     if (g_w) {
         drain(0);
         /* before an exec or a communicator's end: the context may be gone next, so every
@@ -341,4 +344,5 @@ void cp_writer_flush_now(void)
             warn_write_failed();
     }
     give_token();
+    errno = saved;
 }

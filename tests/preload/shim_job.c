@@ -11,6 +11,10 @@
  *   kill MS     a few calls, sleep MS (past a flush), then SIGKILL itself
  *   sigterm     a few calls, then SIGTERM itself (default action)
  *   sigterm-handled  the same with a handler installed before NCCL use: prints and goes on
+ *   sigterm-once  a handler installed with SA_RESETHAND and a mask of SIGUSR1: SIGTERM twice;
+ *               the first is handled (printing whether SIGUSR1 was blocked), the second kills
+ *   errno       every recorded kind of call with errno set before it: prints the errno the
+ *               call left (the stub's errno-echo and system-error counts, see stub_nccl.c)
  *   fork-nccl / fork-plain  a fork whose child does / does not call NCCL
  *   nonblocking a non-blocking init, polled with GetAsyncError, then one AllReduce
  *   exits N MS M HOW [PIDFILE]  N AllReduces, sleep MS (past a flush), M more, then leave by
@@ -162,6 +166,47 @@ static void few_calls(ncclComm_t c, int n)
         ncclAllReduce(&x, &x, (size_t)i + 1, ncclFloat32, ncclSum, c, STREAM);
 }
 
+static void on_term_once(int sig)
+{
+    sigset_t now;
+    (void)sig;
+    pthread_sigmask(SIG_BLOCK, NULL, &now);
+    static const char yes[] = "handled SIGTERM once, SIGUSR1 blocked\n";
+    static const char no[] = "handled SIGTERM once, SIGUSR1 not blocked\n";
+    int blocked = sigismember(&now, SIGUSR1) == 1;
+    ssize_t rc = write(STDOUT_FILENO, blocked ? yes : no, (blocked ? sizeof yes : sizeof no) - 1);
+    (void)rc;
+}
+
+/* errno as the job set it, through a call: each line is the errno the call left. */
+static void errno_calls(void)
+{
+    errno = 1234;
+    ncclComm_t c = make_comm(2, 0);
+    printf("init: errno %d\n", errno);
+    int buf[4];
+    errno = 1234;
+    SHOW(ncclAllReduce(buf, buf, 779, ncclInt32, ncclSum, c, STREAM));
+    printf("allreduce echo: errno %d\n", errno);
+    errno = 1234;
+    SHOW(ncclAllReduce(buf, buf, 777, ncclInt32, ncclSum, c, STREAM));
+    printf("allreduce system error: errno %d\n", errno);
+    errno = 1234;
+    SHOW(ncclGroupStart());
+    SHOW(ncclSend(buf, 779, ncclInt32, 1, c, STREAM));
+    printf("send echo: errno %d\n", errno);
+    errno = 1234;
+    SHOW(ncclGroupEnd());
+    printf("group: errno %d\n", errno);
+    errno = 1234;
+    ncclResult_t async;
+    SHOW(ncclCommGetAsyncError(c, &async));
+    printf("async: errno %d\n", errno);
+    errno = 1234;
+    SHOW(ncclCommDestroy(c));
+    printf("destroy: errno %d\n", errno);
+}
+
 static void on_term(int sig)
 {
     static const char msg[] = "handled SIGTERM\n";
@@ -277,6 +322,24 @@ int main(int argc, char **argv)
         raise(SIGTERM);
         printf("after SIGTERM\n");
         ncclCommDestroy(c);
+    } else if (!strcmp(what, "sigterm-once")) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_term_once;
+        sa.sa_flags = SA_RESETHAND;
+        sigemptyset(&sa.sa_mask);
+        sigaddset(&sa.sa_mask, SIGUSR1);
+        sigaction(SIGTERM, &sa, NULL);
+        ncclComm_t c = make_comm(2, 0);
+        few_calls(c, 3);
+        raise(SIGTERM);
+        printf("after the first SIGTERM\n");
+        fflush(stdout);
+        raise(SIGTERM);
+        printf("after the second SIGTERM\n");
+        ncclCommDestroy(c);
+    } else if (!strcmp(what, "errno")) {
+        errno_calls();
     } else if (!strcmp(what, "fork-nccl") || !strcmp(what, "fork-plain")) {
         return forked(!strcmp(what, "fork-nccl"));
     } else if (!strcmp(what, "exits") && argc > 5) {

@@ -5,13 +5,15 @@
  * are small structs that answer CommCount/UserRank/CuDevice, collectives return at once.
  * Some inputs fail on purpose, so tests can see that the shim returns exactly what NCCL does:
  *   NULL comm, a datatype >= ncclNumTypes, a peer or root out of range -> ncclInvalidArgument
- *   count == STUB_FAIL_COUNT (777)                                      -> ncclSystemError
+ *   count == STUB_FAIL_COUNT (777)                     -> ncclSystemError, errno EPROTO
+ *   count == STUB_ERRNO_COUNT (779)   success, errno + 1: shows the errno the call was given
  *   ncclGroupEnd without ncclGroupStart                                 -> ncclInvalidUsage
  * A config with blocking = 0 makes a non-blocking comm: init returns ncclInProgress and the
  * comm is ready after one more ncclCommGetAsyncError. Only ncclX names are exported (no
  * pnccl twins), which exercises the shim's fallback; ncclBcast calls ncclBroadcast through
  * the PLT, as an NCCL calling its own API would, which exercises the shim's nesting guard.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,6 +28,7 @@ CP_NCCL_API(STUB_DECLARE)
 CP_NCCL_API_DEPRECATED(STUB_DECLARE)
 
 #define STUB_FAIL_COUNT 777
+#define STUB_ERRNO_COUNT 779
 #define STUB_MAGIC 0x5354u
 
 struct ncclComm {
@@ -64,7 +67,12 @@ static ncclResult_t coll_check(size_t count, ncclDataType_t dt, ncclComm_t comm,
         return ncclInvalidUsage;
     if (root != -1 && (root < 0 || root >= comm->nranks))
         return ncclInvalidArgument;
-    return count == STUB_FAIL_COUNT ? ncclSystemError : ncclSuccess;
+    if (count == STUB_ERRNO_COUNT)
+        errno = errno + 1;
+    if (count != STUB_FAIL_COUNT)
+        return ncclSuccess;
+    errno = EPROTO; /* NCCL's system errors leave the failed call's errno */
+    return ncclSystemError;
 }
 
 ncclResult_t ncclMemAlloc(void **ptr, size_t size)

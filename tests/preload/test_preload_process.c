@@ -101,6 +101,45 @@ static void a_job_handler_still_gets_sigterm_and_the_job_goes_on(void **state)
     st_free_trace(&t);
 }
 
+/* The job's handler is called as the kernel would call it: with its own sa_mask blocked, and
+ * once only when it asked for SA_RESETHAND (the second SIGTERM then kills). */
+static void a_job_handler_keeps_its_mask_and_resethand(void **state)
+{
+    (void)state;
+    const char *env[] = {g_dir_env, NULL};
+    const char *argv[] = {"sigterm-once", NULL};
+    st_run(&g_bare, 0, NULL, argv);
+    st_run(&g_shim, 1, env, argv);
+    assert_true(WIFSIGNALED(g_bare.status));
+    assert_int_equal(WTERMSIG(g_bare.status), SIGTERM);
+    assert_non_null(strstr(g_bare.out, "handled SIGTERM once, SIGUSR1 blocked\n"));
+    assert_null(strstr(g_bare.out, "after the second"));
+    assert_int_equal(g_shim.status, g_bare.status);
+    assert_string_equal(g_shim.out, g_bare.out);
+    trace_seen t;
+    read_only_trace(&t);
+    assert_int_equal(t.nend, 1);
+    assert_int_equal(t.end.signal, SIGTERM);
+    st_free_trace(&t);
+}
+
+/* What NCCL leaves in errno is what the job reads, and what the job set is what NCCL sees,
+ * the first recorded call (which opens the trace) included. */
+static void errno_passes_through_every_recorded_call(void **state)
+{
+    (void)state;
+    const char *env[] = {g_dir_env, NULL};
+    const char *argv[] = {"errno", NULL};
+    st_run(&g_bare, 0, NULL, argv);
+    st_run(&g_shim, 1, env, argv);
+    assert_int_equal(g_bare.status, 0);
+    assert_non_null(strstr(g_bare.out, "allreduce echo: errno 1235\n"));
+    assert_non_null(strstr(g_bare.out, "send echo: errno 1235\n"));
+    assert_non_null(strstr(g_bare.out, "allreduce system error: errno 71\n"));
+    assert_int_equal(g_shim.status, g_bare.status);
+    assert_string_equal(g_shim.out, g_bare.out);
+}
+
 static void fork_children_trace_only_what_they_call(void **state)
 {
     (void)state;
@@ -148,6 +187,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(a_job_handler_still_gets_sigterm_and_the_job_goes_on,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(a_job_handler_keeps_its_mask_and_resethand, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(errno_passes_through_every_recorded_call, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(fork_children_trace_only_what_they_call, setup,
                                         teardown),
     };
