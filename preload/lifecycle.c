@@ -64,9 +64,12 @@ static void load_settings(void)
     atomic_store(&cp_mode, g_settings.enable ? CP_MODE_ON : CP_MODE_OFF);
 }
 
+/* In the job's first NCCL call: the settings' parsing must not show in its errno. */
 int cp_mode_init(void)
 {
+    int saved = errno;
     pthread_once(&g_settings_once, load_settings);
+    errno = saved;
     return atomic_load(&cp_mode);
 }
 

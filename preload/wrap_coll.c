@@ -129,14 +129,12 @@ static void record_op(uint8_t op, ncclComm_t comm, size_t count, ncclDataType_t 
 #define CP_RECORDED(name, call_args, op, comm, count, dtype, redop, peer, stream, sb, rb,  \
                     inplace)                                                             \
     void *ra = __builtin_return_address(0);                                              \
-    int job_errno = errno;                                                               \
     cp_fn_##name real = cp_real_##name(ra);                                              \
     if (CP_UNLIKELY(!real))                                                              \
         return CP_MISSING_RESULT;                                                        \
-    if (!cp_call_begin()) {                                                              \
-        errno = job_errno;                                                               \
+    if (!cp_call_begin())                                                                \
         return real call_args;                                                           \
-    }                                                                                    \
+    int job_errno = errno;                                                               \
     uint32_t gd = cp_tls.group_depth;                                                    \
     uint64_t t0 = cp_now_ticks();                                                        \
     cp_gpu_mark gm;                                                                      \
@@ -249,17 +247,16 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int
 ncclResult_t ncclGroupStart(void)
 {
     void *ra = __builtin_return_address(0);
-    int job_errno = errno;
     cp_fn_ncclGroupStart real = cp_real_ncclGroupStart(ra);
     if (CP_UNLIKELY(!real))
         return CP_MISSING_RESULT;
     if (!cp_call_begin()) {
-        errno = job_errno;
         ncclResult_t r = real();
         if (r == ncclSuccess && cp_tls.depth == 0)
             cp_tls.group_depth++;
         return r;
     }
+    int job_errno = errno;
     uint32_t gd = cp_tls.group_depth;
     uint64_t t0 = cp_now_ticks();
     errno = job_errno;
@@ -276,17 +273,16 @@ ncclResult_t ncclGroupStart(void)
 ncclResult_t ncclGroupEnd(void)
 {
     void *ra = __builtin_return_address(0);
-    int job_errno = errno;
     cp_fn_ncclGroupEnd real = cp_real_ncclGroupEnd(ra);
     if (CP_UNLIKELY(!real))
         return CP_MISSING_RESULT;
     if (!cp_call_begin()) {
-        errno = job_errno;
         ncclResult_t r = real();
         if (cp_tls.depth == 0 && cp_tls.group_depth > 0)
             cp_tls.group_depth--;
         return r;
     }
+    int job_errno = errno;
     uint32_t gd = cp_tls.group_depth;
     uint64_t t0 = cp_now_ticks();
     /* The outermost GroupEnd launches the group: its streams' events go around it. */

@@ -48,14 +48,12 @@ void cp_record_plain(uint8_t op, cp_comm *c, uint64_t seq, uint64_t count, uint6
  * kept as wrap_coll.c says. */
 #define CP_LIFE(name, call_args, after)                                                  \
     void *ra = __builtin_return_address(0);                                              \
-    int job_errno = errno;                                                               \
     cp_fn_##name real = cp_real_##name(ra);                                              \
     if (CP_UNLIKELY(!real))                                                              \
         return CP_MISSING_RESULT;                                                        \
-    if (!cp_call_begin()) {                                                              \
-        errno = job_errno;                                                               \
+    if (!cp_call_begin())                                                                \
         return real call_args;                                                           \
-    }                                                                                    \
+    int job_errno = errno;                                                               \
     uint32_t gd = cp_tls.group_depth;                                                    \
     uint64_t t0 = cp_now_ticks();                                                        \
     errno = job_errno;                                                                   \
