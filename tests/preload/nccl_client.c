@@ -31,6 +31,18 @@ CP_NCCL_API(CLIENT_NCCL_DECLARE)
     } while (0)
 #define NCCL(tag, call) CHECK(tag, #call, (call) == ncclSuccess)
 
+/* Host-only calls, which also run on a real NCCL without a GPU: the version and an error
+ * string. 0 when NCCL answered. */
+__attribute__((visibility("default"))) int nccl_client_version(const char *tag)
+{
+    int version = 0;
+    ncclResult_t r = ncclGetVersion(&version);
+    printf("%s: ncclGetVersion=%d, NCCL %d\n", tag, (int)r, version);
+    printf("%s: %s\n", tag, ncclGetErrorString(ncclInvalidUsage));
+    fflush(stdout);
+    return r == ncclSuccess ? 0 : 1;
+}
+
 /* ndev ranks in this process (ncclCommInitAll), `steps` times: a grouped AllReduce over
  * every rank, then a grouped exchange with the next rank (Send/Recv). 0 when every result
  * was right. */

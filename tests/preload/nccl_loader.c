@@ -3,6 +3,7 @@
  *   local PATH    dlopen(PATH, RTLD_NOW | RTLD_LOCAL): Python's default for an import
  *   global PATH   dlopen(PATH, RTLD_NOW | RTLD_GLOBAL)
  *   run I TAG     nccl_client_run(TAG, 2, 3) of the I-th library opened (from 0)
+ *   version I TAG nccl_client_version(TAG): host-only calls, for a real NCCL without a GPU
  *   unwinder      which object the global scope gives _Unwind_RaiseException (C++'s throw)
  * Exit: 0, or 1 with the step that failed on stdout. */
 #include <dlfcn.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 typedef int (*client_run_fn)(const char *tag, int ndev, int steps);
+typedef int (*client_version_fn)(const char *tag);
 
 int main(int argc, char **argv)
 {
@@ -41,6 +43,16 @@ int main(int argc, char **argv)
             fflush(stdout);
             if (rc != 0)
                 return 1;
+            i += 2;
+        } else if (!strcmp(argv[i], "version") && i + 2 < argc) {
+            int k = atoi(argv[i + 1]);
+            client_version_fn version =
+                k >= 0 && k < nlibs ? (client_version_fn)dlsym(libs[k], "nccl_client_version")
+                                    : NULL;
+            if (!version || version(argv[i + 2]) != 0) {
+                printf("loader: version step failed\n");
+                return 1;
+            }
             i += 2;
         } else if (!strcmp(argv[i], "unwinder")) {
             void *p = dlsym(RTLD_DEFAULT, "_Unwind_RaiseException");

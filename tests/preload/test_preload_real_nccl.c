@@ -71,6 +71,38 @@ static void host_calls_answer_the_same_through_the_shim(void **state)
     free(tmp);
 }
 
+/* The real libnccl.so.2 as frameworks load it: a dependency of a library the job opens with
+ * dlopen(RTLD_LOCAL) (nccl_client, whose libnccl.so.2 LD_LIBRARY_PATH makes the real one), so
+ * it is in no global scope. Through the shim the job gets the real version, not the
+ * ncclInvalidUsage it got when the shim looked only at RTLD_NEXT. */
+static void the_real_nccl_behind_an_rtld_local_library(void **state)
+{
+    (void)state;
+    static job_result bare, shim;
+    char client[4300];
+    snprintf(client, sizeof client, "%s/nccl_clients/libnccl_client.so", st_build_dir());
+    if (!st_exists(client))
+        skip(); /* built only with the emulation (the client needs its libcuda.so.1) */
+    char *tmp = st_tmpdir();
+    assert_non_null(tmp);
+    char dir_env[4300];
+    snprintf(dir_env, sizeof dir_env, "COLLPROF_DIR=%s/t", tmp);
+    const char *env[] = {g_lib_path, NULL}, *shim_env[] = {g_lib_path, dir_env, NULL};
+    const char *argv[] = {"local", client, "version", "0", "real", NULL};
+    st_run_prog(&bare, "nccl_loader", 0, env, argv);
+    st_run_prog(&shim, "nccl_loader", 1, shim_env, argv);
+    if (shim.status != bare.status || strcmp(shim.out, bare.out) != 0)
+        fprintf(stderr, "bare %#x:\n%s%s\nshim %#x:\n%s%s\n", bare.status, bare.out, bare.err,
+                shim.status, shim.out, shim.err);
+    assert_int_equal(bare.status, 0);
+    assert_non_null(strstr(bare.out, "real: ncclGetVersion=0, NCCL 2"));
+    assert_string_equal(shim.out, bare.out);
+    assert_int_equal(shim.status, 0);
+    assert_int_equal(st_count_lines(shim.err, "collprof:"), 0);
+    st_rmtree(tmp);
+    free(tmp);
+}
+
 int main(void)
 {
     const char *cuda = getenv("CUDA_HOME");
@@ -88,6 +120,7 @@ int main(void)
     setenv("ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(host_calls_answer_the_same_through_the_shim),
+        cmocka_unit_test(the_real_nccl_behind_an_rtld_local_library),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
