@@ -57,10 +57,14 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "unwinder")) {
             void *p = dlsym(RTLD_DEFAULT, "_Unwind_RaiseException");
             Dl_info info;
-            const char *from = "none";
-            if (p && dladdr(p, &info) && info.dli_fname)
-                from = strrchr(info.dli_fname, '/') ? strrchr(info.dli_fname, '/') + 1
-                                                    : info.dli_fname;
+            char from[256] = "none";
+            if (p && dladdr(p, &info) && info.dli_fname) {
+                const char *slash = strrchr(info.dli_fname, '/');
+                snprintf(from, sizeof from, "%s", slash ? slash + 1 : info.dli_fname);
+                char *so = strstr(from, ".so"); /* a preload by path and by soname alike */
+                if (so)
+                    so[3] = '\0';
+            }
             printf("loader: _Unwind_RaiseException from %s\n", from);
         } else {
             printf("loader: bad step '%s'\n", argv[i]);

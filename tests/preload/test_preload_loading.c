@@ -57,9 +57,9 @@ static size_t count_op(const trace_seen *t, uint8_t op)
     return n;
 }
 
-/* Runs prog/argv bare and under the shim (extra env for both in `env`), compares, and checks
- * that the trace holds `runs` client runs. Returns the shim run's stdout for more checks. */
-static const char *same_with_and_without(const char *prog, const char *const *env,
+/* Runs prog/argv bare (with bare_env) and under the shim, compares, and checks that the trace
+ * holds `runs` client runs. Returns the shim run's stdout for more checks. */
+static const char *same_with_and_without(const char *prog, const char *bare_env1,
                                          const char *const *argv, int runs)
 {
     static job_result bare, shim;
@@ -69,13 +69,7 @@ static const char *same_with_and_without(const char *prog, const char *const *en
     char dir[4200], dir_env[4300];
     snprintf(dir, sizeof dir, "%s/t", tmp);
     snprintf(dir_env, sizeof dir_env, "COLLPROF_DIR=%s", dir);
-    const char *bare_env[16], *shim_env[16];
-    size_t n = 0;
-    for (; env && env[n] && n < 14; n++)
-        bare_env[n] = shim_env[n] = env[n];
-    bare_env[n] = NULL;
-    shim_env[n] = dir_env;
-    shim_env[n + 1] = NULL;
+    const char *bare_env[] = {bare_env1, NULL}, *shim_env[] = {dir_env, NULL};
     st_run_prog(&bare, prog, 0, bare_env, argv);
     st_run_prog(&shim, prog, 1, shim_env, argv);
     if (shim.status != bare.status || strcmp(shim.out, bare.out) != 0 || bare.status != 0)
@@ -167,13 +161,24 @@ static void python_ctypes_rtld_local(void **state)
         "sys.exit(lib.nccl_client_run(b'python', 2, 3))\n";
     const char *argv[] = {"-c", script, g_client, NULL};
 #ifdef CP_TEST_ASAN_RUNTIME
-    /* python3 is not built with ASan: the runtime must come first, for the sanitized client
-     * libraries in both runs, and its leak check would judge the interpreter */
-    const char *env[] = {"LD_PRELOAD=" CP_TEST_ASAN_RUNTIME, "ASAN_OPTIONS=detect_leaks=0", NULL};
+    /* python3 is not built with ASan: the sanitized client libraries need the runtime loaded
+     * first (the shim's run gets it before the shim), and its leak check would judge the
+     * interpreter */
+    const char *asan = getenv("ASAN_OPTIONS");
+    char *asan_saved = asan ? strdup(asan) : NULL;
+    setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+    const char *bare_env = "LD_PRELOAD=" CP_TEST_ASAN_RUNTIME;
 #else
-    const char *env[] = {NULL};
+    const char *bare_env = NULL;
 #endif
-    const char *out = same_with_and_without(CP_TEST_PYTHON3, env, argv, 1);
+    const char *out = same_with_and_without(CP_TEST_PYTHON3, bare_env, argv, 1);
+#ifdef CP_TEST_ASAN_RUNTIME
+    if (asan_saved)
+        setenv("ASAN_OPTIONS", asan_saved, 1);
+    else
+        unsetenv("ASAN_OPTIONS");
+    free(asan_saved);
+#endif
     assert_non_null(strstr(out, "python: NCCL 22809\n"));
     assert_non_null(strstr(out, "python: done\n"));
 }
