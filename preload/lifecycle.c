@@ -315,7 +315,11 @@ cp_ring *cp_thread_attach(void)
 
 void cp_identity_learn_rank(int rank, int nranks)
 {
-    if (g_id.rank >= 0 || rank < 0 || atomic_exchange(&g_rank_learnt, 1))
+    /* A blocking init that is the job's first recorded call learns the rank before its CALL
+     * starts the trace: start it now, or g_id (read at start) would still be unset. */
+    if (rank < 0 || cp_process_start() != 0)
+        return;
+    if (g_id.rank >= 0 || atomic_exchange(&g_rank_learnt, 1))
         return;
     cp_rec_process fixed = {
         .rank = rank,

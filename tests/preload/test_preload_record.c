@@ -229,6 +229,24 @@ static void nonblocking_comm_learns_its_rank_later(void **state)
     st_free_trace(&t);
 }
 
+/* A job whose first recorded call is a blocking init (one rank, no launcher: collprof-sim,
+ * all_reduce_perf) learns its rank from that comm before the trace exists; the PROCESS record
+ * must still be written (it was dropped, and the report showed rank -1). */
+static void a_first_call_that_makes_a_comm_still_tells_the_rank(void **state)
+{
+    (void)state;
+    const char *env[] = {g_dir, NULL};
+    const char *argv[] = {"burst", "3", NULL};
+    trace_seen t;
+    run_both(env, argv, &t);
+    assert_int_equal(t.header.rank, -1);
+    assert_int_equal(t.calls[0].op, CP_OP_COMM_INIT);
+    assert_int_equal(t.nprocess, 1);
+    assert_int_equal(t.process.rank, 0);
+    assert_int_equal(t.process.world_size, 1);
+    st_free_trace(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -237,6 +255,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(comm_ids_agree_across_processes, setup, teardown),
         cmocka_unit_test_setup_teardown(nonblocking_comm_learns_its_rank_later, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(a_first_call_that_makes_a_comm_still_tells_the_rank,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
