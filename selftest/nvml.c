@@ -169,7 +169,8 @@ static int merge(const nvml_api *api, cps_topology *t)
                 l->lanes = lanes;
             }
         }
-    if (rc == 0)
+    /* One GPU has no links, and qsort's base must not be NULL even for zero elements. */
+    if (rc == 0 && t->n_links > 0)
         qsort(t->links, (size_t)t->n_links, sizeof *t->links, cmp_link);
     free(dev);
     free(gi);
