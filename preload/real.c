@@ -20,6 +20,8 @@
  * The caller is the object holding the wrapper's return address. Its text segment is cached
  * (an append-only table, and the last one used in a thread-local), so a call costs a range
  * check and a load; resolution runs once per calling object, and once per name in each NCCL.
+ * (An object unloaded and another mapped over its addresses keeps the first one's NCCL: the
+ * hot path cannot see unloads, and frameworks do not unload the code that calls NCCL.)
  *
  * Each NCCL found is a cp_nccl_lib, kept open with its own RTLD_NOLOAD reference (it never
  * loads anything): our cached pointers must not outlive it, and NCCL's proxy threads already
