@@ -220,6 +220,22 @@ static inline void st_rmtree(const char *dir)
     (void)rc;
 }
 
+/* stderr without the shim's own lines: what the job itself wrote there. */
+static inline void st_strip_collprof(const char *in, char *out, size_t cap)
+{
+    size_t n = 0;
+    while (*in) {
+        const char *eol = strchr(in, '\n');
+        size_t len = eol ? (size_t)(eol - in + 1) : strlen(in);
+        if (strncmp(in, "collprof:", 9) != 0 && n + len < cap) {
+            memcpy(out + n, in, len);
+            n += len;
+        }
+        in += len;
+    }
+    out[n] = '\0';
+}
+
 static inline int st_count_lines(const char *text, const char *needle)
 {
     int n = 0;

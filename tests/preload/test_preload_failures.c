@@ -44,29 +44,13 @@ static int teardown(void **state)
     return 0;
 }
 
-/* stderr without the shim's own lines: what the job itself wrote there. */
-static void strip_collprof(const char *in, char *out, size_t cap)
-{
-    size_t n = 0;
-    while (*in) {
-        const char *eol = strchr(in, '\n');
-        size_t len = eol ? (size_t)(eol - in + 1) : strlen(in);
-        if (strncmp(in, "collprof:", 9) != 0 && n + len < cap) {
-            memcpy(out + n, in, len);
-            n += len;
-        }
-        in += len;
-    }
-    out[n] = '\0';
-}
-
 /* The job saw no difference between g_bare and g_shim, and the shim printed exactly
  * `warns` lines, all WARN (the default level). */
 static void check_same(int warns)
 {
     static char bare_err[65536], shim_err[65536];
-    strip_collprof(g_bare.err, bare_err, sizeof bare_err);
-    strip_collprof(g_shim.err, shim_err, sizeof shim_err);
+    st_strip_collprof(g_bare.err, bare_err, sizeof bare_err);
+    st_strip_collprof(g_shim.err, shim_err, sizeof shim_err);
     if (st_count_lines(g_shim.err, "collprof: WARN") != warns || g_shim.status != g_bare.status)
         fprintf(stderr, "bare %#x:\n%s%s\nshim %#x:\n%s%s\n", g_bare.status, g_bare.out,
                 g_bare.err, g_shim.status, g_shim.out, g_shim.err);

@@ -34,21 +34,6 @@ static char g_client[4300], g_client_alt[4300], g_nccl[4300];
 /* What the job's runs make, per nccl_client_run (2 ranks, 3 steps). */
 enum { RUN_ALLREDUCE = 6, RUN_SEND = 6, RUN_RECV = 6, RUN_INIT = 1, RUN_DESTROY = 2 };
 
-static void strip_collprof(const char *in, char *out, size_t cap)
-{
-    size_t n = 0;
-    while (*in) {
-        const char *eol = strchr(in, '\n');
-        size_t len = eol ? (size_t)(eol - in + 1) : strlen(in);
-        if (strncmp(in, "collprof:", 9) != 0 && n + len < cap) {
-            memcpy(out + n, in, len);
-            n += len;
-        }
-        in += len;
-    }
-    out[n] = '\0';
-}
-
 static size_t count_op(const trace_seen *t, uint8_t op)
 {
     size_t n = 0;
@@ -79,8 +64,8 @@ static const char *same_with_and_without(const char *prog, const char *bare_env1
     assert_int_equal(WEXITSTATUS(bare.status), 0);
     assert_int_equal(shim.status, bare.status);
     assert_string_equal(shim.out, bare.out);
-    strip_collprof(bare.err, bare_err, sizeof bare_err);
-    strip_collprof(shim.err, shim_err, sizeof shim_err);
+    st_strip_collprof(bare.err, bare_err, sizeof bare_err);
+    st_strip_collprof(shim.err, shim_err, sizeof shim_err);
     assert_string_equal(shim_err, bare_err);
     if (strstr(shim.err, "collprof: WARN"))
         fprintf(stderr, "%s", shim.err);

@@ -12,22 +12,6 @@
 
 static char g_lib_path[4300];
 
-/* stderr without the shim's own lines. */
-static void strip_collprof(const char *in, char *out, size_t cap)
-{
-    size_t n = 0;
-    while (*in) {
-        const char *eol = strchr(in, '\n');
-        size_t len = eol ? (size_t)(eol - in + 1) : strlen(in);
-        if (strncmp(in, "collprof:", 9) != 0 && n + len < cap) {
-            memcpy(out + n, in, len);
-            n += len;
-        }
-        in += len;
-    }
-    out[n] = '\0';
-}
-
 static void host_calls_answer_the_same_through_the_shim(void **state)
 {
     (void)state;
@@ -50,8 +34,8 @@ static void host_calls_answer_the_same_through_the_shim(void **state)
     assert_non_null(strstr(bare.out, "ncclCommInitRank(&comm, 1, id, 0)="));
     assert_string_equal(shim.out, bare.out);
     assert_int_equal(shim.status, bare.status);
-    strip_collprof(bare.err, bare_err, sizeof bare_err);
-    strip_collprof(shim.err, shim_err, sizeof shim_err);
+    st_strip_collprof(bare.err, bare_err, sizeof bare_err);
+    st_strip_collprof(shim.err, shim_err, sizeof shim_err);
     assert_string_equal(shim_err, bare_err);
     assert_int_equal(st_count_lines(shim.err, "collprof:"), 0);
     /* and the shim was in front of it: the failed inits are in its trace */
