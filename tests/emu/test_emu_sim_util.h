@@ -56,18 +56,15 @@ static const char *const sim_scrubbed_env[] = {
     "COLLPROF_EMU_NET", "COLLPROF_EMU_CLOCK_OFFSET_US", "NCCL_DEBUG", NULL
 };
 
-/* Starts collprof-sim with args (NULL-terminated, no argv[0]) and env ("NAME=VALUE" strings,
- * NULL-terminated, may be NULL) on top of LD_LIBRARY_PATH=<build>/emu. */
-static inline void sim_start(struct sim_proc *p, const char *const *env, const char *const *args)
+/* Starts argv (NULL-terminated; argv[0] a path, or a name looked up in PATH: a launcher
+ * such as mpirun or srun, or `collprof run`, whose job is collprof-sim) with env ("NAME=VALUE"
+ * strings, NULL-terminated, may be NULL) on top of LD_LIBRARY_PATH=<build>/emu, in a process
+ * group of its own. */
+static inline void sim_start_cmd(struct sim_proc *p, const char *const *env,
+                                 const char *const *argv)
 {
-    char bin[4096], emu[4096];
-    snprintf(bin, sizeof bin, "%s/bin/collprof-sim", sim_build_dir());
+    char emu[4096];
     snprintf(emu, sizeof emu, "%s/emu", sim_build_dir());
-    const char *argv[64] = { "collprof-sim" };
-    size_t n = 1;
-    for (; args[n - 1] && n < 63; n++)
-        argv[n] = args[n - 1];
-    argv[n] = NULL;
     p->out = tmpfile();
     p->err = tmpfile();
     if (!p->out || !p->err)
@@ -93,10 +90,24 @@ static inline void sim_start(struct sim_proc *p, const char *const *env, const c
             name[eq - env[i]] = '\0';
             setenv(name, eq + 1, 1);
         }
-        execv(bin, (char *const *)argv);
+        execvp(argv[0], (char *const *)argv);
+        fprintf(stderr, "cannot run '%s': %s\n", argv[0], strerror(errno));
         _exit(127);
     }
     setpgid(p->pid, p->pid);
+}
+
+/* Starts collprof-sim with args (NULL-terminated, no argv[0]), as sim_start_cmd does. */
+static inline void sim_start(struct sim_proc *p, const char *const *env, const char *const *args)
+{
+    char bin[4096];
+    snprintf(bin, sizeof bin, "%s/bin/collprof-sim", sim_build_dir());
+    const char *argv[64] = { bin };
+    size_t n = 1;
+    for (; args[n - 1] && n < 63; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
+    sim_start_cmd(p, env, argv);
 }
 
 static inline char *sim_slurp(FILE *f)
