@@ -2,8 +2,11 @@
 # Installs the Debian packages collprof builds and tests with, if any is missing.
 # Used by `make deps` (and so by `make demo`, `make test`, `make bench`).
 set -eu
+# libunwind8: the run-time library the shim opens when present (no headers needed).
+# openmpi-bin, slurm-wlm and munge: the real launchers tests/cli/test_run_launchers.c runs
+# jobs under (mpirun; srun on a one-node Slurm of the test's own, authenticated by munge).
 PKGS="cmake make gcc clang pkg-config libunwind8 libncurses-dev libjson-c-dev \
-libcmocka-dev libxxhash-dev tmux python3 valgrind"
+libcmocka-dev libxxhash-dev tmux python3 valgrind openmpi-bin slurm-wlm munge"
 
 missing=""
 for p in $PKGS; do
