@@ -33,7 +33,9 @@ typedef struct cp_launcher {
 
 /* Fills id from the environment: the first launcher family whose rank variable is set wins
  * (torchrun, OpenMPI, PMI, Slurm, the shim's order); with none, one rank of one. local_world
- * is the ranks on this host (LOCAL_WORLD_SIZE and the like; world when none says). The
+ * is the ranks on this host (LOCAL_WORLD_SIZE and the like; world when none says). A family
+ * without a local rank or size (srun --mpi=pmi2 sets PMI_RANK and PMI_SIZE only) takes
+ * Slurm's when SLURM_PROCID and SLURM_NTASKS are its rank and world, else the rank. The
  * rendezvous directory is read from the variable named rendezvous_var (collprof-sim:
  * COLLPROF_SIM_RENDEZVOUS; NULL: there is no directory way). -1 after a line: a malformed or
  * inconsistent variable, or a world over one rank with neither a directory nor MASTER_ADDR

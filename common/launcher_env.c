@@ -65,6 +65,18 @@ static long env_int(const char *name, int prefix_ok)
     return x;
 }
 
+/* Slurm, when its rank and size are this same task: what fills a local rank or local size
+ * the winning family does not give. srun --mpi=pmi2 sets PMI_RANK and PMI_SIZE but no
+ * PMI_LOCAL_RANK; SLURM_LOCALID is the task's. Under an mpiexec inside an allocation the
+ * SLURM_ variables are those of the allocation or of mpiexec's proxies, and disagree. */
+static const struct family *same_task_slurm(const struct family *fam, long rank, long world)
+{
+    const struct family *slurm = &families[sizeof families / sizeof *families - 1];
+    if (fam == slurm || env_int(slurm->rank, 0) != rank || env_int(slurm->world, 0) != world)
+        return NULL;
+    return slurm;
+}
+
 static int bad(const char *name, cp_launcher_say_fn say, void *ctx)
 {
     cp_launcher_say(say, ctx, "%s='%s' is not a non-negative number", name, getenv(name));
@@ -100,17 +112,23 @@ int cp_launcher_read(cp_launcher *id, const char *rendezvous_var, cp_launcher_sa
                             fam->world, world);
             return -1;
         }
+        const struct family *alt = same_task_slurm(fam, rank, world);
+        if (local == -1 && alt && (local = env_int(alt->local_rank, 0)) == -2)
+            return bad(alt->local_rank, say, ctx);
         id->rank = (int)rank;
         id->world = (int)world;
         id->local_rank = local >= 0 ? (int)local : (int)rank;
         id->source = fam->source;
-        for (int k = 0; k < 2 && fam->local_world[k].name && id->local_world < 1; k++) {
-            long lw = env_int(fam->local_world[k].name, fam->local_world[k].leading);
-            if (lw == -2)
-                return bad(fam->local_world[k].name, say, ctx);
-            if (lw >= 1)
-                id->local_world = (int)lw;
-        }
+        const struct family *const from[2] = {fam, alt};
+        for (int f = 0; f < 2 && from[f] && id->local_world < 1; f++)
+            for (int k = 0; k < 2 && from[f]->local_world[k].name && id->local_world < 1; k++) {
+                const struct family *lf = from[f];
+                long lw = env_int(lf->local_world[k].name, lf->local_world[k].leading);
+                if (lw == -2)
+                    return bad(lf->local_world[k].name, say, ctx);
+                if (lw >= 1)
+                    id->local_world = (int)lw;
+            }
         break;
     }
     if (id->local_world < 1 || id->local_world > id->world)

@@ -2,7 +2,9 @@
  *
  * The launcher's environment is read in a fixed order (torchrun, OpenMPI, PMI, Slurm): the
  * first launcher whose rank variable is set wins, and its local rank and world size go with
- * it. The job id comes from TORCHELASTIC_RUN_ID, SLURM_JOB_ID, PBS_JOBID or OpenMPI's jobid;
+ * it. One that gives no local rank (srun --mpi=pmi2 sets PMI_RANK and PMI_SIZE only) takes
+ * SLURM_LOCALID when Slurm's rank and size say the same task (common/launcher_env.c's rule).
+ * The job id comes from TORCHELASTIC_RUN_ID, SLURM_JOB_ID, PBS_JOBID or OpenMPI's jobid;
  * without one it is the start time of the process group's leader (UTC, to the second) and
  * the group id, so ranks that one launcher forked share a directory, and runs started one
  * after another by hand do not.
@@ -77,12 +79,20 @@ void cp_identity_load(cp_identity *id)
     memset(id, 0, sizeof *id);
     id->rank = id->local_rank = id->world_size = -1;
     strcpy(id->launcher, "none");
-    for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++) {
+    size_t n = sizeof launchers / sizeof launchers[0];
+    for (size_t i = 0; i < n; i++) {
         if (!env_int(launchers[i].rank, &id->rank))
             continue;
         env_int(launchers[i].local_rank, &id->local_rank);
         env_int(launchers[i].size, &id->world_size);
         snprintf(id->launcher, sizeof id->launcher, "%s", launchers[i].launcher);
+        /* Under an mpiexec inside an allocation the SLURM_ variables are the allocation's
+         * and do not match: then the local rank stays unknown. */
+        int32_t slurm_rank, slurm_size;
+        if (id->local_rank < 0 && i + 1 < n && env_int(launchers[n - 1].rank, &slurm_rank) &&
+            env_int(launchers[n - 1].size, &slurm_size) && slurm_rank == id->rank &&
+            slurm_size == id->world_size)
+            env_int(launchers[n - 1].local_rank, &id->local_rank);
         break;
     }
 

@@ -7,7 +7,8 @@
  * that launcher's own variables say (launcher, rank, world, local rank, job id; the
  * environment holds no other launcher's), NCCL's rank and device must agree with it, and
  * `collprof report --json` must read one job of four ranks on one host, every call matched,
- * nothing lost, each rank's call count the one the rank printed.
+ * nothing lost, each rank's call count the one the rank printed. srun also runs with
+ * --mpi=pmi2, whose tasks get PMI's rank and size but no local rank.
  *
  * Built once per launcher (CP_TEST_LAUNCHER "mpirun" or "srun"): one ctest each, so that each
  * says why and exits 77 (skipped) when its launcher is not installed or its daemons cannot
@@ -41,11 +42,13 @@ static char g_bin[PATH_MAX];   /* its path */
 static char *g_base;           /* the test's directory: jobs, traces, the Slurm cluster */
 static struct ts_cluster g_cluster;
 static int g_jobs;             /* jobs started, to name their directories */
+static int g_pmi2;             /* srun --mpi=pmi2: the ranks get PMI's variables too */
 
-/* The launcher's name in the trace header (preload/identity.c). */
+/* The launcher's name in the trace header (preload/identity.c): PMI's variables come before
+ * Slurm's, since under an mpiexec inside an allocation only they are the rank's. */
 static const char *header_launcher(void)
 {
-    return !strcmp(g_launcher, "mpirun") ? "openmpi" : "slurm";
+    return !strcmp(g_launcher, "mpirun") ? "openmpi" : g_pmi2 ? "pmi" : "slurm";
 }
 
 /* Appends the launcher and its options for RANKS ranks on this host; `export` is the
@@ -76,6 +79,8 @@ static size_t add_launcher(const char **a, size_t n, const char *export)
         /* one rank failing ends the step rather than leaving the others to their timeout */
         a[n++] = "--kill-on-bad-exit=1";
         a[n++] = "--time=5";
+        if (g_pmi2)
+            a[n++] = "--mpi=pmi2";
     }
     return n;
 }
@@ -272,9 +277,8 @@ static void job_dir(char *out, size_t cap, const char *what)
 }
 
 /* collprof run -- <launcher> ... collprof-sim: one profiler for the whole job, --dir. */
-static void collprof_run_around_the_launcher(void **state)
+static void run_around_the_launcher(void)
 {
-    (void)state;
     g_jobs++;
     char cwd[PATH_MAX], dir[PATH_MAX + 16];
     job_dir(cwd, sizeof cwd, "cwd");
@@ -295,6 +299,22 @@ static void collprof_run_around_the_launcher(void **state)
     snprintf(said, sizeof said, "collprof: trace in '%s'", dir);
     assert_int_equal(st_count_lines(r.err, said), 1);
     sim_result_free(&r);
+}
+
+static void collprof_run_around_the_launcher(void **state)
+{
+    (void)state;
+    run_around_the_launcher();
+}
+
+/* srun --mpi=pmi2 gives each task PMI_RANK and PMI_SIZE but no PMI_LOCAL_RANK: the local
+ * rank is still this task's SLURM_LOCALID, as Slurm's rank and size say the same task. */
+static void srun_with_pmi2(void **state)
+{
+    (void)state;
+    g_pmi2 = 1;
+    run_around_the_launcher();
+    g_pmi2 = 0;
 }
 
 /* <launcher> ... collprof run -- collprof-sim: each rank's collprof run chooses the
@@ -422,11 +442,18 @@ int main(void)
         cli_rmtree(g_base);
         return 77;
     }
-    const struct CMUnitTest tests[] = {
+    const struct CMUnitTest mpirun_tests[] = {
         cmocka_unit_test(collprof_run_around_the_launcher),
         cmocka_unit_test(the_launcher_around_collprof_run),
     };
-    int failed = cmocka_run_group_tests_name(g_launcher, tests, NULL, NULL);
+    const struct CMUnitTest srun_tests[] = {
+        cmocka_unit_test(collprof_run_around_the_launcher),
+        cmocka_unit_test(the_launcher_around_collprof_run),
+        cmocka_unit_test(srun_with_pmi2),
+    };
+    int failed = !strcmp(g_launcher, "mpirun")
+                     ? cmocka_run_group_tests_name("mpirun", mpirun_tests, NULL, NULL)
+                     : cmocka_run_group_tests_name("srun", srun_tests, NULL, NULL);
     if (!strcmp(g_launcher, "srun"))
         ts_cluster_stop(&g_cluster);
     cli_rmtree(g_base);

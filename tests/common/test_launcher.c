@@ -151,6 +151,35 @@ static void first_family_wins_and_gaps_are_filled(void **state)
     assert_int_equal(id.local_world, 2);
 }
 
+static void a_family_without_a_local_rank_takes_the_same_tasks_slurm_one(void **state)
+{
+    (void)state;
+    cp_launcher id;
+    /* srun --mpi=pmi2, 4 tasks on each of two nodes: PMI_RANK, PMI_SIZE and Slurm's own */
+    SET("PMI_RANK", "6", "PMI_SIZE", "8", "SLURM_PROCID", "6", "SLURM_NTASKS", "8",
+        "SLURM_LOCALID", "2", "SLURM_TASKS_PER_NODE", "4(x2)", RDV_VAR, "/tmp/x");
+    assert_int_equal(cp_launcher_read(&id, RDV_VAR, NULL, NULL), 0);
+    assert_string_equal(id.source, "PMI");
+    assert_int_equal(id.rank, 6);
+    assert_int_equal(id.local_rank, 2);
+    assert_int_equal(id.local_world, 4);
+    /* the family's own local rank and size still come first */
+    SET("PMI_LOCAL_RANK", "1", "MPI_LOCALNRANKS", "2");
+    assert_int_equal(cp_launcher_read(&id, RDV_VAR, NULL, NULL), 0);
+    assert_int_equal(id.local_rank, 1);
+    assert_int_equal(id.local_world, 2);
+    clean_env(NULL);
+    /* an mpiexec's ranks inside an allocation: Slurm's variables are another task's */
+    SET("PMI_RANK", "6", "PMI_SIZE", "8", "SLURM_PROCID", "1", "SLURM_NTASKS", "2",
+        "SLURM_LOCALID", "0", "SLURM_TASKS_PER_NODE", "1(x2)", RDV_VAR, "/tmp/x");
+    assert_int_equal(cp_launcher_read(&id, RDV_VAR, NULL, NULL), 0);
+    assert_int_equal(id.local_rank, 6);
+    assert_int_equal(id.local_world, 8);
+    /* a malformed SLURM_LOCALID of the same task is refused as any malformed variable */
+    SET("SLURM_PROCID", "6", "SLURM_NTASKS", "8", "SLURM_LOCALID", "x");
+    expect_refused("SLURM_LOCALID='x' is not a non-negative number");
+}
+
 static void bad_variables_are_refused_in_one_line(void **state)
 {
     (void)state;
@@ -364,6 +393,8 @@ int main(void)
         cmocka_unit_test_setup(no_launcher_is_one_rank_of_one, clean_env),
         cmocka_unit_test_setup(each_family_is_read, clean_env),
         cmocka_unit_test_setup(first_family_wins_and_gaps_are_filled, clean_env),
+        cmocka_unit_test_setup(a_family_without_a_local_rank_takes_the_same_tasks_slurm_one,
+                               clean_env),
         cmocka_unit_test_setup(bad_variables_are_refused_in_one_line, clean_env),
         cmocka_unit_test_setup(many_ranks_need_a_way_to_share_the_id, clean_env),
         cmocka_unit_test_setup(one_rank_needs_no_rendezvous, clean_env),
