@@ -116,7 +116,7 @@ static void job_env(const char **env, char (*buf)[PATH_MAX + 64], const char *rd
         env[n++] = buf[2];
     }
 #ifdef CP_TEST_ASAN_RUNTIME
-    /* The launcher and the shell it may use run with the runtime preloaded too: their leaks
+    /* LD_PRELOAD reaches every process of the job, mpirun and srun included: their leaks
      * are not ours to judge (the shim's are, in tests/preload). */
     env[n++] = "LD_PRELOAD=" CP_TEST_ASAN_RUNTIME;
     env[n++] = "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0";
