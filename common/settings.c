@@ -104,6 +104,19 @@ static int parse_unwind(cp_settings *s, const char *text, const char **why)
     return -1;
 }
 
+static int parse_file_mode(cp_settings *s, const char *text, const char **why)
+{
+    *why = "octal permission bits from 0400 to 0777, with the owner's read and write";
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(text, &end, 8);
+    /* the owner must keep read and write: the shim writes the file, collprof reads it */
+    if (errno || end == text || *end != '\0' || v > 0777 || (v & 0600) != 0600)
+        return -1;
+    s->file_mode = (unsigned)v;
+    return 0;
+}
+
 static int parse_hang(cp_settings *s, const char *text, const char **why)
 {
     *why = "a number of seconds above 0 and at most 1000000";
@@ -155,6 +168,10 @@ static const setting table[] = {
      "SLURM_JOB_ID, PBS_JOBID, OMPI's jobid, else the start time",
      parse_dir},
     {"COLLPROF_ENABLE", "0|1", "1", "0 turns the shim into a pure pass-through", parse_enable},
+    {"COLLPROF_FILE_MODE", "OCTAL", "0600",
+     "trace files' permission bits (they hold host names, job ids, call stacks); a directory "
+     "the shim creates gets the same, with x where r is",
+     parse_file_mode},
     {"COLLPROF_GPU_TIMING", "events|cupti|off|sample:N", "events",
      "how GPU start/end times are taken; sample:N times every Nth call", parse_gpu_timing},
     {"COLLPROF_STACK", "0..64", "8", "call-site stack depth (0 = off)", parse_stack},

@@ -24,6 +24,7 @@ typedef struct cp_settings {
     unsigned gpu_timing_sample_n;
     int stack_depth;           /* COLLPROF_STACK: 0..64, 0 off */
     int unwind_glibc;          /* COLLPROF_UNWIND=glibc: never load libunwind */
+    unsigned file_mode;        /* COLLPROF_FILE_MODE: trace files' permission bits */
     int live;                  /* COLLPROF_LIVE */
     double hang_s;             /* COLLPROF_HANG_S: > 0 */
     int flush_ms;              /* COLLPROF_FLUSH_MS: 1..600000 */

@@ -6,6 +6,17 @@
  * whole chunk) so the next chunk lands where the failed one should have, and the file stays
  * a clean sequence of chunks with a gap in chunk_index where data was lost.
  *
+ * The file descriptor is the job's to take: a job that closes every fd (daemons, launchers,
+ * data loaders) and opens a file of its own, or dup2s onto a number, must never receive our
+ * chunks. So the fd is moved high (F_DUPFD_CLOEXEC from ~1000, where open(2), which hands
+ * out the lowest free number, does not reach unless the job holds that many files), and its
+ * identity (device and inode, fstat) is checked before every write, ftruncate and close.
+ * One that is no longer ours is left alone (it is the job's now): the file is opened again
+ * by its path, and only if that is still the same inode does writing go on; otherwise the
+ * writer is detached and what it holds counts as lost (write error). A job that closes the
+ * fd and reuses its number between the check and the pwrite could still be hit: the window
+ * is one system call, at a number the job's own open(2) does not hand out.
+ *
  * Losses are reported twice: the running total in every chunk header (what the reader
  * trusts), and LOST records by cause that the writer itself puts at the head of the next
  * chunk it writes. A LOST record that sits in the chunk buffer has its count raised in
@@ -22,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CP_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -39,7 +51,10 @@ struct cp_trace_writer {
     uint32_t count;         /* records in the current chunk */
     uint32_t own;           /* of them, LOST records the writer put there itself */
 
-    int fd;
+    int fd;                /* -1 once detached: the file is no longer reachable as ours */
+    char *path;            /* to open the file again when the job took the fd */
+    dev_t dev;             /* the file's identity, checked before every use of fd */
+    ino_t ino;
     unsigned char *buf;    /* chunk header + payload, written in one call */
     uint64_t file_bytes;   /* end of the last whole chunk in the file */
     uint64_t chunk_index;
@@ -101,8 +116,58 @@ static int write_all_at(int fd, const void *data, size_t len, uint64_t off)
     return 0;
 }
 
+/* The lowest number F_DUPFD looks from: high enough that a job's open(2) does not get
+ * there, low enough to stay under RLIMIT_NOFILE (often 1024) without growing the kernel's
+ * fd table much. */
+static int high_fd_base(void)
+{
+    struct rlimit rl;
+    long base = 1000;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (rlim_t)base + 24 > rl.rlim_cur)
+        base = rl.rlim_cur > 64 + 24 ? (long)rl.rlim_cur - 24 : 3;
+    return (int)base;
+}
+
+/* fd moved to a high number (the original closed), or left where it was if none is free. */
+static int move_high(int fd)
+{
+    int hi = fcntl(fd, F_DUPFD_CLOEXEC, high_fd_base());
+    if (hi < 0)
+        return fd;
+    close(fd);
+    return hi;
+}
+
+/* 0 when w->fd is still our file, opening it again when the job took the number; -1 when
+ * the file cannot be reached as ours (errno EBADF). */
+static int own_fd(cp_trace_writer *w)
+{
+    struct stat st;
+    if (w->fd >= 0 && fstat(w->fd, &st) == 0 && st.st_dev == w->dev && st.st_ino == w->ino)
+        return 0;
+    w->fd = -1; /* never closed: that number is the job's now */
+    int fd = w->path ? open(w->path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == w->dev && st.st_ino == w->ino) {
+        w->fd = move_high(fd);
+        return 0;
+    }
+    if (fd >= 0)
+        close(fd);
+    errno = EBADF;
+    return -1;
+}
+
 cp_trace_writer *cp_trace_writer_open(const char *path, const cp_file_header *header,
                                       size_t chunk_payload_bytes, char *err, size_t errlen)
+{
+    return cp_trace_writer_open_mode(path, header, chunk_payload_bytes, CP_TRACE_FILE_MODE, err,
+                                     errlen);
+}
+
+cp_trace_writer *cp_trace_writer_open_mode(const char *path, const cp_file_header *header,
+                                           size_t chunk_payload_bytes, unsigned mode, char *err,
+                                           size_t errlen)
 {
     if (chunk_payload_bytes == 0)
         chunk_payload_bytes = CP_CHUNK_DEFAULT_PAYLOAD;
@@ -121,13 +186,21 @@ cp_trace_writer *cp_trace_writer_open(const char *path, const cp_file_header *he
         free(buf);
         return NULL;
     }
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode & 0777);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
         snprintf(err, errlen, "'%s': cannot create trace file: %s", path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(path);
+        }
         free(w);
         free(buf);
         return NULL;
     }
+    /* the mode asked for, whatever the umask: a wider one is a choice (COLLPROF_FILE_MODE) */
+    (void)fchmod(fd, mode & 0777); /* on a file system without modes, the open's stands */
+    fd = move_high(fd);
 
     /* The writer owns the format fields: whatever the caller left there, the file it
      * writes is one this version's reader accepts. */
@@ -152,6 +225,9 @@ cp_trace_writer *cp_trace_writer_open(const char *path, const cp_file_header *he
     }
 
     w->fd = fd;
+    w->path = strdup(path);
+    w->dev = st.st_dev;
+    w->ino = st.st_ino;
     w->buf = buf;
     w->payload = buf + CP_CHUNK_HEADER_BYTES;
     w->cap = chunk_payload_bytes;
@@ -207,7 +283,7 @@ static int write_chunk(cp_trace_writer *w)
     memcpy(w->buf, &ch, sizeof ch);
 
     size_t len = CP_CHUNK_HEADER_BYTES + w->used;
-    int rc = write_all_at(w->fd, w->buf, len, w->file_bytes);
+    int rc = own_fd(w) == 0 ? write_all_at(w->fd, w->buf, len, w->file_bytes) : -1;
     uint64_t callers = w->count - w->own;
     if (rc == 0) {
         w->file_bytes += len;
@@ -218,7 +294,7 @@ static int write_chunk(cp_trace_writer *w)
     } else {
         /* A partial chunk would read as corruption; cut it off so the next chunk starts at
          * a chunk boundary. If even that fails, the reader resyncs past the debris. */
-        if (ftruncate(w->fd, (off_t)w->file_bytes) != 0)
+        if (w->fd < 0 || own_fd(w) != 0 || ftruncate(w->fd, (off_t)w->file_bytes) != 0)
             w->file_bytes += len;
         if (callers)
             count_drop(w, CP_LOST_WRITE_ERROR, callers);
@@ -305,8 +381,9 @@ int cp_trace_writer_close(cp_trace_writer *w)
     int rc = 0;
     if (w->count > 0 && write_chunk(w) != 0)
         rc = -1;
-    if (close(w->fd) != 0)
+    if (own_fd(w) != 0 || close(w->fd) != 0)
         rc = -1;
+    free(w->path);
     free(w->buf);
     free(w);
     return rc;

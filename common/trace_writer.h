@@ -23,13 +23,21 @@ typedef struct cp_trace_writer cp_trace_writer;
  * local_rank and world_size to -1. The caller then sets the identity fields. */
 void cp_file_header_init(cp_file_header *h);
 
-/* Creates `path` (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0644) and writes `header` (its
+/* The default mode of a trace file: it holds host names, job ids and call stacks. */
+#define CP_TRACE_FILE_MODE 0600u
+
+/* Creates `path` (O_CREAT|O_EXCL|O_NOFOLLOW, mode CP_TRACE_FILE_MODE) and writes `header` (its
  * header_hash is computed here; the format fields and reserved bytes are set by the writer,
  * whatever the caller left there). chunk_payload_bytes 0 means CP_CHUNK_DEFAULT_PAYLOAD;
  * otherwise a multiple of 8 from 256 to CP_CHUNK_MAX_PAYLOAD.
  * Returns NULL with a one-line reason in err (the path in quotes) on failure. */
 cp_trace_writer *cp_trace_writer_open(const char *path, const cp_file_header *header,
                                       size_t chunk_payload_bytes, char *err, size_t errlen);
+/* The same with the file's mode (its permission bits exactly, whatever the umask). The fd is
+ * kept high and checked before each use: trace_writer.c says why. */
+cp_trace_writer *cp_trace_writer_open_mode(const char *path, const cp_file_header *header,
+                                           size_t chunk_payload_bytes, unsigned mode, char *err,
+                                           size_t errlen);
 
 /* Copies one record (its size from rec->size) into the current chunk, writing the chunk
  * out first when the record does not fit. Returns 0, or -1 when this call dropped records:

@@ -139,7 +139,7 @@ void cp_identity_file_name(const cp_identity *id, const char *dir, char *out, si
         snprintf(out, len, "%s/norank-%s-%d%s", dir, host, (int)getpid(), CP_TRACE_FILE_SUFFIX);
 }
 
-int cp_mkdir_p(const char *dir)
+int cp_mkdir_p(const char *dir, unsigned mode)
 {
     char path[4096];
     size_t n = strlen(dir);
@@ -152,11 +152,11 @@ int cp_mkdir_p(const char *dir)
         if (*p != '/')
             continue;
         *p = '\0';
-        if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        if (mkdir(path, mode) != 0 && errno != EEXIST)
             return -1;
         *p = '/';
     }
-    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+    if (mkdir(path, mode) != 0 && errno != EEXIST)
         return -1;
     struct stat st;
     if (stat(path, &st) != 0)

@@ -220,7 +220,9 @@ static int start_locked(void)
         snprintf(dir, sizeof dir, "%s", g_settings.dir);
     else
         snprintf(dir, sizeof dir, "collprof-%s", g_id.job_id);
-    if (cp_mkdir_p(dir) != 0) {
+    /* as private as the files in it: x wherever COLLPROF_FILE_MODE gives r */
+    unsigned dir_mode = g_settings.file_mode | ((g_settings.file_mode & 0444) >> 2);
+    if (cp_mkdir_p(dir, dir_mode) != 0) {
         cp_warn("cannot create the trace directory '%s': %s; tracing is off, the job runs on",
                 dir, strerror(errno));
         return -1;

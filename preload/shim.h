@@ -281,8 +281,8 @@ typedef struct cp_identity {
 void cp_identity_load(cp_identity *id);
 /* "<dir>/rank00003-<host>-<pid>.cptrace", or "<dir>/norank-<host>-<pid>.cptrace" */
 void cp_identity_file_name(const cp_identity *id, const char *dir, char *out, size_t len);
-/* mkdir -p, mode 0755. 0 or -1 (errno set). */
-int cp_mkdir_p(const char *dir);
+/* mkdir -p, each directory it creates with `mode` (less the umask). 0 or -1 (errno set). */
+int cp_mkdir_p(const char *dir, unsigned mode);
 uint64_t cp_comm_id_from_unique_id(const ncclUniqueId *id);
 uint64_t cp_comm_id_init_all(const char *hostname, uint64_t counter);
 uint64_t cp_comm_id_split(uint64_t parent_id, int color, uint64_t split_index, int shrink);

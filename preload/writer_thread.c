@@ -24,6 +24,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "common/trace_writer.h"
 
 #define CP_TICK_MS 10
@@ -193,7 +194,8 @@ static void *writer_main(void *arg)
 int cp_writer_start(const char *path, const cp_file_header *header, int flush_ms)
 {
     char err[512];
-    g_w = cp_trace_writer_open(path, header, 0, err, sizeof err);
+    g_w = cp_trace_writer_open_mode(path, header, 0, cp_settings_get()->file_mode, err,
+                                    sizeof err);
     if (!g_w) {
         cp_warn("%s; tracing is off, the job runs on", err);
         return -1;

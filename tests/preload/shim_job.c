@@ -13,6 +13,12 @@
  *   sigterm-handled  the same with a handler installed before NCCL use: prints and goes on
  *   sigterm-once  a handler installed with SA_RESETHAND and a mask of SIGUSR1: SIGTERM twice;
  *               the first is handled (printing whether SIGUSR1 was blocked), the second kills
+ *   closefds PATH  calls past a flush, then closes every fd >= 3 (as daemons and launchers
+ *               do), opens PATH, writes 14 bytes to it and dup2s it onto fds up to 31 (a
+ *               loader's few files: the numbers the trace had), more calls past flushes;
+ *               prints the file's size and content at the end
+ *   dup2fds PATH   the same, and then dup2s PATH onto every fd number up to RLIMIT_NOFILE
+ *               (lowered to 256 first): any fd the shim could hold is the job's file
  *   errno       every recorded kind of call with errno set before it: prints the errno the
  *               call left (the stub's errno-echo and system-error counts, see stub_nccl.c)
  *   fork-nccl / fork-plain  a fork whose child does / does not call NCCL
@@ -33,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -207,6 +214,33 @@ static void errno_calls(void)
     printf("destroy: errno %d\n", errno);
 }
 
+/* A job that takes every file descriptor: our trace must never land in its file. */
+static void take_fds(const char *path, int dup_all)
+{
+    struct rlimit rl = {256, 256};
+    if (dup_all)
+        setrlimit(RLIMIT_NOFILE, &rl);
+    ncclComm_t c = make_comm(2, 0);
+    few_calls(c, 5);
+    usleep(300000); /* past a flush: the trace file is open and written */
+    for (int fd = 3; fd < 4096; fd++)
+        close(fd);
+    int f = open(path, O_CREAT | O_RDWR | O_TRUNC, 0644);
+    if (f < 0 || write(f, "job data here\n", 14) != 14) {
+        printf("cannot write %s\n", path);
+        return;
+    }
+    for (int fd = f + 1; fd < (dup_all ? 256 : 32); fd++)
+        dup2(f, fd);
+    few_calls(c, 5);
+    usleep(300000);
+    few_calls(c, 5);
+    SHOW(ncclCommDestroy(c));
+    char buf[64] = "";
+    ssize_t n = pread(f, buf, sizeof buf - 1, 0);
+    printf("job file: %zd bytes: %s", n, n > 0 ? buf : "\n");
+}
+
 static void on_term(int sig)
 {
     static const char msg[] = "handled SIGTERM\n";
@@ -338,6 +372,8 @@ int main(int argc, char **argv)
         raise(SIGTERM);
         printf("after the second SIGTERM\n");
         ncclCommDestroy(c);
+    } else if ((!strcmp(what, "closefds") || !strcmp(what, "dup2fds")) && argc > 2) {
+        take_fds(argv[2], !strcmp(what, "dup2fds"));
     } else if (!strcmp(what, "errno")) {
         errno_calls();
     } else if (!strcmp(what, "fork-nccl") || !strcmp(what, "fork-plain")) {

@@ -100,7 +100,8 @@ static inline void st_run_prog(job_result *res, const char *prog, int preload,
     args[a] = NULL;
 
     char tmpl_out[] = "/tmp/shim-out-XXXXXX", tmpl_err[] = "/tmp/shim-err-XXXXXX";
-    int fo = mkstemp(tmpl_out), fe = mkstemp(tmpl_err);
+    /* close-on-exec: the job starts with stdin, stdout and stderr only, as from a shell */
+    int fo = mkostemp(tmpl_out, O_CLOEXEC), fe = mkostemp(tmpl_err, O_CLOEXEC);
     unlink(tmpl_out);
     unlink(tmpl_err);
     fflush(NULL);

@@ -140,6 +140,92 @@ static void an_unwritable_directory_is_one_warning_and_the_job_is_untouched(void
     assert_non_null(strstr(g_shim.err, "trace directory"));
 }
 
+/* The trace holds host names, job ids and call stacks: 0600 in a 0700 directory unless
+ * COLLPROF_FILE_MODE says otherwise (the directory then gets x where the file has r). */
+static void trace_files_are_private_unless_asked(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *env;
+        unsigned file, dir;
+    } cases[] = {{NULL, 0600, 0700}, {"COLLPROF_FILE_MODE=0640", 0640, 0750}};
+    mode_t old = umask(022);
+    for (size_t i = 0; i < 2; i++) {
+        st_rmtree(g_dir);
+        const char *env[] = {g_dir_env, cases[i].env, NULL};
+        const char *argv[] = {"burst", "3", NULL};
+        st_run(&g_shim, 1, env, argv);
+        assert_int_equal(g_shim.status, 0);
+        char **paths;
+        assert_int_equal(st_list(g_dir, &paths), 1);
+        struct stat st;
+        assert_int_equal(stat(paths[0], &st), 0);
+        assert_int_equal(st.st_mode & 0777, cases[i].file);
+        cp_trace_dir_free(paths, 1);
+        assert_int_equal(stat(g_dir, &st), 0);
+        assert_int_equal(st.st_mode & 0777, cases[i].dir);
+    }
+    umask(old);
+}
+
+/* The job's file as the job left it: exactly its 14 bytes. */
+static void assert_job_file_untouched(const char *path)
+{
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_size, 14);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char buf[32] = "";
+    assert_non_null(fgets(buf, sizeof buf, f));
+    fclose(f);
+    assert_string_equal(buf, "job data here\n");
+}
+
+/* A job that closes every fd and opens its own file, or dup2s its file over every number the
+ * shim could hold: its file keeps exactly what the job wrote, its output and status are those
+ * of the run without the shim. After closefds the trace goes on in the same file (opened again
+ * by its path); when every number is the job's, tracing stops with one WARN. */
+static void the_trace_never_lands_in_a_file_of_the_job(void **state)
+{
+    (void)state;
+    char job_file[4300], flush_env[] = "COLLPROF_FLUSH_MS=50";
+    snprintf(job_file, sizeof job_file, "%s/job.txt", g_tmp);
+    const char *env[] = {g_dir_env, flush_env, NULL};
+    const char *closefds[] = {"closefds", job_file, NULL}, *dup2fds[] = {"dup2fds", job_file, NULL};
+    st_run(&g_bare, 0, NULL, closefds);
+    st_run(&g_shim, 1, env, closefds);
+    assert_job_file_untouched(job_file);
+    assert_int_equal(g_bare.status, 0);
+    assert_non_null(strstr(g_bare.out, "job file: 14 bytes: job data here\n"));
+    assert_string_equal(g_shim.out, g_bare.out);
+    assert_int_equal(g_shim.status, g_bare.status);
+    assert_int_equal(st_count_lines(g_shim.err, "collprof: WARN"), 0);
+    char **paths;
+    assert_int_equal(st_list(g_dir, &paths), 1);
+    trace_seen t;
+    assert_int_equal(st_read_trace(paths[0], &t), 0);
+    cp_trace_dir_free(paths, 1);
+    assert_int_equal(t.ncalls, 17); /* init, 15 AllReduce, destroy: none lost */
+    assert_int_equal(t.nend, 1);
+    assert_int_equal(t.walk.lost_records, 0);
+    st_free_trace(&t);
+
+    st_rmtree(g_dir);
+    st_run(&g_bare, 0, NULL, dup2fds);
+    st_run(&g_shim, 1, env, dup2fds);
+    assert_job_file_untouched(job_file);
+    assert_non_null(strstr(g_bare.out, "job file: 14 bytes: job data here\n"));
+    assert_string_equal(g_shim.out, g_bare.out);
+    assert_int_equal(g_shim.status, g_bare.status);
+    assert_int_equal(st_count_lines(g_shim.err, "collprof: WARN"), 1);
+    assert_int_equal(st_list(g_dir, &paths), 1);
+    assert_int_equal(st_read_trace(paths[0], &t), 0); /* what was written before still reads */
+    cp_trace_dir_free(paths, 1);
+    assert_true(t.ncalls >= 6);
+    st_free_trace(&t);
+}
+
 /* libcollprof.so must load beside whichever NCCL the job has, or none. */
 /* Beside NCCL's names, only the exec family (exec_wrap.c flushes the trace before exec). */
 static void the_library_needs_no_nccl_or_cuda_and_exports_only_nccl_names(void **state)
@@ -171,6 +257,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(enable_0_is_pure_pass_through, setup, teardown),
+        cmocka_unit_test_setup_teardown(trace_files_are_private_unless_asked, setup, teardown),
+        cmocka_unit_test_setup_teardown(the_trace_never_lands_in_a_file_of_the_job, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(
             a_program_without_nccl_calls_has_no_stats_block_while_it_runs, setup, teardown),
         cmocka_unit_test_setup_teardown(a_job_without_nccl_calls_leaves_no_file_and_no_directory,
