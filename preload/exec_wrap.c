@@ -3,6 +3,10 @@
  * libc's own with the arguments untouched; when exec fails it returns to a job whose trace
  * goes on as before.
  *
+ * The live stats block is named by the pid, which the new image keeps: it is unlinked before
+ * the exec (and put back if the exec fails), so `top` never shows the new program as this
+ * one with its last collective in flight.
+ *
  * No END is written: the pid lives on as another program. A new image that preloads the
  * shim and calls NCCL starts a file of its own (cp_trace_writer_open refuses to reuse the
  * same name, so it WARNs and runs untraced: the first image's file is never overwritten).
@@ -21,13 +25,31 @@
 
 extern char **environ;
 
-static void flush_before_exec(void)
+/* Everything to disk, the writer parked, the live block unnamed (stats_live.c says why).
+ * Returns what after_failed_exec needs: 0 when nothing was done (no trace here, or a vfork
+ * child, which shares the parent's memory and must leave it alone). */
+static int before_exec(void)
 {
     if (!cp_trace_open_here())
-        return;
+        return 0;
     int saved = errno; /* the exec sees the errno the job left */
     cp_writer_flush_now();
+    int held = cp_writer_hold_for_fork();
+    cp_live_before_exec();
     errno = saved;
+    return held ? 2 : 1;
+}
+
+/* Only reached when the exec failed: the job goes on, traced as before. */
+static int after_failed_exec(int state, int rc)
+{
+    if (state) {
+        int saved = errno; /* the exec's own errno is what the job reads */
+        cp_live_after_failed_exec();
+        cp_writer_release_after_fork(state == 2);
+        errno = saved;
+    }
+    return rc;
 }
 
 typedef int (*cp_execve_fn)(const char *, char *const[], char *const[]);
@@ -47,39 +69,39 @@ static void *real(const char *name)
 __attribute__((visibility("default"))) int execve(const char *path, char *const argv[],
                                                   char *const envp[])
 {
-    flush_before_exec();
+    int state = before_exec();
     cp_execve_fn f = (cp_execve_fn)real("execve");
-    return f ? f(path, argv, envp) : -1;
+    return after_failed_exec(state, f ? f(path, argv, envp) : -1);
 }
 
 __attribute__((visibility("default"))) int execvpe(const char *file, char *const argv[],
                                                    char *const envp[])
 {
-    flush_before_exec();
+    int state = before_exec();
     cp_execve_fn f = (cp_execve_fn)real("execvpe");
-    return f ? f(file, argv, envp) : -1;
+    return after_failed_exec(state, f ? f(file, argv, envp) : -1);
 }
 
 __attribute__((visibility("default"))) int fexecve(int fd, char *const argv[],
                                                    char *const envp[])
 {
-    flush_before_exec();
+    int state = before_exec();
     cp_fexecve_fn f = (cp_fexecve_fn)real("fexecve");
-    return f ? f(fd, argv, envp) : -1;
+    return after_failed_exec(state, f ? f(fd, argv, envp) : -1);
 }
 
 __attribute__((visibility("default"))) int execv(const char *path, char *const argv[])
 {
-    flush_before_exec();
+    int state = before_exec();
     cp_execv_fn f = (cp_execv_fn)real("execv");
-    return f ? f(path, argv) : -1;
+    return after_failed_exec(state, f ? f(path, argv) : -1);
 }
 
 __attribute__((visibility("default"))) int execvp(const char *file, char *const argv[])
 {
-    flush_before_exec();
+    int state = before_exec();
     cp_execv_fn f = (cp_execv_fn)real("execvp");
-    return f ? f(file, argv) : -1;
+    return after_failed_exec(state, f ? f(file, argv) : -1);
 }
 
 /* The list forms: argv is built on the stack (no malloc, as in a vfork child), then handed
@@ -115,9 +137,9 @@ __attribute__((visibility("default"))) int execl(const char *path, const char *a
     va_start(ap, arg);
     build_argv(argv, n, arg, &ap);
     va_end(ap);
-    flush_before_exec();
+    int state = before_exec();
     cp_execve_fn f = (cp_execve_fn)real("execve");
-    return f ? f(path, argv, environ) : -1;
+    return after_failed_exec(state, f ? f(path, argv, environ) : -1);
 }
 
 __attribute__((visibility("default"))) int execlp(const char *file, const char *arg, ...)
@@ -130,9 +152,9 @@ __attribute__((visibility("default"))) int execlp(const char *file, const char *
     va_start(ap, arg);
     build_argv(argv, n, arg, &ap);
     va_end(ap);
-    flush_before_exec();
+    int state = before_exec();
     cp_execv_fn f = (cp_execv_fn)real("execvp");
-    return f ? f(file, argv) : -1;
+    return after_failed_exec(state, f ? f(file, argv) : -1);
 }
 
 __attribute__((visibility("default"))) int execle(const char *path, const char *arg, ...)
@@ -146,7 +168,7 @@ __attribute__((visibility("default"))) int execle(const char *path, const char *
     build_argv(argv, n, arg, &ap);
     char *const *envp = va_arg(ap, char *const *); /* after the NULL that ends the list */
     va_end(ap);
-    flush_before_exec();
+    int state = before_exec();
     cp_execve_fn f = (cp_execve_fn)real("execve");
-    return f ? f(path, argv, envp) : -1;
+    return after_failed_exec(state, f ? f(path, argv, envp) : -1);
 }

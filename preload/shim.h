@@ -479,6 +479,9 @@ void cp_live_tick(cp_trace_writer *w);
  * marks the block exited and unlinks it. Only the process that created it does. */
 void cp_live_close(int in_signal);
 void cp_live_forget_after_fork(void);
+/* Around an exec (writer parked): the block loses its name, and gets it back if exec fails. */
+void cp_live_before_exec(void);
+void cp_live_after_failed_exec(void);
 
 /* ---- time ----
  * Records are stamped in ticks (common/clock.h: the TSC where the kernel trusts it, ~10 ns

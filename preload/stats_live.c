@@ -57,6 +57,7 @@ static struct {
     pending_key inflight_key; /* .op CP_OP_NONE: none */
     uint64_t oldest_since_ns; /* when inflight_key became the oldest in flight */
     pending_key hang_key;     /* the last operation reported (reported once) */
+    int unlinked;             /* before an exec: the block is mapped but has no name */
     int hang_open;            /* hang_key's comm has not completed anything since */
 } g;
 
@@ -364,6 +365,29 @@ void cp_live_close(int in_signal)
         munmap(g.map, CP_STATS_BYTES);
         g.map = NULL;
     }
+}
+
+/* exec keeps the pid, which names the block: unlinked before the exec, so that `top` never
+ * shows the new program with our last collective in flight and its age growing; put back
+ * (a new file holding the block as it is) when the exec fails. The caller parks the writer
+ * around both, so nothing is published into the block meanwhile. */
+void cp_live_before_exec(void)
+{
+    if (g.map && g.owner == getpid() && unlink(g.path) == 0)
+        g.unlinked = 1;
+}
+
+void cp_live_after_failed_exec(void)
+{
+    if (!g.unlinked)
+        return;
+    g.unlinked = 0;
+    cp_stats_block *p = create_block(g.path);
+    if (!p)
+        return; /* `top` no longer sees this process; the trace goes on */
+    memcpy(p, g.map, CP_STATS_BYTES);
+    munmap(g.map, CP_STATS_BYTES);
+    g.map = p;
 }
 
 void cp_live_forget_after_fork(void)

@@ -229,6 +229,37 @@ static void a_failed_exec_keeps_errno_and_tracing(void **state)
     st_free_trace(&t);
 }
 
+/* exec keeps the pid that names the live stats block: the new program must not show in `top`
+ * as this one (the block is unlinked before the exec), and a failed exec keeps its block. */
+static void exec_takes_the_live_block_away_unless_it_fails(void **state)
+{
+    (void)state;
+    char live[4300], live_env[4400], script[4400], missing[4400];
+    snprintf(live, sizeof live, "%s/live", g_tmp);
+    snprintf(live_env, sizeof live_env, "COLLPROF_LIVE_DIR=%s", live);
+    assert_int_equal(mkdir(live, 0700), 0);
+    /* the new image lists the live blocks it can see */
+    snprintf(script, sizeof script, "%s/list.sh", g_tmp);
+    FILE *f = fopen(script, "w");
+    assert_non_null(f);
+    fprintf(f, "#!/bin/sh\necho \"blocks: $(ls -A '%s' | wc -l)\"\n", live);
+    fclose(f);
+    assert_int_equal(chmod(script, 0755), 0);
+    const char *env[] = {g_dir_env, live_env, NULL};
+    const char *argv[] = {"exec", "3", script, NULL};
+    st_run(&g_shim, 1, env, argv);
+    assert_int_equal(g_shim.status, 0);
+    assert_string_equal(g_shim.out, "blocks: 0\n");
+
+    snprintf(missing, sizeof missing, "%s/no-such-program", g_tmp);
+    const char *failing[] = {"exec", "3", missing, NULL};
+    st_run(&g_shim, 1, env, failing);
+    assert_int_equal(g_shim.status, 0);
+    if (!strstr(g_shim.err, "live blocks after the failed exec: 1\n"))
+        fprintf(stderr, "%s", g_shim.err);
+    assert_non_null(strstr(g_shim.err, "live blocks after the failed exec: 1\n"));
+}
+
 int main(void)
 {
     /* abort() would dump core, run after run */
@@ -236,6 +267,8 @@ int main(void)
     setrlimit(RLIMIT_CORE, &no_core);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(return_from_main, setup, teardown),
+        cmocka_unit_test_setup_teardown(exec_takes_the_live_block_away_unless_it_fails, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(exit_3, setup, teardown),
         cmocka_unit_test_setup_teardown(sigterm_default, setup, teardown),
         cmocka_unit_test_setup_teardown(abort_like_a_watchdog, setup, teardown),
