@@ -54,6 +54,17 @@ static _Atomic int g_want;
 
 int cp_gpu_poll_wanted(void) { return atomic_load_explicit(&g_want, memory_order_relaxed); }
 
+void cp_gpu_poll_forget_after_fork(void)
+{
+    /* The pending pairs are the parent's calls, in the parent's CUDA contexts, which a fork
+     * child cannot use: polling them would write their DONEs into the child's file (with no
+     * timing, as the child's driver refuses every call). Their pools stay the parent's. */
+    g_n = 0;
+    atomic_store_explicit(&g_want, 0, memory_order_relaxed);
+    for (int i = 0; i < CP_GPU_CTX_MAX; i++)
+        g_refs[i].state = 2;
+}
+
 void cp_gpu_pending_add(const cp_pending_slot *slot)
 {
     if (g_n == g_cap) {

@@ -187,6 +187,7 @@ static void after_fork_child(void)
     cp_tls.attached = 0;
     cp_comm_reset_after_fork();
     cp_gpu_timing_reset_after_fork();
+    cp_gpu_poll_forget_after_fork();
     g_started = 0;
     g_start_rc = 0;
     atomic_store(&g_trace_pid, 0);

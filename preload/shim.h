@@ -434,6 +434,8 @@ void cp_gpu_pending_add(const cp_pending_slot *slot);
  * `final`: the process is ending: waits up to a short bound for what is still in flight. */
 void cp_gpu_poll(cp_trace_writer *w, int final);
 int cp_gpu_poll_wanted(void);
+/* Fork child: the parent's pending pairs and references are forgotten. */
+void cp_gpu_poll_forget_after_fork(void);
 /* The oldest pair whose events are still in flight (issue order): 1 and *out, or 0. */
 int cp_gpu_oldest_pending(cp_pending_slot *out);
 /* Whether a pending pair's start event has completed: enum cp_hang_gpu_state. */

@@ -7,6 +7,8 @@
  * a run under the shim must print exactly what a run without it prints. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/cuda_abi.h"
 #include "common/cuda_api_list.h"
@@ -41,6 +43,52 @@ __attribute__((visibility("default"))) int nccl_client_version(const char *tag)
     printf("%s: %s\n", tag, ncclGetErrorString(ncclInvalidUsage));
     fflush(stdout);
     return r == ncclSuccess ? 0 : 1;
+}
+
+/* A fork while this process's collectives still run on the GPU (the test holds rank 1's
+ * stream with COLLPROF_EMU_DELAY): the child makes one group call, as a worker process that
+ * touches NCCL would, stays past a flush and leaves with _exit (CUDA is not usable in a fork
+ * child); the parent waits for it, then for its collectives. 0 when all went right. */
+__attribute__((visibility("default"))) int nccl_client_fork(const char *tag)
+{
+    ncclComm_t comms[2];
+    CUstream streams[2];
+    static float buf[2][COUNT];
+    CHECK(tag, "cuInit", cuInit(0) == CUDA_SUCCESS);
+    NCCL(tag, ncclCommInitAll(comms, 2, NULL));
+    for (int i = 0; i < 2; i++) {
+        CUcontext ctx;
+        CHECK(tag, "context", cuDevicePrimaryCtxRetain(&ctx, i) == CUDA_SUCCESS &&
+                                  cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
+        CHECK(tag, "stream", cuStreamCreate(&streams[i], CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+        for (int k = 0; k < COUNT; k++)
+            buf[i][k] = (float)(i + k);
+    }
+    NCCL(tag, ncclGroupStart());
+    for (int i = 0; i < 2; i++)
+        NCCL(tag, ncclAllReduce(buf[i], buf[i], COUNT, ncclFloat32, ncclSum, comms[i], streams[i]));
+    NCCL(tag, ncclGroupEnd());
+    usleep(100000); /* the profiler, if any, has taken in the calls while they still run */
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+        ncclGroupStart();
+        ncclGroupEnd();
+        usleep(300000);
+        _exit(0);
+    }
+    int st = -1;
+    CHECK(tag, "fork", child > 0 && waitpid(child, &st, 0) == child);
+    printf("%s: child exited %d\n", tag, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    for (int i = 0; i < 2; i++) {
+        CHECK(tag, "synchronize", cuStreamSynchronize(streams[i]) == CUDA_SUCCESS);
+        CHECK(tag, "allreduce result", buf[i][COUNT - 1] == (float)(2 * (COUNT - 1) + 1));
+        NCCL(tag, ncclCommDestroy(comms[i]));
+        cuStreamDestroy_v2(streams[i]);
+    }
+    printf("%s: done\n", tag);
+    fflush(stdout);
+    return 0;
 }
 
 /* ndev ranks in this process (ncclCommInitAll), `steps` times: a grouped AllReduce over

@@ -4,6 +4,7 @@
  *   global PATH   dlopen(PATH, RTLD_NOW | RTLD_GLOBAL)
  *   run I TAG     nccl_client_run(TAG, 2, 3) of the I-th library opened (from 0)
  *   version I TAG nccl_client_version(TAG): host-only calls, for a real NCCL without a GPU
+ *   fork I TAG    nccl_client_fork(TAG): a fork while collectives run on the GPU
  *   unwinder      which object the global scope gives _Unwind_RaiseException (C++'s throw)
  * Exit: 0, or 1 with the step that failed on stdout. */
 #include <dlfcn.h>
@@ -12,7 +13,7 @@
 #include <string.h>
 
 typedef int (*client_run_fn)(const char *tag, int ndev, int steps);
-typedef int (*client_version_fn)(const char *tag);
+typedef int (*client_tag_fn)(const char *tag); /* version, fork */
 
 int main(int argc, char **argv)
 {
@@ -44,13 +45,13 @@ int main(int argc, char **argv)
             if (rc != 0)
                 return 1;
             i += 2;
-        } else if (!strcmp(argv[i], "version") && i + 2 < argc) {
+        } else if ((!strcmp(argv[i], "version") || !strcmp(argv[i], "fork")) && i + 2 < argc) {
             int k = atoi(argv[i + 1]);
-            client_version_fn version =
-                k >= 0 && k < nlibs ? (client_version_fn)dlsym(libs[k], "nccl_client_version")
-                                    : NULL;
-            if (!version || version(argv[i + 2]) != 0) {
-                printf("loader: version step failed\n");
+            const char *fn = !strcmp(argv[i], "fork") ? "nccl_client_fork" : "nccl_client_version";
+            client_tag_fn call =
+                k >= 0 && k < nlibs ? (client_tag_fn)dlsym(libs[k], fn) : NULL;
+            if (!call || call(argv[i + 2]) != 0) {
+                printf("loader: %s step failed\n", argv[i]);
                 return 1;
             }
             i += 2;

@@ -136,6 +136,7 @@ typedef struct trace_seen {
     int nprocess;
     cp_rec_end end;
     int nend;
+    size_t ndones;
     cp_walk_result walk;
 } trace_seen;
 
@@ -163,6 +164,12 @@ static int st_on_process(void *ctx, const cp_rec_process *rec)
     s->nprocess++;
     return 0;
 }
+static int st_on_done(void *ctx, const cp_rec_done *rec)
+{
+    (void)rec;
+    ((trace_seen *)ctx)->ndones++;
+    return 0;
+}
 static int st_on_end(void *ctx, const cp_rec_end *rec)
 {
     trace_seen *s = ctx;
@@ -184,7 +191,8 @@ static inline int st_read_trace(const char *path, trace_seen *s)
     }
     s->header = *cp_trace_reader_header(r);
     cp_trace_visitor v = {.ctx = s, .on_call = st_on_call, .on_comm = st_on_comm,
-                          .on_process = st_on_process, .on_end = st_on_end};
+                          .on_process = st_on_process, .on_end = st_on_end,
+                          .on_done = st_on_done};
     cp_trace_walk(r, &v, &s->walk);
     cp_trace_reader_close(r);
     return 0;

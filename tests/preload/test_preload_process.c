@@ -140,6 +140,43 @@ static void errno_passes_through_every_recorded_call(void **state)
     assert_string_equal(g_shim.out, g_bare.out);
 }
 
+/* A fork while the parent's collectives run on the GPU, their GPU timings pending in the
+ * shim: the child's file holds the child's calls only, never a DONE of the parent's (the
+ * child used to poll the parent's pending events and write their DONEs as its own). */
+static void a_fork_child_gets_none_of_the_parents_pending_gpu_timings(void **state)
+{
+    (void)state;
+    char client[4300];
+    snprintf(client, sizeof client, "%s/nccl_clients/libnccl_client.so", st_build_dir());
+    if (!st_exists(client))
+        skip(); /* built with the emulation only */
+    const char *env[] = {g_dir_env, "COLLPROF_EMU_DELAY=1:400", "COLLPROF_FLUSH_MS=50", NULL};
+    const char *argv[] = {"local", client, "fork", "0", "f", NULL};
+    st_run_prog(&g_shim, "nccl_loader", 1, env, argv);
+    if (g_shim.status != 0)
+        fprintf(stderr, "%s%s", g_shim.out, g_shim.err);
+    assert_int_equal(g_shim.status, 0);
+    assert_non_null(strstr(g_shim.out, "f: child exited 0\n"));
+    char **paths;
+    int n = st_list(g_dir, &paths);
+    assert_int_equal(n, 2);
+    int children = 0;
+    for (int i = 0; i < n; i++) {
+        trace_seen t;
+        assert_int_equal(st_read_trace(paths[i], &t), 0);
+        if (t.ncomms == 0) { /* the child: its group call, nothing of the parent's */
+            children++;
+            assert_int_equal(t.ncalls, 2);
+            assert_int_equal(t.ndones, 0);
+        } else {
+            assert_int_equal(t.ndones, 2); /* the parent's two AllReduces */
+        }
+        st_free_trace(&t);
+    }
+    assert_int_equal(children, 1);
+    cp_trace_dir_free(paths, n);
+}
+
 static void fork_children_trace_only_what_they_call(void **state)
 {
     (void)state;
@@ -191,6 +228,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(errno_passes_through_every_recorded_call, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(a_fork_child_gets_none_of_the_parents_pending_gpu_timings,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(fork_children_trace_only_what_they_call, setup,
                                         teardown),
     };
