@@ -17,6 +17,16 @@
  * fd and reuses its number between the check and the pwrite could still be hit: the window
  * is one system call, at a number the job's own open(2) does not hand out.
  *
+ * The file must end with its loss count and END even when the disk is full or the job's
+ * RLIMIT_FSIZE is reached, or the reader cannot tell a job that stopped from a file that
+ * stopped, nor how much was lost after the last chunk that reached the disk. So the closing
+ * chunk (LOST records, CLOCK, END: a few hundred bytes, after cp_trace_writer_closing) has
+ * room kept for it: CP_WRITER_RESERVE bytes below the file size limit that data chunks may
+ * not use, and the same preallocated past the end of the file (fallocate KEEP_SIZE). A data
+ * chunk is written only once its own space and the reserve after it are allocated, so a full
+ * disk refuses the data chunk, never the closing one. (A file system that cannot preallocate
+ * keeps only the size limit's margin.)
+ *
  * Losses are reported twice: the running total in every chunk header (what the reader
  * trusts), and LOST records by cause that the writer itself puts at the head of the next
  * chunk it writes. A LOST record that sits in the chunk buffer has its count raised in
@@ -42,6 +52,8 @@
  * causes plus the largest fixed-size record. */
 #define CP_CHUNK_MIN_PAYLOAD 256u
 #define CP_LOST_CAUSES 4 /* enum cp_lost_cause values are 1..3 */
+/* Room for the closing chunk: its header, a LOST record per cause, CLOCK and END. */
+#define CP_WRITER_RESERVE 1024u
 
 struct cp_trace_writer {
     /* Hot fields first: append touches only these. */
@@ -50,6 +62,7 @@ struct cp_trace_writer {
     size_t cap;             /* chunk payload capacity */
     uint32_t count;         /* records in the current chunk */
     uint32_t own;           /* of them, LOST records the writer put there itself */
+    int closing;            /* the closing chunk: may use the reserve */
 
     int fd;                /* -1 once detached: the file is no longer reachable as ours */
     char *path;            /* to open the file again when the job took the fd */
@@ -95,20 +108,28 @@ static int past_fsize_limit(uint64_t end)
 }
 
 /* Writes all of [data, data+len) at `off`, going on after a short write (a signal, a file
- * that reached a limit mid-way) until the kernel refuses outright. */
-static int write_all_at(int fd, const void *data, size_t len, uint64_t off)
+ * that reached a limit mid-way) until the kernel refuses outright; *wrote says whether any
+ * byte reached the file. `keep` bytes below the file size limit, and past the end of what
+ * is written, stay free: allocated before anything is written (when the file system can). */
+static int write_all_at(int fd, const void *data, size_t len, uint64_t off, size_t keep,
+                        int *wrote)
 {
     const unsigned char *p = data;
-    if (past_fsize_limit(off + len)) {
+    *wrote = 0;
+    if (past_fsize_limit(off + len + keep)) {
         errno = EFBIG;
         return -1;
     }
+    if (keep && fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)(len + keep)) != 0 &&
+        errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL)
+        return -1; /* no room for this and the closing chunk after it: ENOSPC */
     while (len > 0) {
         ssize_t n = pwrite(fd, p, len, (off_t)off);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             return -1;
+        *wrote = 1;
         p += n;
         len -= (size_t)n;
         off += (uint64_t)n;
@@ -213,7 +234,8 @@ cp_trace_writer *cp_trace_writer_open_mode(const char *path, const cp_file_heade
     h.reserved0 = 0;
     memset(h.reserved, 0, sizeof h.reserved);
     h.header_hash = cp_trace_hash(&h, offsetof(cp_file_header, header_hash));
-    if (write_all_at(fd, &h, sizeof h, 0) != 0) {
+    int wrote;
+    if (write_all_at(fd, &h, sizeof h, 0, CP_WRITER_RESERVE, &wrote) != 0) {
         int e = errno;
         snprintf(err, errlen, "'%s': cannot write trace header: %s", path,
                  e ? strerror(e) : "short write");
@@ -283,7 +305,10 @@ static int write_chunk(cp_trace_writer *w)
     memcpy(w->buf, &ch, sizeof ch);
 
     size_t len = CP_CHUNK_HEADER_BYTES + w->used;
-    int rc = own_fd(w) == 0 ? write_all_at(w->fd, w->buf, len, w->file_bytes) : -1;
+    int wrote = 0;
+    int rc = own_fd(w) == 0 ? write_all_at(w->fd, w->buf, len, w->file_bytes,
+                                            w->closing ? 0 : CP_WRITER_RESERVE, &wrote)
+                            : -1;
     uint64_t callers = w->count - w->own;
     if (rc == 0) {
         w->file_bytes += len;
@@ -293,9 +318,13 @@ static int write_chunk(cp_trace_writer *w)
                 w->pending[c] = 0;
     } else {
         /* A partial chunk would read as corruption; cut it off so the next chunk starts at
-         * a chunk boundary. If even that fails, the reader resyncs past the debris. */
-        if (w->fd < 0 || own_fd(w) != 0 || ftruncate(w->fd, (off_t)w->file_bytes) != 0)
+         * a chunk boundary. If even that fails, the reader resyncs past the debris. Only then:
+         * a cut also frees the blocks kept past the end for the closing chunk, which are
+         * taken again (the cut gave back at least as many). */
+        if (wrote && (own_fd(w) != 0 || ftruncate(w->fd, (off_t)w->file_bytes) != 0))
             w->file_bytes += len;
+        else if (wrote)
+            (void)fallocate(w->fd, FALLOC_FL_KEEP_SIZE, (off_t)w->file_bytes, CP_WRITER_RESERVE);
         if (callers)
             count_drop(w, CP_LOST_WRITE_ERROR, callers);
         else
@@ -373,6 +402,15 @@ void cp_trace_writer_count_lost(cp_trace_writer *w, uint64_t records)
 uint64_t cp_trace_writer_records_written(const cp_trace_writer *w) { return w->written; }
 
 uint64_t cp_trace_writer_records_lost(const cp_trace_writer *w) { return w->lost; }
+
+int cp_trace_writer_closing(cp_trace_writer *w)
+{
+    int rc = 0;
+    if (w->count > w->own && write_chunk(w) != 0)
+        rc = -1;
+    w->closing = 1;
+    return rc;
+}
 
 int cp_trace_writer_close(cp_trace_writer *w)
 {

@@ -58,6 +58,12 @@ void cp_trace_writer_count_lost(cp_trace_writer *w, uint64_t records);
 uint64_t cp_trace_writer_records_written(const cp_trace_writer *w);
 uint64_t cp_trace_writer_records_lost(const cp_trace_writer *w);
 
+/* The records that follow close the file (LOST, CLOCK, END): the data still buffered is
+ * written first (0, or -1 with its records counted lost), then the closing chunk may use the
+ * room kept for it (trace_writer.c), so that a full disk or RLIMIT_FSIZE still ends the file
+ * with END and an exact loss count. Append them, then close. */
+int cp_trace_writer_closing(cp_trace_writer *w);
+
 /* Flushes, closes and frees. Returns 0, or -1 if the last flush or close failed. */
 int cp_trace_writer_close(cp_trace_writer *w);
 

@@ -228,8 +228,12 @@ int cp_writer_start(const char *path, const cp_file_header *header, int flush_ms
     return 0;
 }
 
+/* The closing chunk: what is buffered goes first, then CLOCK and END in a chunk of their own
+ * that the writer keeps room for, so a full disk still ends the file with END and its loss
+ * count (warn_write_failed runs after the close). */
 static void append_end(int end_signal)
 {
+    cp_trace_writer_closing(g_w);
     cp_clock_anchor a = cp_clock_anchor_now();
     cp_rec_clock clk = {.h = {CP_REC_CLOCK, sizeof clk}, .mono_ns = a.mono_ns,
                         .realtime_ns = a.realtime_ns};

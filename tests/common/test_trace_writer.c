@@ -10,7 +10,9 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "test_trace_util.h"
@@ -232,6 +234,104 @@ static void a_full_disk_loses_whole_chunks_and_the_writer_recovers(void **state)
     tt_seen_free(&seen);
 }
 
+/* Appends CALLs until `lost` of them are counted lost (or n tried), then the closing records
+ * (CLOCK, END), and closes; returns how many CALLs were appended. */
+static uint64_t fill_then_close(cp_trace_writer *w, uint64_t n, uint64_t lost)
+{
+    uint64_t i = 0;
+    for (; i < n && cp_trace_writer_records_lost(w) < lost; i++) {
+        cp_rec_call c = tt_call(i);
+        cp_trace_writer_append(w, &c);
+    }
+    cp_trace_writer_closing(w);
+    cp_rec_clock clk = {.h = {CP_REC_CLOCK, sizeof clk}, .mono_ns = 1, .realtime_ns = 2};
+    cp_rec_end end = {.h = {CP_REC_END, sizeof end}, .signal = 0, .exit_code = -1, .at_ns = 3};
+    cp_trace_writer_append(w, &clk);
+    cp_trace_writer_append(w, &end);
+    cp_trace_writer_close(w);
+    return i;
+}
+
+/* The file still ends with END and the exact loss count when the limit is never lifted:
+ * the closing chunk has room kept for it. Before, the last chunk failed like the others and
+ * the file ended without END, its loss count short of what was dropped after. */
+static void a_file_at_its_size_limit_still_ends_with_end_and_every_loss(void **state)
+{
+    (void)state;
+    signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &g_fsize), 0);
+    cp_trace_writer *w = open_writer(512);
+    const size_t chunk = CP_CHUNK_HEADER_BYTES + 512;
+    /* room for three chunks and less than a closing chunk after them */
+    struct rlimit small = {CP_TRACE_HEADER_BYTES + 3 * chunk + 100, g_fsize.rlim_max};
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+    uint64_t made = fill_then_close(w, 400, 100);
+    restore_fsize();
+    cp_walk_result res;
+    tt_seen seen;
+    walk_file(&res, &seen);
+    assert_int_equal(res.corrupt_chunks, 0);
+    assert_int_equal(seen.by_type[CP_REC_END], 1);
+    assert_int_equal(seen.by_type[CP_REC_CALL] + res.lost_records, made); /* every CALL */
+    assert_true(res.lost_records >= 100);
+    const cp_rec_lost *l = find_lost(&seen, CP_LOST_WRITE_ERROR);
+    assert_non_null(l);
+    assert_int_equal(l->count, res.lost_records);
+    tt_seen_free(&seen);
+}
+
+/* The same on a real full disk: a 64 KiB tmpfs (root only; skipped with the reason else).
+ * The file is first made to end on a page boundary (52 CALLs and 9 CLOCKs: a 4096-byte
+ * file), so that no slack in its last page can hold the closing chunk: only the blocks kept
+ * past the end can, which is what failed before (no END). */
+static void a_full_tmpfs_still_ends_the_file_with_end_and_every_loss(void **state)
+{
+    (void)state;
+    char mnt[400];
+    snprintf(mnt, sizeof mnt, "%.300s/small", g_dir);
+    assert_int_equal(mkdir(mnt, 0700), 0);
+    if (geteuid() != 0 || mount("tmpfs", mnt, "tmpfs", 0, "size=64k") != 0) {
+        fprintf(stderr, "skipped: mounting a 64 KiB tmpfs needs root (%s)\n", strerror(errno));
+        skip();
+    }
+    char saved[600];
+    snprintf(saved, sizeof saved, "%s", g_path);
+    snprintf(g_path, sizeof g_path, "%s/w.cptrace", mnt);
+    cp_trace_writer *w = open_writer(4096);
+    for (uint64_t i = 0; i < 52; i++) {
+        cp_rec_call c = tt_call(i);
+        assert_int_equal(cp_trace_writer_append(w, &c), 0);
+    }
+    for (int i = 0; i < 9; i++) {
+        cp_rec_clock clk = {.h = {CP_REC_CLOCK, sizeof clk}, .mono_ns = 1, .realtime_ns = 2};
+        assert_int_equal(cp_trace_writer_append(w, &clk), 0);
+    }
+    assert_int_equal(cp_trace_writer_flush(w), 0);
+    struct stat sb;
+    assert_int_equal(stat(g_path, &sb), 0);
+    assert_int_equal(sb.st_size, 4096);
+    /* the job fills the file system */
+    char filler[500];
+    snprintf(filler, sizeof filler, "%s/filler", mnt);
+    FILE *f = fopen(filler, "w");
+    assert_non_null(f);
+    static char block[4096];
+    while (fwrite(block, 1, sizeof block, f) == sizeof block && fflush(f) == 0)
+        ;
+    fclose(f);
+    uint64_t made = 52 + fill_then_close(w, 20000, 1000);
+    cp_walk_result res;
+    tt_seen seen;
+    walk_file(&res, &seen);
+    umount(mnt);
+    snprintf(g_path, sizeof g_path, "%s", saved);
+    assert_int_equal(res.corrupt_chunks, 0);
+    assert_int_equal(seen.by_type[CP_REC_END], 1);
+    assert_int_equal(seen.by_type[CP_REC_CALL] + res.lost_records, made);
+    assert_true(res.lost_records >= 1000);
+    tt_seen_free(&seen);
+}
+
 static void a_process_killed_mid_run_leaves_every_flushed_record(void **state)
 {
     (void)state;
@@ -272,6 +372,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(malformed_and_oversized_records_are_dropped_and_counted, setup, teardown),
         cmocka_unit_test_setup_teardown(ring_losses_ride_in_every_later_chunk, setup, teardown),
         cmocka_unit_test_setup_teardown(a_full_disk_loses_whole_chunks_and_the_writer_recovers, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_file_at_its_size_limit_still_ends_with_end_and_every_loss, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_full_tmpfs_still_ends_the_file_with_end_and_every_loss, setup, teardown),
         cmocka_unit_test_setup_teardown(a_process_killed_mid_run_leaves_every_flushed_record, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
