@@ -54,6 +54,8 @@ static _Atomic int g_want;
 
 int cp_gpu_poll_wanted(void) { return atomic_load_explicit(&g_want, memory_order_relaxed); }
 
+size_t cp_gpu_pending_count(void) { return g_n; }
+
 void cp_gpu_poll_forget_after_fork(void)
 {
     /* The pending pairs are the parent's calls, in the parent's CUDA contexts, which a fork
@@ -73,7 +75,9 @@ void cp_gpu_pending_add(const cp_pending_slot *slot)
         if (!q) {
             if (slot->release)
                 cp_ev_pair_put(slot->ctx, slot->pair);
-            return; /* its DONE is lost; the job goes on */
+            /* its DONE is lost, and counted; the job goes on */
+            atomic_fetch_add_explicit(&cp_lost_elsewhere, 1, memory_order_relaxed);
+            return;
         }
         g_q = q;
         g_cap = cap;

@@ -22,6 +22,7 @@
 
 _Atomic int cp_drain_wanted;
 _Atomic uint64_t cp_lost_no_ring;
+_Atomic uint64_t cp_lost_elsewhere;
 
 static cp_ring *_Atomic g_head;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -98,5 +99,6 @@ void cp_ring_reset_after_fork(cp_ring *keep)
             atomic_store_explicit(&r->owned, 0, memory_order_relaxed);
     }
     atomic_store_explicit(&cp_lost_no_ring, 0, memory_order_relaxed);
+    atomic_store_explicit(&cp_lost_elsewhere, 0, memory_order_relaxed);
     atomic_store_explicit(&cp_drain_wanted, 0, memory_order_relaxed);
 }

@@ -185,6 +185,10 @@ struct cp_ring {
 extern _Atomic int cp_drain_wanted;
 /* Records lost by threads that got no ring at all. */
 extern _Atomic uint64_t cp_lost_no_ring;
+/* Records the shim could not make off the hot path: a COMM or PROCESS record, a DONE or SITE
+ * whose bookkeeping found no memory, the DONEs and SITEs a fatal signal's flush cannot make.
+ * The writer adds them to the file's loss count, so that no drop goes uncounted. */
+extern _Atomic uint64_t cp_lost_elsewhere;
 
 static inline void *cp_ring_reserve(cp_ring *r)
 {
@@ -434,6 +438,8 @@ void cp_gpu_pending_add(const cp_pending_slot *slot);
  * `final`: the process is ending: waits up to a short bound for what is still in flight. */
 void cp_gpu_poll(cp_trace_writer *w, int final);
 int cp_gpu_poll_wanted(void);
+/* Pairs still waiting for their DONE (token holder): what a fatal signal's flush loses. */
+size_t cp_gpu_pending_count(void);
 /* Fork child: the parent's pending pairs and references are forgotten. */
 void cp_gpu_poll_forget_after_fork(void);
 /* The oldest pair whose events are still in flight (issue order): 1 and *out, or 0. */

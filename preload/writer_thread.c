@@ -59,7 +59,9 @@ void cp_control_push(const void *record)
         unsigned char *p = realloc(g_ctl, cap);
         if (!p) {
             pthread_mutex_unlock(&g_ctl_mu);
-            return; /* an allocation failure costs this record, not the job */
+            /* an allocation failure costs this record, not the job; counted */
+            atomic_fetch_add_explicit(&cp_lost_elsewhere, 1, memory_order_relaxed);
+            return;
         }
         g_ctl = p;
         g_ctl_cap = cap;
@@ -96,13 +98,12 @@ static void drain(int in_signal)
             /* The hot path's requests: finished here, never written as they are. In a
              * signal handler neither the driver nor the symbolizer may be called: those
              * DONE and SITE records are lost with the dying process. */
-            if (h->type == CP_REC_SHIM_PENDING) {
-                if (!in_signal)
+            if (h->type == CP_REC_SHIM_PENDING || h->type == CP_REC_SHIM_SITE) {
+                if (in_signal)
+                    atomic_fetch_add_explicit(&cp_lost_elsewhere, 1, memory_order_relaxed);
+                else if (h->type == CP_REC_SHIM_PENDING)
                     cp_gpu_pending_add((const cp_pending_slot *)h);
-                continue;
-            }
-            if (h->type == CP_REC_SHIM_SITE) {
-                if (!in_signal)
+                else
                     cp_site_write(g_w, ((const cp_site_slot *)h)->site);
                 continue;
             }
@@ -125,7 +126,8 @@ static void drain(int in_signal)
         cp_trace_writer_count_lost(g_w, lost - r->lost_reported);
         r->lost_reported = lost;
     }
-    uint64_t no_ring = atomic_load_explicit(&cp_lost_no_ring, memory_order_relaxed);
+    uint64_t no_ring = atomic_load_explicit(&cp_lost_no_ring, memory_order_relaxed) +
+                       atomic_load_explicit(&cp_lost_elsewhere, memory_order_relaxed);
     cp_trace_writer_count_lost(g_w, no_ring - g_no_ring_reported);
     g_no_ring_reported = no_ring;
 }
@@ -278,8 +280,11 @@ void cp_writer_flush_from_signal(int end_signal)
     if (!got || !g_w)
         return;
     drain(1);
-    if (end_signal > 0)
+    if (end_signal > 0) {
+        /* the process ends here: the DONEs still pending will never be made */
+        cp_trace_writer_count_lost(g_w, cp_gpu_pending_count());
         append_end(end_signal);
+    }
     cp_trace_writer_flush(g_w);
     if (end_signal <= 0)
         give_token(); /* the process lives on (a user handler took the signal) */

@@ -6,7 +6,10 @@
  *   group       GroupStart, Send on s1, Recv on s2, Send on s1, GroupEnd; then 1 AllReduce
  *   capture     an AllReduce on a stream under capture (global mode), then EndCapture
  *   sites       3 calls from site_a (one line), 1 from site_b
+ *   events-term N  N AllReduces on a stream, then SIGTERM at once (default action): the
+ *               DONEs the shim has not made yet die with the process
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +91,10 @@ int main(int argc, char **argv)
         int rc = (int)cuStreamEndCapture(s1, &graph);
         printf("end capture=%d graph=%d\n", rc, graph != NULL);
         CHECK(ncclAllReduce(g_buf, g_buf, 16, ncclFloat32, ncclSum, c, (cudaStream_t)s1));
+    } else if (!strcmp(what, "events-term")) {
+        for (int i = 0; i < n; i++)
+            CHECK(ncclAllReduce(g_buf, g_buf, 16, ncclFloat32, ncclSum, c, (cudaStream_t)s1));
+        raise(SIGTERM);
     } else if (!strcmp(what, "sites")) {
         site_a(c, s1);
         site_b(c, s1);

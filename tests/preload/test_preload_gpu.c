@@ -269,6 +269,38 @@ static void each_call_site_is_one_site_record_with_the_jobs_function(void **stat
     }
 }
 
+/* A fatal signal ends the process before the shim has made every DONE (a signal handler may
+ * not call the driver): each one it could not make is counted lost, so every timed call has
+ * its DONE or its loss, and a report on this trace cannot say "none lost". */
+static void a_fatal_signal_counts_the_dones_it_cannot_make(void **state)
+{
+    (void)state;
+    char dir[4200], dir_env[4300];
+    snprintf(dir, sizeof dir, "%s/term", g_tmp);
+    snprintf(dir_env, sizeof dir_env, "COLLPROF_DIR=%s", dir);
+    const char *env[] = {dir_env, NULL};
+    const char *argv[] = {"events-term", "200", NULL};
+    st_run_prog(&g_res, "shim_gpu_job", 1, env, argv);
+    assert_true(WIFSIGNALED(g_res.status) && WTERMSIG(g_res.status) == SIGTERM);
+    char **paths;
+    assert_int_equal(st_list(dir, &paths), 1);
+    trace_seen t;
+    assert_int_equal(st_read_trace(paths[0], &t), 0);
+    cp_trace_dir_free(paths, 1);
+    assert_int_equal(t.nend, 1);
+    assert_int_equal(t.end.signal, SIGTERM);
+    size_t calls = 0;
+    for (size_t i = 0; i < t.ncalls; i++)
+        calls += t.calls[i].op == CP_OP_ALLREDUCE;
+    assert_int_equal(calls, 200);
+    /* and the loop's one call site, whose SITE record the writer makes off the hot path */
+    if (t.ndones + t.walk.lost_records != 201)
+        fprintf(stderr, "%zu DONEs, %llu lost\n", t.ndones,
+                (unsigned long long)t.walk.lost_records);
+    assert_int_equal(t.ndones + t.walk.lost_records, 201);
+    st_free_trace(&t);
+}
+
 /* COLLPROF_UNWIND=glibc, what a machine without libunwind gets: glibc's backtrace finds the
  * same two sites and their frames; dladdr names only exported functions, so the job's own
  * static functions are "??" with the object's name and offset. */
@@ -380,6 +412,7 @@ int main(void)
         cmocka_unit_test(without_a_driver_host_timing_is_said_once),
         cmocka_unit_test(each_call_site_is_one_site_record_with_the_jobs_function),
         cmocka_unit_test(without_libunwind_sites_are_still_found),
+        cmocka_unit_test(a_fatal_signal_counts_the_dones_it_cannot_make),
         cmocka_unit_test(a_late_rank_shows_in_its_peers_gpu_times),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
