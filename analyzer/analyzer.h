@@ -201,7 +201,12 @@ void cpa_stragglers_free(cpa_stragglers *s);
  *                    GPU never started it); the missing rank's last operation is told;
  *   RANK_EXITED      as RANK_NOT_JOINED, but a missing rank's trace ended without a clean
  *                    exit (no END record: killed);
- *   STUCK_IN_NCCL    every rank entered it and none finished. */
+ *   STUCK_IN_NCCL    every rank entered it and none finished.
+ * A DONE that completed after its rank's ncclCommAbort was ended by the abort, not done;
+ * such a hang is `aborted`. A job stopped as a whole (the same fatal signal in every END, or
+ * no END anywhere) has no hang unless an operation was in flight for a stall (a watchdog's
+ * HANG record, or at least max(2 s, 100 typical operations) before the end): the others are
+ * `interrupted`. A row whose missing rank lost records is `unknown`, never an accusation. */
 
 enum cpa_hang_verdict {
     CPA_HANG_RANK_NOT_JOINED = 1,
@@ -220,12 +225,21 @@ typedef struct cpa_hang {
     int32_t *waiting_ranks;
     size_t nwaiting;
     double age_s;             /* longest in flight any rank's watchdog saw; 0 unknown */
+    int aborted;              /* the job's watchdog ended it with ncclCommAbort */
     char last[256];           /* what the (first) missing rank did last, or "" */
 } cpa_hang;
 
 typedef struct cpa_hangs {
     cpa_hang *rows;           /* worst first: more waiting ranks first */
     size_t nrows;
+    /* Not hangs, and why: the job was stopped as a whole (every rank ended on stop_signal,
+     * or every trace ends without END: killed) while `interrupted` operations were in
+     * flight for less than a stall; and operations whose missing rank's trace lost records
+     * (`unknown`, the first such rank in unknown_rank), where nobody can tell. */
+    size_t interrupted;
+    int stop_signal;          /* 0: no whole-job signal; -1 every trace cut (SIGKILL) */
+    size_t unknown;
+    int32_t unknown_rank;
 } cpa_hangs;
 
 int cpa_hangs_find(const cpa_model *m, const cpa_matched *mt, cpa_hangs *out, char *err,

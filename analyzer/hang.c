@@ -27,6 +27,13 @@
  * A rank missing from one hang because another holds it (it waits there, or its GPU never
  * started that one) makes the first a consequence: `last` says where it is held, and the
  * causes sort first; then more waiting ranks, then (comm, seq) (hang_cascade.c).
+ * A DONE completed after its rank's ncclCommAbort (a watchdog's) was ended by the abort: it
+ * does not count as finished, and a rank whose GPU began the operation only then (its start
+ * at the abort) never started it; the row is `aborted`. Then what the evidence cannot carry
+ * is taken out: in a job stopped as a whole (the same fatal signal in every END, or no END
+ * anywhere: killed) an operation in flight for less than a stall is `interrupted`, not hung;
+ * a row whose missing rank's trace lost records is `unknown` (its calls may be what was
+ * lost), never an accusation.
  * Work and memory: O(calls) time over the matched operations plus sorts of the members and
  * HANG records; memory O(members + HANG records + rows), never a table sized by a comm's
  * claimed size.
@@ -51,6 +58,14 @@ const char *cpa_hang_verdict_name(int v)
     }
 }
 
+/* Done, and not by an abort: an abort ends the kernels it releases, which then show DONEs. */
+static int really_done(const finder *f, const cpa_part *pt)
+{
+    const cpa_rank *r = &f->m->ranks[pt->rank_idx];
+    const cpa_call *c = &r->calls[pt->call_idx];
+    return c->done && !(r->abort_ns && c->gpu_timed && c->gpu_end_ns >= r->abort_ns);
+}
+
 /* Each member's last call and last finished call on the comm; the last seq any finished. */
 static uint64_t scan_comm(const finder *f, comm_view *cv)
 {
@@ -65,11 +80,12 @@ static uint64_t scan_comm(const finder *f, comm_view *cv)
                 continue;
             if (o->seq + 1 > mb->last1)
                 mb->last1 = o->seq + 1;
-            if (c->done && o->seq + 1 > mb->done1) {
+            int done = really_done(f, pt);
+            if (done && o->seq + 1 > mb->done1) {
                 mb->done1 = o->seq + 1;
                 mb->done_enter_ns = c->enter_ns;
             }
-            if (c->done && o->seq + 1 > fin1)
+            if (done && o->seq + 1 > fin1)
                 fin1 = o->seq + 1;
         }
     }
@@ -81,8 +97,9 @@ static int finished(const finder *f, const cpa_op *o)
 {
     int any = 0;
     for (uint32_t p = 0; p < o->nparts; p++) {
-        const cpa_call *c = call_of(f, &f->mt->parts[o->first_part + p]);
-        if (c->done)
+        const cpa_part *pt = &f->mt->parts[o->first_part + p];
+        const cpa_call *c = call_of(f, pt);
+        if (really_done(f, pt))
             any = 1;
         else if (c->flags & CP_CALL_TIMED)
             return 0;
@@ -93,8 +110,8 @@ static int finished(const finder *f, const cpa_op *o)
 static int timed_none_done(const finder *f, const cpa_op *o)
 {
     for (uint32_t p = 0; p < o->nparts; p++) {
-        const cpa_call *c = call_of(f, &f->mt->parts[o->first_part + p]);
-        if (c->done || !(c->flags & CP_CALL_TIMED))
+        const cpa_part *pt = &f->mt->parts[o->first_part + p];
+        if (really_done(f, pt) || !(call_of(f, pt)->flags & CP_CALL_TIMED))
             return 0;
     }
     return o->nparts > 0;
@@ -290,6 +307,20 @@ static int judge(finder *f, const comm_view *cv, uint64_t seq)
         if (k >= 0 && h->gpu_state == CP_HANG_GPU_NOT_STARTED)
             f->flag[k] |= F_NOT_STARTED;
     }
+    /* A rank's abort released its GPU into the operation: it had not started it before
+     * (its start is the abort's, to within the 1 ms the release and the clock allow). */
+    int aborted = 0;
+    for (uint32_t p = 0; o && p < o->nparts; p++) {
+        const cpa_part *pt = &f->mt->parts[o->first_part + p];
+        const cpa_rank *r = &f->m->ranks[pt->rank_idx];
+        const cpa_call *c = call_of(f, pt);
+        if (!r->abort_ns || r->abort_ns < c->enter_ns)
+            continue;
+        aborted = 1;
+        member *mb = cpa_hg_find_member(cv, c->comm_rank, pt->rank_idx);
+        if (mb && c->gpu_timed && c->gpu_start_ns + 1000000 >= r->abort_ns)
+            f->flag[mb - cv->mem] |= F_NOT_STARTED;
+    }
     size_t nmiss = 0, nwait = 0, ncalled = 0, nnot = 0;
     long first_missing = -1, first_not = -1;
     for (size_t k = 0; k < cv->nmem; k++) {
@@ -368,7 +399,98 @@ static int judge(finder *f, const comm_view *cv, uint64_t seq)
                : by_gpu              ? ROW_GPU
                : by_death            ? ROW_DEATH
                                      : ROW_OTHER;
-    return cpa_hg_add_row(f, kind, cv->comm_id, seq, op, verdict, nmiss, nwait, age_s, last);
+    if (cpa_hg_add_row(f, kind, cv->comm_id, seq, op, verdict, nmiss, nwait, age_s, last))
+        return -1;
+    f->out->rows[f->out->nrows - 1].aborted = aborted;
+    return 0;
+}
+
+/* How the job ended: the fatal signal every rank's END names, -1 when no rank has an END
+ * (the whole job killed), 0 when it was not stopped as a whole. */
+static int whole_job_stop(const cpa_model *m)
+{
+    int sig = 0;
+    size_t unended = 0;
+    for (size_t i = 0; i < m->nranks; i++) {
+        const cpa_rank *r = &m->ranks[i];
+        if (!r->ended)
+            unended++;
+        else if (r->end_signal <= 0 || (sig && r->end_signal != sig))
+            return 0;
+        else
+            sig = r->end_signal;
+    }
+    if (!m->nranks || (unended && unended != m->nranks))
+        return 0;
+    return unended ? -1 : sig;
+}
+
+/* Whether the collective row r (comm, seq) was in flight for less than a stall when the job
+ * stopped: no watchdog saw it, and no rank had waited in it max(2 s, 100 typical operations)
+ * by its own end (each rank's time against its own clock: no alignment needed). */
+static int young(finder *f, const cpa_hang *r)
+{
+    if (r->age_s > 0 || !cp_op_is_collective(r->op))
+        return 0;
+    comm_view *cv = cpa_hg_view_of(f, r->comm_id);
+    size_t oi = cv ? cpa_hg_op_lower(cv, r->seq) : 0;
+    if (!cv || oi >= cv->nops || cv->ops[oi].seq != r->seq)
+        return 0;
+    const cpa_op *o = &cv->ops[oi];
+    uint64_t typical = typical_gpu_ns(f, cv, oi);
+    uint64_t stall = typical < UINT64_MAX / 100 && 100 * typical > 2000000000ull
+                         ? 100 * typical
+                         : 2000000000ull;
+    for (uint32_t p = 0; p < o->nparts; p++) {
+        const cpa_part *pt = &f->mt->parts[o->first_part + p];
+        const cpa_rank *rk = &f->m->ranks[pt->rank_idx];
+        uint64_t end = rk->ended ? rk->end_ns : rk->last_ns, enter = call_of(f, pt)->enter_ns;
+        if (end > enter && end - enter >= stall)
+            return 0;
+    }
+    return 1;
+}
+
+/* The first missing rank of r whose trace lost records, or -1. */
+static int32_t lossy_missing(const finder *f, const cpa_hang *r)
+{
+    for (size_t k = 0; k < r->nmissing; k++)
+        for (size_t i = 0; i < f->m->nranks; i++)
+            if (f->m->ranks[i].rank == r->missing_ranks[k] && f->m->ranks[i].lost_records)
+                return r->missing_ranks[k];
+    return -1;
+}
+
+/* Takes out the rows the evidence cannot carry (the header says which), counting them. */
+static void drop_unfounded(finder *f)
+{
+    cpa_hangs *h = f->out;
+    h->stop_signal = whole_job_stop(f->m);
+    h->unknown_rank = -1;
+    size_t kept = 0;
+    for (size_t i = 0; i < h->nrows; i++) {
+        cpa_hang *r = &h->rows[i];
+        int32_t lossy = lossy_missing(f, r);
+        int drop = 0;
+        if (lossy >= 0) {
+            h->unknown++;
+            if (h->unknown_rank < 0)
+                h->unknown_rank = lossy;
+            drop = 1;
+        } else if (h->stop_signal && young(f, r)) {
+            h->interrupted++;
+            drop = 1;
+        }
+        if (drop) {
+            free(r->missing_ranks);
+            free(r->waiting_ranks);
+            continue;
+        }
+        if (f->kinds)
+            f->kinds[kept] = f->kinds[i];
+        h->rows[kept++] = *r;
+    }
+    h->nrows = kept;
 }
 
 int cpa_hangs_find(const cpa_model *m, const cpa_matched *mt, cpa_hangs *out, char *err,
@@ -387,8 +509,10 @@ int cpa_hangs_find(const cpa_model *m, const cpa_matched *mt, cpa_hangs *out, ch
         rc = cpa_hg_judge_pair(&f, i, j);
         i = j;
     }
-    if (rc == 0)
+    if (rc == 0) {
+        drop_unfounded(&f);
         rc = cpa_hg_order(&f);
+    }
     cpa_hg_finder_free(&f);
     if (rc) {
         cpa_hangs_free(out);

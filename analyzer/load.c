@@ -195,6 +195,7 @@ static int on_clock(void *ctx, const cp_rec_clock *c)
     cpa_rank *r = x->r;
     if (!c->mono_ns || !c->realtime_ns)
         return 0;
+    saw_time(r, c->mono_ns); /* the writer's heartbeat: the process lived until then */
     if (cpa_grow((void **)&r->clocks, &r->cap_clocks, r->nclocks + 1, sizeof *r->clocks)) {
         x->oom = 1;
         return 1;
@@ -269,6 +270,9 @@ static int on_call(void *ctx, const cp_rec_call *c)
 {
     load_ctx *x = ctx;
     cpa_rank *r = x->r;
+    /* an abort ends the kernels it releases: their DONEs then say nothing of being done */
+    if (c->op == CP_OP_COMM_ABORT && c->enter_ns && (!r->abort_ns || c->enter_ns < r->abort_ns))
+        r->abort_ns = c->enter_ns;
     if ((unsigned)c->op - CP_OP_ALLREDUCE > (unsigned)(CP_OP_RECV - CP_OP_ALLREDUCE))
         return 0;
     if (r->ncalls >= x->call_room && call_room(x)) {

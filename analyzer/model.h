@@ -83,6 +83,7 @@ typedef struct cpa_rank {
     size_t nsites;
     cpa_hang_seen *hangs;  /* watchdog HANG records, in file order */
     size_t nhangs, cap_hangs;
+    uint64_t abort_ns;     /* the first ncclCommAbort's entry (a watchdog's), 0 none */
     int32_t end_signal;    /* END record: 0 normal exit, else the signal; when ended */
     int32_t end_exit_code;
     uint64_t end_ns;
@@ -108,6 +109,16 @@ typedef struct cpa_model {
     uint64_t records;
     uint64_t lost_records;
 } cpa_model;
+
+/* Whether m->lost_records is a lower bound only: a trace that ends without END (killed, or
+ * its closing chunk never reached the disk) lost what its process still held, uncounted. */
+static inline int cpa_lost_at_least(const cpa_model *m)
+{
+    for (size_t i = 0; i < m->nranks; i++)
+        if (!m->ranks[i].ended)
+            return 1;
+    return 0;
+}
 
 /* The call site of a call as one line, or NULL when the file did not say. */
 const char *cpa_call_site(const cpa_rank *r, const cpa_call *c);

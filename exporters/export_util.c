@@ -257,3 +257,13 @@ long cpx_rank_index(const cpa_model *m, int32_t rank)
     }
     return -1;
 }
+
+const char *cpx_signal_name(int sig, char *buf)
+{
+    const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
+    if (abbrev)
+        snprintf(buf, 16, "SIG%.12s", abbrev);
+    else
+        snprintf(buf, 16, "signal %d", sig);
+    return buf;
+}

@@ -18,6 +18,8 @@
 /* "AllReduce"; a statistics row or matched operation of CP_OP_SEND is a send/recv pair:
  * "Send/Recv" where pairs is set (text), else the contract's name "Send". */
 const char *cpx_op_label(unsigned op, int pairs);
+/* "SIGTERM" for 15, "signal 77" for one this libc has no name for; in buf (16 bytes). */
+const char *cpx_signal_name(int sig, char *buf);
 
 /* "1 MiB", "512 B", "3 GiB": exact powers of two stay whole. */
 void cpx_fmt_size(char *buf, size_t len, uint64_t bytes);

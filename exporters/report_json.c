@@ -94,6 +94,7 @@ static json_object *job(jb *b, const cpa_analysis *a)
     put(b, o, "hosts", hosts);
     put(b, o, "records", chk(b, json_object_new_uint64(m->records)));
     put(b, o, "lost_records", chk(b, json_object_new_uint64(m->lost_records)));
+    put(b, o, "lost_at_least", chk(b, json_object_new_boolean(cpa_lost_at_least(m))));
     put(b, o, "duration_s", num(b, a->duration_s, 6));
     uint64_t calls = 0;
     for (size_t i = 0; i < m->nranks; i++)
@@ -101,6 +102,18 @@ static json_object *job(jb *b, const cpa_analysis *a)
     put(b, o, "calls", chk(b, json_object_new_uint64(calls)));
     put(b, o, "operations", chk(b, json_object_new_uint64(a->matched.nops)));
     put(b, o, "unmatched_calls", chk(b, json_object_new_uint64(a->matched.unmatchable)));
+    /* How the job ended, as the hang finder judged it: stopped as a whole (the signal every
+     * END names, or "killed": no END anywhere), with the operations that were only in
+     * flight then, and those no one can judge because a missing rank lost records. */
+    const cpa_hangs *h = &a->hangs;
+    char sig[16];
+    if (h->stop_signal)
+        put(b, o, "stopped_by",
+            chk(b, json_object_new_string(h->stop_signal > 0
+                                              ? cpx_signal_name(h->stop_signal, sig)
+                                              : "killed")));
+    put(b, o, "interrupted_operations", chk(b, json_object_new_uint64(h->interrupted)));
+    put(b, o, "unjudged_operations", chk(b, json_object_new_uint64(h->unknown)));
     return o;
 }
 
@@ -191,6 +204,7 @@ static json_object *hangs(jb *b, const cpa_analysis *a, size_t top)
         put(b, o, "missing_ranks", rank_array(b, r->missing_ranks, r->nmissing));
         put(b, o, "waiting_ranks", rank_array(b, r->waiting_ranks, r->nwaiting));
         put(b, o, "age_s", num(b, r->age_s, 3));
+        put(b, o, "aborted", chk(b, json_object_new_boolean(r->aborted)));
         put(b, o, "last", str(b, r->last));
         push(b, arr, o);
     }

@@ -154,11 +154,13 @@ static void section_job(tw *w, const cpa_analysis *a)
     for (size_t i = 0; i < m->nranks; i++)
         calls += m->ranks[i].ncalls;
     char lost[64];
-    if (m->lost_records)
-        snprintf(lost, sizeof lost, "%" PRIu64 " LOST", m->lost_records);
+    int at_least = cpa_lost_at_least(m);
+    if (m->lost_records || at_least)
+        snprintf(lost, sizeof lost, "%s%" PRIu64 " LOST", at_least ? "at least " : "",
+                 m->lost_records);
     else
         snprintf(lost, sizeof lost, "none lost");
-    line(w, m->lost_records ? WARN : PLAIN,
+    line(w, m->lost_records || at_least ? WARN : PLAIN,
          INDENT "%" PRIu64 " records (%s), %" PRIu64 " calls in %zu operations", m->records, lost,
          calls, a->matched.nops);
 
@@ -302,10 +304,22 @@ static void section_hangs(tw *w, const cpa_analysis *a)
 {
     const cpa_hangs *h = &a->hangs;
     line(w, PLAIN, "%s", "");
-    if (!h->nrows) {
+    char stop[48] = "", sig[16];
+    if (h->stop_signal > 0)
+        snprintf(stop, sizeof stop, "stopped by %s", cpx_signal_name(h->stop_signal, sig));
+    else if (h->stop_signal < 0)
+        snprintf(stop, sizeof stop, "killed (no trace ends with END)");
+    if (!h->nrows)
         line(w, TITLE, "hangs        none");
+    if (h->interrupted)
+        line(w, PLAIN, "  the job was %s with %zu operation%s in flight for less than a stall: "
+             "interrupted, not hung", stop, h->interrupted, h->interrupted == 1 ? "" : "s");
+    if (h->unknown)
+        line(w, WARN, "  %zu operation%s not judged: rank %d, which never joined, lost records "
+             "(its calls may be among them)", h->unknown, h->unknown == 1 ? "" : "s",
+             (int)h->unknown_rank);
+    if (!h->nrows)
         return;
-    }
     line(w, BAD, "hangs (%zu)", h->nrows);
     size_t shown = h->nrows < w->top ? h->nrows : w->top;
     for (size_t i = 0; i < shown; i++) {
@@ -314,8 +328,9 @@ static void section_hangs(tw *w, const cpa_analysis *a)
         cpx_fmt_comm(comm, r->comm_id);
         cpx_fmt_ranks(missing, sizeof missing, r->missing_ranks, r->nmissing);
         cpx_fmt_ranks(waiting, sizeof waiting, r->waiting_ranks, r->nwaiting);
-        line(w, BAD, "%s  %s seq %" PRIu64 ", comm %s", cpa_hang_verdict_name(r->verdict),
-             cpx_op_label(r->op, 1), r->seq, comm);
+        line(w, BAD, "%s  %s seq %" PRIu64 ", comm %s%s", cpa_hang_verdict_name(r->verdict),
+             cpx_op_label(r->op, 1), r->seq, comm,
+             r->aborted ? " (the job's watchdog aborted it)" : "");
         char age[40] = "";
         if (r->age_s > 0)
             snprintf(age, sizeof age, "; in flight %.1f s", r->age_s);

@@ -153,11 +153,25 @@ static void warn_write_failed(void)
             "again", strerror(errno));
 }
 
+/* A CLOCK record every second: besides anchoring the clocks, it is the trace's heartbeat.
+ * A job killed while stuck (SIGKILL writes no END) shows how long it lived past its last
+ * call, which is what tells a hang from a healthy job stopped mid-collective. */
+#define CP_HEARTBEAT_NS 1000000000ull
+
+static void append_clock(void)
+{
+    cp_clock_anchor a = cp_clock_anchor_now();
+    cp_rec_clock clk = {.h = {CP_REC_CLOCK, sizeof clk}, .mono_ns = a.mono_ns,
+                        .realtime_ns = a.realtime_ns};
+    cp_trace_writer_append(g_w, &clk);
+}
+
 static void *writer_main(void *arg)
 {
     (void)arg;
     int tick_ms = g_flush_ms < CP_TICK_MS ? g_flush_ms : CP_TICK_MS;
     uint64_t next_flush = cp_mono_ns() + (uint64_t)g_flush_ms * 1000000u;
+    uint64_t next_heartbeat = cp_mono_ns() + CP_HEARTBEAT_NS;
     pthread_mutex_lock(&g_wait_mu);
     while (!atomic_load(&g_stop)) {
         struct timespec until;
@@ -176,8 +190,13 @@ static void *writer_main(void *arg)
          * context before the next flush would otherwise lose its GPU times. */
         int gpu = cp_gpu_poll_wanted() ||
                   atomic_load_explicit(&cp_gpu_state, memory_order_relaxed) == CP_GPU_EVENTS;
-        if (!(wanted || flush_due || gpu) || !take_token())
+        int heartbeat = now >= next_heartbeat;
+        if (!(wanted || flush_due || gpu || heartbeat) || !take_token())
             continue;
+        if (heartbeat) {
+            append_clock();
+            next_heartbeat = now + CP_HEARTBEAT_NS;
+        }
         if (wanted || flush_due || gpu)
             drain(0);
         cp_gpu_poll(g_w, 0);
@@ -236,12 +255,9 @@ int cp_writer_start(const char *path, const cp_file_header *header, int flush_ms
 static void append_end(int end_signal)
 {
     cp_trace_writer_closing(g_w);
-    cp_clock_anchor a = cp_clock_anchor_now();
-    cp_rec_clock clk = {.h = {CP_REC_CLOCK, sizeof clk}, .mono_ns = a.mono_ns,
-                        .realtime_ns = a.realtime_ns};
-    cp_trace_writer_append(g_w, &clk);
+    append_clock();
     cp_rec_end end = {.h = {CP_REC_END, sizeof end}, .signal = end_signal, .exit_code = -1,
-                      .at_ns = a.mono_ns};
+                      .at_ns = cp_mono_ns()};
     cp_trace_writer_append(g_w, &end);
 }
 

@@ -121,6 +121,13 @@ static inline void put_hang(job *j, int r, uint32_t index, uint64_t seq, uint8_t
     assert_int_equal(cp_trace_writer_append(j->w[r], &h), 0);
 }
 
+/* The writer's heartbeat (a CLOCK record) at ns: rank r was alive then, e.g. waiting. */
+static inline void put_alive(job *j, int r, uint64_t ns)
+{
+    cp_rec_clock c = {.h = {CP_REC_CLOCK, sizeof c}, .mono_ns = ns, .realtime_ns = ns};
+    assert_int_equal(cp_trace_writer_append(j->w[r], &c), 0);
+}
+
 static inline void put_end(job *j, int r)
 {
     cp_rec_end e = {.h = {CP_REC_END, sizeof e}, .exit_code = 0, .at_ns = BASE_NS * 2};

@@ -117,7 +117,7 @@ static void test_killed_inside_others_ended(void **state)
 }
 
 /* All called seq 5, none finished, and every rank was killed (the launcher ended a stuck
- * job): nobody to blame but NCCL. */
+ * job: the heartbeats say they lived 5 s past it): nobody to blame but NCCL. */
 static void test_stuck_in_nccl(void **state)
 {
     (void)state;
@@ -127,6 +127,7 @@ static void test_stuck_in_nccl(void **state)
     for (int r = 0; r < NR; r++) {
         put_comm(&j, r, 0, WORLD, NR, r);
         world_run(&j, r, 5, 4);
+        put_alive(&j, r, enter_at(r, 5) + 5000000000ull);
     }
     analyze(&j, &res);
     assert_int_equal(res.h.nrows, 1);
@@ -376,6 +377,7 @@ static void test_missing_file(void **state)
         put_comm(&j, r, 0, WORLD, 4, r);
         for (uint64_t s = 0; s < 5; s++)
             put_call(&j, r, allreduce(0, s), s < 4);
+        put_alive(&j, r, enter_at(r, 4) + 5000000000ull); /* waiting, until killed */
     }
     job_close(&j);
     char path[1024];

@@ -121,6 +121,12 @@ static void write_small_job(const char *dir, int hang_rank, int hang_seq, int od
             if (hang_rank >= 0 && s >= hang_seq)
                 break; /* in the hung collective until killed */
         }
+        if (hang_rank >= 0) { /* the heartbeat: alive, waiting, 5 s later */
+            uint64_t later = EXP_MONO0 + 5000000000ull;
+            cp_rec_clock c = {.h = {CP_REC_CLOCK, sizeof c}, .mono_ns = later,
+                              .realtime_ns = later};
+            exp_put(w, &c);
+        }
         if (hang_rank < 0) {
             cp_rec_end e = {.h = {CP_REC_END, sizeof e}, .at_ns = EXP_MONO0 + 2000000ull};
             exp_put(w, &e);

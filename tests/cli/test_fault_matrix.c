@@ -1,0 +1,314 @@
+/* The fault matrix (issue 15; docs/RELIABILITY.md lists it with its figures): every way a job
+ * meets trouble, run without the shim and with it. For each case the job's exit status and
+ * stdout (its lines sorted: ranks print in any order) are those of the run without the shim,
+ * the trace reads (`collprof dump` exits 0), and `collprof report --json` gives the true
+ * verdict: no hang for a job that was stopped as a whole, a full disk or a healthy job; the
+ * killed rank for a rank killed alone; a hang, marked aborted, for a job its own watchdog
+ * aborted; losses counted whenever records were dropped. Each case prints one row of the
+ * matrix on stdout (ctest -V shows them).
+ *
+ * Jobs are 4-rank collprof-sim runs on the emulation; the shim's own edge cases (fork, exec,
+ * closefds, 32 threads, bad variables, directories) run shim_job (tests/preload) against the
+ * stub NCCL. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <json-c/json.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include "tests/emu/test_emu_sim_util.h"
+
+static char g_tmp[256];
+
+/* How a case ends its job. */
+enum fm_end { FM_RUNS_OUT, FM_TERM_JOB, FM_KILL_JOB, FM_KILL_RANK2 };
+
+struct fm_case {
+    const char *name;
+    const char *env;           /* one extra NAME=VALUE for both runs, or NULL */
+    const char *args[12];      /* collprof-sim's */
+    enum fm_end end;
+    const char *trace_dir;     /* NULL: a fresh directory under g_tmp */
+    int want_hang;             /* 0 none; 1 at least one */
+    int want_missing;          /* a rank the hang must name as missing, -1 any */
+    int want_aborted;
+    int want_lost;             /* 0 none lost, 1 some lost, -1 either (a fatal signal counts
+                                * the DONEs it could not make: how many is timing) */
+};
+
+static const char *shim_path(void)
+{
+    static char path[4200];
+    snprintf(path, sizeof path, "%s/lib/libcollprof.so", sim_build_dir());
+    return path;
+}
+
+static int cmp_lines(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* stdout with its lines sorted, so that ranks printing in another order compare equal. */
+static char *sorted_lines(const char *text)
+{
+    char *copy = strdup(text), *lines[256];
+    size_t n = 0;
+    for (char *save, *l = strtok_r(copy, "\n", &save); l && n < 256; l = strtok_r(NULL, "\n", &save))
+        lines[n++] = l;
+    qsort(lines, n, sizeof lines[0], cmp_lines);
+    size_t cap = strlen(text) + 2;
+    char *out = calloc(1, cap);
+    for (size_t i = 0; i < n; i++) {
+        strncat(out, lines[i], cap - strlen(out) - 2);
+        strcat(out, "\n");
+    }
+    free(copy);
+    return out;
+}
+
+/* The pid of the job's rank 2: a process of its group whose environment says RANK=2. */
+static pid_t rank2_of(pid_t pgid)
+{
+    DIR *d = opendir("/proc");
+    pid_t found = -1;
+    for (struct dirent *e; d && found < 0 && (e = readdir(d));) {
+        pid_t pid = (pid_t)atoi(e->d_name);
+        if (pid <= 0 || getpgid(pid) != pgid || pid == pgid)
+            continue;
+        char path[64], env[65536];
+        snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(env, 1, sizeof env - 1, f) : 0;
+        if (f)
+            fclose(f);
+        for (size_t i = 0; i < n; i += strlen(env + i) + 1) {
+            env[n] = '\0';
+            if (!strcmp(env + i, "RANK=2"))
+                found = pid;
+        }
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+/* Runs the case's job, with the shim when `dir` is set, and ends it the case's way. */
+static void run_job(const struct fm_case *c, const char *dir, struct sim_result *r)
+{
+    char dir_env[4300] = "", preload[4300];
+    snprintf(preload, sizeof preload, "LD_PRELOAD=%s", shim_path());
+    if (dir)
+        snprintf(dir_env, sizeof dir_env, "COLLPROF_DIR=%s", dir);
+    const char *env[5] = {NULL};
+    size_t n = 0;
+    if (c->env)
+        env[n++] = c->env;
+    if (dir) {
+        env[n++] = dir_env;
+        env[n++] = preload;
+    }
+#ifdef CP_TEST_ASAN_RUNTIME
+    static char asan_preload[8600];
+    if (dir) {
+        snprintf(asan_preload, sizeof asan_preload, "LD_PRELOAD=%s %s", CP_TEST_ASAN_RUNTIME,
+                 shim_path());
+        env[n - 1] = asan_preload;
+    }
+#endif
+    struct sim_proc p;
+    sim_start(&p, env, c->args);
+    if (c->end != FM_RUNS_OUT) {
+        usleep(1500000); /* well into the run: records written, collectives in flight */
+        if (c->end == FM_KILL_RANK2) {
+            pid_t victim = rank2_of(p.pid);
+            assert_true(victim > 0);
+            kill(victim, SIGKILL);
+        } else {
+            kill(-p.pid, c->end == FM_TERM_JOB ? SIGTERM : SIGKILL);
+        }
+    }
+    sim_finish(&p, r, 120);
+}
+
+static struct json_object *report_json(const char *dir)
+{
+    char cmd[8800];
+    snprintf(cmd, sizeof cmd, "'%s/bin/collprof' report --json '%s'", sim_build_dir(), dir);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    static char text[1 << 20];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    pclose(f);
+    return json_tokener_parse(text);
+}
+
+static int dump_reads(const char *dir)
+{
+    char cmd[8800];
+    snprintf(cmd, sizeof cmd, "'%s/bin/collprof' dump '%s' >/dev/null 2>&1", sim_build_dir(), dir);
+    return system(cmd) == 0;
+}
+
+static int json_int(struct json_object *o, const char *a, const char *b)
+{
+    struct json_object *x;
+    if (!json_object_object_get_ex(o, a, &x) || (b && !json_object_object_get_ex(x, b, &x)))
+        return -1;
+    return json_object_get_int(x);
+}
+
+static void run_case(const struct fm_case *c)
+{
+    char dir[4200];
+    if (c->trace_dir)
+        snprintf(dir, sizeof dir, "%s", c->trace_dir);
+    else
+        snprintf(dir, sizeof dir, "%s/%s", g_tmp, c->name);
+    struct sim_result bare, shim;
+    run_job(c, NULL, &bare);
+    run_job(c, dir, &shim);
+    char *bare_out = sorted_lines(bare.out), *shim_out = sorted_lines(shim.out);
+    int same = bare.status == shim.status && !strcmp(bare_out, shim_out);
+    int reads = dump_reads(dir);
+    struct json_object *rep = report_json(dir), *hangs = NULL, *h0 = NULL, *x;
+    assert_non_null(rep);
+    json_object_object_get_ex(rep, "hangs", &hangs);
+    size_t nhangs = hangs ? json_object_array_length(hangs) : 0;
+    if (nhangs)
+        h0 = json_object_array_get_idx(hangs, 0);
+    int lost = json_int(rep, "job", "lost_records");
+    int aborted = h0 && json_object_object_get_ex(h0, "aborted", &x) && json_object_get_boolean(x);
+    int missing_ok = 1;
+    if (nhangs && c->want_missing >= 0) {
+        missing_ok = 0;
+        if (json_object_object_get_ex(h0, "missing_ranks", &x))
+            for (size_t i = 0; i < json_object_array_length(x); i++)
+                missing_ok |= json_object_get_int(json_object_array_get_idx(x, i)) ==
+                              c->want_missing;
+    }
+    printf("| %-14s | %-4d | %-4s | %-5s | %-6zu%s | %-6d |\n", c->name, shim.status,
+           same ? "same" : "DIFF", reads ? "yes" : "NO", nhangs, aborted ? " aborted" : "",
+           lost);
+    if (!same || !reads || (nhangs > 0) != c->want_hang || !missing_ok ||
+        aborted != c->want_aborted || (c->want_lost >= 0 && (lost > 0) != c->want_lost)) {
+        sim_show("without the shim", &bare);
+        sim_show("with the shim", &shim);
+        fprintf(stderr, "report: %s\n", json_object_to_json_string(rep));
+    }
+    assert_true(same);
+    assert_true(reads);
+    assert_int_equal(nhangs > 0, c->want_hang);
+    assert_true(missing_ok);
+    assert_int_equal(aborted, c->want_aborted);
+    if (c->want_lost >= 0)
+        assert_int_equal(lost > 0, c->want_lost);
+    json_object_put(rep);
+    free(bare_out);
+    free(shim_out);
+    sim_result_free(&bare);
+    sim_result_free(&shim);
+}
+
+#define SIM4(...) {"--launch", "4", "--pattern", "ddp", "--scale", "0.001", __VA_ARGS__, NULL}
+
+static void healthy(void **state)
+{
+    (void)state;
+    static const struct fm_case c = {"healthy", NULL, SIM4("--steps", "20"), FM_RUNS_OUT, NULL,
+                                     0, -1, 0, 0};
+    run_case(&c);
+}
+
+/* A job stopped as a whole is not a hang, whatever was in flight. */
+static void sigterm_of_the_job(void **state)
+{
+    (void)state;
+    static const struct fm_case c = {"sigterm-job", NULL, SIM4("--steps", "100000"),
+                                     FM_TERM_JOB, NULL, 0, -1, 0, -1};
+    run_case(&c);
+}
+
+static void sigkill_of_the_job(void **state)
+{
+    (void)state;
+    static const struct fm_case c = {"sigkill-job", NULL, SIM4("--steps", "100000"),
+                                     FM_KILL_JOB, NULL, 0, -1, 0, -1};
+    run_case(&c);
+}
+
+/* One rank killed alone: the others wait for it until their watchdog aborts them, so the
+ * hang names it (RANK_EXITED) and was aborted. */
+static void sigkill_of_one_rank(void **state)
+{
+    (void)state;
+    static const struct fm_case c = {"sigkill-rank", NULL,
+                                     SIM4("--steps", "100000", "--timeout", "3"), FM_KILL_RANK2,
+                                     NULL, 1, 2, 1, 0};
+    run_case(&c);
+}
+
+/* The most common way users meet a hang: rank 1's GPU never starts collective 5, and the
+ * job's own watchdog aborts the communicators, as PyTorch's does. */
+static void a_watchdog_abort(void **state)
+{
+    (void)state;
+    static const struct fm_case c = {"watchdog-abort", "COLLPROF_EMU_HANG=1:5",
+                                     SIM4("--steps", "3", "--timeout", "3"), FM_RUNS_OUT, NULL,
+                                     1, 1, 1, 0};
+    run_case(&c);
+}
+
+/* A trace directory on a 64 KiB file system: records are lost (and counted), no rank is
+ * accused. Root only (mount); skipped with the reason else. */
+static void a_full_trace_disk(void **state)
+{
+    (void)state;
+    char mnt[300];
+    snprintf(mnt, sizeof mnt, "%s/small", g_tmp);
+    assert_int_equal(mkdir(mnt, 0700), 0);
+    if (geteuid() != 0 || mount("tmpfs", mnt, "tmpfs", 0, "size=64k") != 0) {
+        fprintf(stderr, "skipped: mounting a 64 KiB tmpfs needs root (%s)\n", strerror(errno));
+        skip();
+    }
+    const struct fm_case c = {"full-disk", NULL, SIM4("--steps", "200"), FM_RUNS_OUT, mnt,
+                              0, -1, 0, 1};
+    run_case(&c);
+    umount(mnt);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/collprof-fault-matrix-XXXXXX");
+    assert_non_null(mkdtemp(g_tmp));
+    printf("| case           | exit | job  | reads | hangs  | lost   |\n");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "umount '%s/small' 2>/dev/null; rm -rf '%s'", g_tmp, g_tmp);
+    return system(cmd) < 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(healthy),
+        cmocka_unit_test(sigterm_of_the_job),
+        cmocka_unit_test(sigkill_of_the_job),
+        cmocka_unit_test(sigkill_of_one_rank),
+        cmocka_unit_test(a_watchdog_abort),
+        cmocka_unit_test(a_full_trace_disk),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
