@@ -10,7 +10,6 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "cli/progress.h"
-#include "common/text.h"
 
 int cli_analyze(const char *verb, const char *dir, cpa_analysis *a)
 {
@@ -26,24 +25,18 @@ int cli_analyze(const char *verb, const char *dir, cpa_analysis *a)
     cli_progress_stop(p);
     if (rc == 0)
         return CLI_GO_ON;
-    char clean[sizeof err];
-    cp_text_clean(clean, err, strlen(err));
     /* Out of memory is the one failure that says nothing about the input. */
-    if (strstr(clean, "out of memory"))
-        return cli_error(verb, CP_EXIT_CANNOT_RUN, "%s", clean);
-    return cli_error(verb, CP_EXIT_USAGE, "%s", clean[0] ? clean : "cannot analyse the trace");
+    if (strstr(err, "out of memory"))
+        return cli_error(verb, CP_EXIT_CANNOT_RUN, "%s", err);
+    return cli_error(verb, CP_EXIT_USAGE, "%s", err[0] ? err : "cannot analyse the trace");
 }
 
 void cli_warn_trace(const cpa_analysis *a, size_t max)
 {
     const cpa_model *m = a->model;
     size_t shown = m->nwarnings < max ? m->nwarnings : max;
-    for (size_t i = 0; i < shown; i++) {
-        /* Paths and names from the files: no escape sequence reaches the terminal. */
-        char *clean = cp_text_clean_dup(m->warnings[i], strlen(m->warnings[i]));
-        cli_warn("%s", clean ? clean : "(out of memory)");
-        free(clean);
-    }
+    for (size_t i = 0; i < shown; i++)
+        cli_warn("%s", m->warnings[i]); /* cli_warn escapes what the files put in it */
     uint64_t more = m->nwarnings - shown + m->dropped_warnings;
     if (more)
         cli_warn("%" PRIu64 " more warning(s) about the trace (`collprof report --json` lists them)",

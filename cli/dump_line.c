@@ -60,7 +60,7 @@ void dump_line_word(struct dump_line *l, const char *key, const char *word)
 
 void dump_line_str(struct dump_line *l, const char *key, const char *s, size_t len)
 {
-    char *clean = cp_text_clean_dup(s, len);
+    char *clean = cp_text_escape_dup(s, len);
     if (!clean) {
         dump_line_unknown(l, key);
         return;
@@ -142,7 +142,7 @@ void dump_line_array_begin(struct dump_line *l, const char *key)
 
 void dump_line_array_str(struct dump_line *l, const char *s, size_t len)
 {
-    char *clean = cp_text_clean_dup(s, len);
+    char *clean = cp_text_escape_dup(s, len);
     if (l->json) {
         json_object_array_add(l->array, clean ? json_object_new_string(clean) : NULL);
     } else {

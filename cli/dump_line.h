@@ -7,8 +7,9 @@
  *   text:  rank 3 CALL AllReduce comm=9f2c0e1d22aa4b01 seq=41 count=1024 ...
  *   json:  {"rank":3,"kind":"CALL","op":"AllReduce","comm":"9f2c0e1d22aa4b01","seq":41,...}
  *
- * Strings come from files that may be hostile: control characters and invalid UTF-8 become
- * '?', so a line stays one line and the JSON stays valid UTF-8.
+ * Strings come from files that may be hostile: each byte of a control character or of
+ * invalid UTF-8 becomes \xNN (common/text.h), so a line stays one line, nothing reaches the
+ * terminal that would drive it, and the JSON stays valid UTF-8.
  */
 #ifndef COLLPROF_CLI_DUMP_LINE_H
 #define COLLPROF_CLI_DUMP_LINE_H

@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "common/settings.h"
+#include "common/text.h"
 
 #ifndef COLLPROF_VERSION
 #define COLLPROF_VERSION "unknown"
@@ -38,17 +39,19 @@ static const struct cli_verb *find_verb(const char *name)
 }
 
 /* Each message is formatted first and written with one call, so lines of several
- * processes sharing a terminal do not interleave mid-line. */
+ * processes sharing a terminal do not interleave mid-line. What a message echoes (a path
+ * from a directory listing, a string from a trace) is escaped here, in one place: nothing
+ * in it drives the terminal or breaks the one line. */
 static void put_line(const char *prefix, const char *fmt, va_list ap)
 {
-    char line[1024];
+    char msg[1024], line[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
     int n = snprintf(line, sizeof line, "collprof: %s", prefix);
     if (n < 0 || (size_t)n >= sizeof line)
         n = 0;
-    vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    /* one byte short, to keep room for the newline */
+    cp_text_escape(line + n, sizeof line - 1 - (size_t)n, msg, strlen(msg));
     size_t len = strlen(line);
-    if (len == sizeof line - 1)
-        len--; /* cut: keep room for the newline, never two lines */
     line[len++] = '\n';
     fwrite(line, 1, len, stderr);
 }

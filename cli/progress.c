@@ -88,8 +88,9 @@ cli_progress *cli_progress_start(const char *verb, const char *what)
         while (((unsigned char)*tail & 0xc0) == 0x80)
             tail++;
     }
-    cp_text_clean(clean + (tail != what ? 3 : 0), tail, strlen(tail));
-    if (tail != what)
+    size_t skip = tail != what ? 3 : 0;
+    cp_text_escape(clean + skip, sizeof clean - skip, tail, strlen(tail));
+    if (skip)
         memcpy(clean, "...", 3);
     snprintf(p->prefix, sizeof p->prefix, "collprof: %s: %s", verb, clean);
     snprintf(p->stage, sizeof p->stage, "starting");

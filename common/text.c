@@ -1,4 +1,4 @@
-/* text: strings from trace files made safe to show (text.h). */
+/* text: strings from files made safe to show (text.h). */
 #include "common/text.h"
 
 #include <stdlib.h>
@@ -37,26 +37,55 @@ size_t cp_utf8_len(const unsigned char *s, size_t n)
     return len;
 }
 
-void cp_text_clean(char *dst, const char *s, size_t len)
+/* 0 when the character at u (n bytes long, valid UTF-8) is shown as it is. */
+static int is_control(const unsigned char *u, size_t n)
 {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < len) {
-        size_t n = cp_utf8_len(u + i, len - i);
-        if (n == 0 || (n == 1 && (u[i] < 0x20 || u[i] == 0x7f))) {
-            dst[i++] = '?';
-            continue;
-        }
-        memcpy(dst + i, u + i, n);
-        i += n;
-    }
-    dst[len] = '\0';
+    if (n == 1)
+        return u[0] < 0x20 || u[0] == 0x7f;
+    /* U+0080..U+009F: the C1 controls, which a UTF-8 terminal acts on as the raw bytes */
+    return n == 2 && u[0] == 0xc2 && u[1] < 0xa0;
 }
 
-char *cp_text_clean_dup(const char *s, size_t len)
+size_t cp_text_escape(char *dst, size_t size, const char *s, size_t len)
 {
-    char *out = malloc(len + 1);
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *u = (const unsigned char *)s;
+    size_t need = 0, kept = 0, i = 0;
+    int full = size == 0;
+    while (i < len) {
+        size_t n = cp_utf8_len(u + i, len - i);
+        int esc = n == 0 || is_control(u + i, n);
+        if (n == 0)
+            n = 1;
+        size_t w = esc ? 4 * n : n;
+        /* once one piece does not fit, none after it goes in: the head stays whole */
+        if (!full && kept + w < size) {
+            for (size_t k = 0; esc && k < n; k++) {
+                char *d = dst + kept + 4 * k;
+                d[0] = '\\';
+                d[1] = 'x';
+                d[2] = hex[u[i + k] >> 4];
+                d[3] = hex[u[i + k] & 0xf];
+            }
+            if (!esc)
+                memcpy(dst + kept, u + i, n);
+            kept += w;
+        } else {
+            full = 1;
+        }
+        need += w;
+        i += n;
+    }
+    if (size)
+        dst[kept] = '\0';
+    return need;
+}
+
+char *cp_text_escape_dup(const char *s, size_t len)
+{
+    size_t need = cp_text_escape(NULL, 0, s, len);
+    char *out = malloc(need + 1);
     if (out)
-        cp_text_clean(out, s, len);
+        cp_text_escape(out, need + 1, s, len);
     return out;
 }

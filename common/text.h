@@ -1,9 +1,11 @@
-/* text: strings that came from trace files, made safe to show.
+/* text: strings that came from files made safe to show.
  *
- * A hostname, a call site or a path in a trace is whatever bytes the file holds: a hostile
- * or corrupt one may carry terminal escape sequences, NULs or invalid UTF-8, which would
- * garble a terminal or make a strict JSON reader refuse a whole document. Every output
- * (dump, report, the exporters) passes such strings through here first.
+ * A hostname, a job id, a call site or a path in a trace or a stats block is whatever bytes
+ * the file holds: a hostile or corrupt one may carry terminal escape sequences (ESC[2J
+ * clears the screen; 0x9b, or U+009B in UTF-8, is the one-byte CSI), NULs or invalid UTF-8,
+ * which would drive the terminal of whoever reads it (root, running `top`) or make a strict
+ * JSON reader refuse a whole document. Every output (dump, report, export, top, view,
+ * selftest, the one-line messages) passes such strings through cp_text_escape first.
  */
 #ifndef COLLPROF_TEXT_H
 #define COLLPROF_TEXT_H
@@ -15,12 +17,15 @@
  * JSON readers (Python's) would then refuse the document. */
 size_t cp_utf8_len(const unsigned char *s, size_t n);
 
-/* s (len bytes) into dst (len + 1 bytes) with control characters, NULs, DEL and invalid
- * UTF-8 as '?', NUL-terminated. The same length as s, so it never grows with what a file
- * claims. */
-void cp_text_clean(char *dst, const char *s, size_t len);
+/* s (len bytes) with each byte of a control character (C0 and NUL, DEL, C1 whether a raw
+ * byte or UTF-8 encoded) and each byte of invalid UTF-8 written as \xNN (two lowercase
+ * hex digits); the rest, valid UTF-8, kept. A backslash is kept as it is, so escaping
+ * twice changes nothing. Into dst (size bytes, size >= 1), NUL-terminated and cut at a
+ * whole character or escape. Returns the length of the whole escaped text, as snprintf
+ * does: a result >= size means dst holds only its head. */
+size_t cp_text_escape(char *dst, size_t size, const char *s, size_t len);
 
-/* The same into a new string (free it); NULL out of memory. */
-char *cp_text_clean_dup(const char *s, size_t len);
+/* The whole escaped text in a new string (free it); NULL out of memory. */
+char *cp_text_escape_dup(const char *s, size_t len);
 
 #endif

@@ -20,10 +20,10 @@ static const char header[] =
     "rank,host,comm,seq,op,count,dtype,bytes,root_or_peer,stream,enter_us,start_us,end_us,"
     "dur_us,arrival_us,wait_us,late,site,timing\n";
 
-/* A text field, cleaned and quoted when RFC 4180 wants it. */
+/* A text field, escaped and quoted when RFC 4180 wants it. */
 static void field(FILE *out, const char *s)
 {
-    char *c = cp_text_clean_dup(s, strlen(s));
+    char *c = cp_text_escape_dup(s, strlen(s));
     if (!c) {
         fputs("?", out); /* out of memory for a cell: a visible placeholder, not a lie */
         return;

@@ -103,22 +103,15 @@ void cpx_fmt_site(char *buf, size_t len, const char *site)
         buf[0] = '\0';
         return;
     }
-    size_t n = strlen(site);
-    if (n < len) {
-        cp_text_clean(buf, site, n);
+    if (cp_text_escape(buf, len, site, strlen(site)) < len)
         return;
-    }
     if (len < 4) {
         buf[0] = '\0';
         return;
     }
-    /* Innermost frames come first: keep the head. Step back to a character boundary so a
-     * cut never splits a UTF-8 sequence into a '?'. */
-    size_t keep = len - 4;
-    while (keep > 0 && ((unsigned char)site[keep] & 0xc0) == 0x80)
-        keep--;
-    cp_text_clean(buf, site, keep);
-    memcpy(buf + keep, "...", 4);
+    /* Innermost frames come first: keep the head, cut at a whole character or escape. */
+    cp_text_escape(buf, len - 3, site, strlen(site));
+    strcat(buf, "...");
 }
 
 uint64_t cpx_call_arrival_job_ns(const cpa_analysis *a, size_t rank_idx, const cpa_call *c)

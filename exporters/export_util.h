@@ -35,7 +35,7 @@ const char *cpx_fmt_ns_us(char buf[32], int64_t ns);
 /* 16 lowercase hex digits, as dump and the contract write a comm id. */
 void cpx_fmt_comm(char buf[17], uint64_t comm_id);
 
-/* The call site cut to its innermost frames, cleaned; "" unknown. */
+/* The call site escaped (common/text.h), cut to its innermost frames; "" unknown. */
 void cpx_fmt_site(char *buf, size_t len, const char *site);
 
 /* A call on the job time line (ns): its arrival (GPU start when timed, else host entry:

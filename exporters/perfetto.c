@@ -93,7 +93,7 @@ static json_object *num3(int *oom, double v)
 
 static json_object *clean_str(int *oom, const char *s)
 {
-    char *c = cp_text_clean_dup(s, strlen(s));
+    char *c = cp_text_escape_dup(s, strlen(s));
     if (!c)
         return chk(oom, NULL);
     json_object *o = chk(oom, json_object_new_string(c));
@@ -236,8 +236,8 @@ static int assign_ids(pw *p)
 static void rank_metadata(pw *p, size_t ri)
 {
     const cpa_rank *r = &p->a->model->ranks[ri];
-    char name[160], host[CP_HOSTNAME_BYTES + 1];
-    cp_text_clean(host, r->hostname, strlen(r->hostname));
+    char name[320], host[4 * CP_HOSTNAME_BYTES];
+    cp_text_escape(host, sizeof host, r->hostname, strlen(r->hostname));
     if (r->rank >= 0)
         snprintf(name, sizeof name, "rank %d (%s)", (int)r->rank, host[0] ? host : "?");
     else

@@ -34,13 +34,7 @@ static void lbl_reset(labels *l)
 static void lbl_add(labels *l, const char *key, const char *value)
 {
     char clean[512];
-    size_t n = strlen(value);
-    if (n >= sizeof clean)
-        n = sizeof clean - 1;
-    /* Never cut inside a UTF-8 sequence: the cleaner would turn its head into '?'. */
-    while (n > 0 && n < strlen(value) && ((unsigned char)value[n] & 0xc0) == 0x80)
-        n--;
-    cp_text_clean(clean, value, n);
+    cp_text_escape(clean, sizeof clean, value, strlen(value));
     char esc[1100];
     size_t e = 0;
     for (const char *p = clean; *p && e + 3 < sizeof esc; p++) {

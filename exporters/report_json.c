@@ -55,7 +55,7 @@ static json_object *num(jb *b, double v, int decimals)
 
 static json_object *str(jb *b, const char *s)
 {
-    char *clean = cp_text_clean_dup(s ? s : "", s ? strlen(s) : 0);
+    char *clean = cp_text_escape_dup(s ? s : "", s ? strlen(s) : 0);
     if (!clean)
         return chk(b, NULL);
     json_object *o = chk(b, json_object_new_string(clean));

@@ -3,7 +3,7 @@
  * Sections in the order a reader asks: the job, its clocks (whether lateness can be
  * trusted), what it sent (the op table), who was slow, what hung, what disagreed, what was
  * lost on the way. Every line is cut to 80 columns and every string from the trace is
- * cleaned (common/text.h): a hostile hostname must not drive the terminal. Colour only
+ * escaped (common/text.h): a hostile hostname must not drive the terminal. Colour only
  * when the caller asks (cpx_want_color), and only around whole lines, so a cut never
  * leaves an escape sequence open.
  */
@@ -88,7 +88,7 @@ static void line(tw *w, enum style st, const char *fmt, ...)
  * at spaces, each after indent; what does not fit ends in "...". */
 static void wrapped(tw *w, const char *indent, const char *text, int max_lines)
 {
-    char *clean = cp_text_clean_dup(text, strlen(text));
+    char *clean = cp_text_escape_dup(text, strlen(text));
     if (!clean)
         return;
     size_t avail = WIDTH - strlen(indent);
@@ -120,16 +120,10 @@ static void wrapped(tw *w, const char *indent, const char *text, int max_lines)
     free(clean);
 }
 
+/* s escaped, cut to max_cols bytes at a whole character or escape. */
 static void clean_cut(char *dst, size_t cap, const char *s, size_t max_cols)
 {
-    size_t n = strlen(s);
-    if (n > max_cols)
-        n = max_cols;
-    if (n >= cap)
-        n = cap - 1;
-    while (n > 0 && n < strlen(s) && ((unsigned char)s[n] & 0xc0) == 0x80)
-        n--;
-    cp_text_clean(dst, s, n);
+    cp_text_escape(dst, max_cols + 1 < cap ? max_cols + 1 : cap, s, strlen(s));
 }
 
 /* ---- the job ---- */

@@ -3,7 +3,10 @@
  * ("run"), the pairwise matrix ("p2p") and the rail pairs between hosts ("net_pairs"). */
 #include <json-c/json.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "common/text.h"
 #include "selftest/selftest.h"
 
 static int add(json_object *o, const char *key, json_object *v)
@@ -15,6 +18,16 @@ static int add(json_object *o, const char *key, json_object *v)
         return -1;
     }
     return 0;
+}
+
+/* Names, hosts and NCCL's words come from the driver, sysfs and NCCL's log: escaped, so the
+ * document stays valid UTF-8 and nothing in it drives the terminal it is printed on. */
+static json_object *text(const char *s)
+{
+    char *e = cp_text_escape_dup(s, strlen(s));
+    json_object *o = e ? json_object_new_string(e) : NULL;
+    free(e);
+    return o;
 }
 
 /* NaN and infinities are not JSON: null. Figures are rounded to 0.01 so the output is stable
@@ -57,8 +70,8 @@ json_object *cps_topo_json(const cps_topology *t)
         json_object *g = json_object_new_object();
         bad = !g || json_object_array_add(gpus, g) ||
               add(g, "index", json_object_new_int(t->gpus[i].index)) ||
-              add(g, "name", json_object_new_string(t->gpus[i].name)) ||
-              add(g, "pci", json_object_new_string(t->gpus[i].pci)) ||
+              add(g, "name", text(t->gpus[i].name)) ||
+              add(g, "pci", text(t->gpus[i].pci)) ||
               add(g, "numa", json_object_new_int(t->gpus[i].numa));
     }
     for (int i = 0; i < t->n_links && !bad; i++) {
@@ -72,7 +85,7 @@ json_object *cps_topo_json(const cps_topology *t)
     for (int i = 0; i < t->n_nics && !bad; i++) {
         json_object *n = json_object_new_object();
         bad = !n || json_object_array_add(nics, n) ||
-              add(n, "name", json_object_new_string(t->nics[i].name)) ||
+              add(n, "name", text(t->nics[i].name)) ||
               add(n, "kind", json_object_new_string(cps_nic_kind_name(t->nics[i].kind))) ||
               add(n, "rate_gbps", rate(t->nics[i].rate_gbps));
     }
@@ -96,7 +109,7 @@ static int add_checks(json_object *top, const cps_report *rep)
             add(o, "status", json_object_new_string(cps_status_name(c->status))) ||
             add_num(o, "measured", c->measured) || add_num(o, "expected", c->expected) ||
             add(o, "unit", json_object_new_string(c->unit)) ||
-            add(o, "detail", json_object_new_string(c->detail)))
+            add(o, "detail", text(c->detail)))
             return -1;
     }
     return 0;
@@ -136,7 +149,7 @@ static int add_run(json_object *top, const cps_report *rep)
         add(o, "cuda_driver_version", json_object_new_int(r->cuda_driver_version)) ||
         add_num(o, "expected_bus_gbps", rep->ring.bus_gbps > 0 ? rep->ring.bus_gbps : NAN) ||
         add(o, "expected_basis", json_object_new_string(rep->ring.basis)) ||
-        add(o, "network", json_object_new_string(r->log.network)))
+        add(o, "network", text(r->log.network)))
         return -1;
     json_object *tr = json_object_new_object();
     if (add(o, "connections", tr))
@@ -191,8 +204,8 @@ static int add_net(json_object *top, const cps_report *rep)
         json_object *o = json_object_new_object();
         if (!o || json_object_array_add(arr, o) || add(o, "a", json_object_new_int(p->a)) ||
             add(o, "b", json_object_new_int(p->b)) ||
-            add(o, "host_a", json_object_new_string(ok ? r->gpus[p->a].host : "")) ||
-            add(o, "host_b", json_object_new_string(ok ? r->gpus[p->b].host : "")) ||
+            add(o, "host_a", text(ok ? r->gpus[p->a].host : "")) ||
+            add(o, "host_b", text(ok ? r->gpus[p->b].host : "")) ||
             add_num(o, "gbps_ab", p->gbps_ab > 0 ? p->gbps_ab : NAN) ||
             add_num(o, "gbps_ba", p->gbps_ba > 0 ? p->gbps_ba : NAN))
             return -1;

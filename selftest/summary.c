@@ -28,10 +28,11 @@ static void version_text(int code, char *out, size_t n)
         snprintf(out, n, "?");
 }
 
-/* The text a hostile hostname, GPU or NIC name would bring to a terminal is cleaned first. */
+/* The text a hostile hostname, GPU or NIC name would bring to a terminal is escaped first
+ * (a buffer of 4 times the source's size holds all of it). */
 static const char *clean(const char *s, char *buf, size_t n)
 {
-    cp_text_clean(buf, s, strnlen(s, n - 1));
+    cp_text_escape(buf, n, s, strlen(s));
     return buf;
 }
 
@@ -84,7 +85,7 @@ static void print_links(FILE *out, const cps_topology *t)
                 count++;
                 last = j;
             }
-        char a[CPS_NAME_BYTES], b[CPS_NAME_BYTES];
+        char a[4 * CPS_NAME_BYTES], b[4 * CPS_NAME_BYTES];
         fprintf(out, "%s%d × %s", shown++ ? ", " : "", count, cps_nic_kind_name(n->kind));
         if (n->rate_gbps > 0)
             fprintf(out, " %.0fG", n->rate_gbps);
@@ -202,7 +203,7 @@ static void print_net(FILE *out, const cps_report *rep)
         const cps_net_pair *p = &r->net_pairs[i];
         if (p->a < 0 || p->b < 0 || p->a >= r->nranks || p->b >= r->nranks)
             continue;
-        char ha[CPS_HOST_BYTES], hb[CPS_HOST_BYTES];
+        char ha[4 * CPS_HOST_BYTES], hb[4 * CPS_HOST_BYTES];
         fprintf(out, "  %4d %s:%d -> %d %s:%d  %.1f, back %.1f\n", p->a,
                 clean(r->gpus[p->a].host, ha, sizeof ha), r->gpus[p->a].cuda_index, p->b,
                 clean(r->gpus[p->b].host, hb, sizeof hb), r->gpus[p->b].cuda_index, p->gbps_ab,
@@ -213,7 +214,7 @@ static void print_net(FILE *out, const cps_report *rep)
 void cps_summary_print(FILE *out, const cps_report *rep, int all_sizes)
 {
     const cps_run *r = rep->run;
-    char nccl[32], host[CPS_HOST_BYTES], gpu[CPS_NAME_BYTES];
+    char nccl[32], host[4 * CPS_HOST_BYTES], gpu[4 * CPS_NAME_BYTES];
     version_text(r->nccl_version, nccl, sizeof nccl);
     fprintf(out, "collprof selftest: %s\n", cps_status_name(rep->verdict));
     fprintf(out, "  node      %s: %d GPU%s (%s), CUDA driver %d.%d, NCCL %s",
@@ -242,7 +243,7 @@ void cps_summary_print(FILE *out, const cps_report *rep, int all_sizes)
             busbw_pass++;
             continue;
         }
-        char detail[sizeof c->detail];
+        char detail[4 * sizeof c->detail];
         fprintf(out, "  %-5s %-20s ", cps_status_name(c->status), c->name);
         if (!isnan(c->measured)) {
             fprintf(out, "%.1f", c->measured);

@@ -35,7 +35,7 @@ int cpt_grid_put(cpt_grid *g, int x, int y, int role, const char *s);
 int cpt_grid_putf(cpt_grid *g, int x, int y, int role, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 /* The same, a cell per UTF-8 character (one '?' for a multi-byte one), for text that went
- * through cp_text_clean (common/text.h). */
+ * through cp_text_escape (common/text.h). */
 int cpt_grid_put_utf8(cpt_grid *g, int x, int y, int role, const char *s);
 int cpt_grid_putf_utf8(cpt_grid *g, int x, int y, int role, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));

@@ -1,10 +1,12 @@
 /* tui/snapshot: the live model as text (80 columns) or JSON, for `collprof top --once`. Pure
  * functions of the model: what the screen shows without a terminal. */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <json-c/json.h>
 
+#include "common/text.h"
 #include "tui/live.h"
 
 static const char *state_name(const cpt_live *l, const cpt_rank *r)
@@ -54,12 +56,21 @@ static void fmt_inflight(char *out, size_t len, const cpt_rank *r)
              r->hang ? "!" : "");
 }
 
+/* What a block or a directory name holds is whatever its writer put there (another user's
+ * process, for root): escaped (common/text.h) before it reaches a terminal or the JSON. */
+static char *shown(const char *s)
+{
+    return cp_text_escape_dup(s, strlen(s));
+}
+
 int cpt_snapshot_text(FILE *out, const cpt_live *l)
 {
-    fprintf(out, "collprof top  %s  %d running, %d exited, %d hung\n", l->dir, l->running,
+    char dir[4 * sizeof l->dir];
+    cp_text_escape(dir, sizeof dir, l->dir, strlen(l->dir));
+    fprintf(out, "collprof top  %s  %d running, %d exited, %d hung\n", dir, l->running,
             l->exited, l->hung);
     if (l->nranks == 0) {
-        fprintf(out, "no profiled process on this node (looked in %s%s)\n", l->dir,
+        fprintf(out, "no profiled process on this node (looked in %s%s)\n", dir,
                 l->dir_missing ? ", which does not exist yet" : "");
     } else {
         fprintf(out, "calls/s %.1f  GB/s %.2f  ", l->calls_per_s, l->gbps);
@@ -75,8 +86,10 @@ int cpt_snapshot_text(FILE *out, const cpt_live *l)
                 "GPU", "CALLS/S", "GB/S", "NCCL", "P50us", "IN FLIGHT", "LATEus");
         for (size_t i = 0; i < l->nranks; i++) {
             const cpt_rank *r = &l->ranks[i];
-            char rk[32], gpu[12] = "-", fl[40], late[16] = "-", p50[16] = "-";
+            char rk[32], gpu[12] = "-", fl[40], late[16] = "-", p50[16] = "-", host[9];
             fmt_rank(rk, sizeof rk, r);
+            /* cut to the column here, at a whole escape or character */
+            cp_text_escape(host, sizeof host, r->hostname, strlen(r->hostname));
             if (r->cuda_dev >= 0)
                 snprintf(gpu, sizeof gpu, "%d", r->cuda_dev);
             fmt_inflight(fl, sizeof fl, r);
@@ -85,17 +98,28 @@ int cpt_snapshot_text(FILE *out, const cpt_live *l)
                          r->late_us_p50 > -0.5 && r->late_us_p50 < 0.5 ? 0.0 : r->late_us_p50);
             if (r->p50_us > 0)
                 snprintf(p50, sizeof p50, r->p50_us < 100 ? "%.1f" : "%.0f", r->p50_us);
-            fprintf(out, "%-5.5s %-8.8s %7u %3.3s %7.1f %6.2f %3.0f%% %6.6s %-18.18s %6.6s\n",
-                    rk, r->hostname, (unsigned)r->pid, gpu, r->calls_per_s, r->gbps,
+            fprintf(out, "%-5.5s %-8s %7u %3.3s %7.1f %6.2f %3.0f%% %6.6s %-18.18s %6.6s\n",
+                    rk, host, (unsigned)r->pid, gpu, r->calls_per_s, r->gbps,
                     r->nccl_share * 100, p50, fl, late);
         }
     }
-    for (size_t i = 0; i < l->nnotes; i++)
-        fprintf(out, "note: %s\n", l->notes[i]);
+    for (size_t i = 0; i < l->nnotes; i++) {
+        char *note = shown(l->notes[i]);
+        fprintf(out, "note: %s\n", note ? note : "(out of memory)");
+        free(note);
+    }
     return ferror(out) ? -1 : 0;
 }
 
 static void put(json_object *o, const char *k, json_object *v) { json_object_object_add(o, k, v); }
+
+static json_object *shown_json(const char *s)
+{
+    char *e = shown(s);
+    json_object *o = e ? json_object_new_string(e) : NULL;
+    free(e);
+    return o;
+}
 
 /* Keys: {"version":1, "dir", "dir_exists", "ranks":[{"rank","local_rank","world_size","host","pid","gpu",
  * "job_id","state","calls","calls_per_s","gbps","nccl_share","p50_us","inflight":{"op",
@@ -108,7 +132,7 @@ int cpt_snapshot_json(FILE *out, const cpt_live *l)
     if (!root)
         return -1;
     put(root, "version", json_object_new_int(1));
-    put(root, "dir", json_object_new_string(l->dir));
+    put(root, "dir", shown_json(l->dir));
     put(root, "dir_exists", json_object_new_boolean(!l->dir_missing));
     json_object *ranks = json_object_new_array();
     put(root, "ranks", ranks);
@@ -119,10 +143,10 @@ int cpt_snapshot_json(FILE *out, const cpt_live *l)
         put(o, "rank", json_object_new_int(r->rank));
         put(o, "local_rank", json_object_new_int(r->local_rank));
         put(o, "world_size", json_object_new_int(r->world_size));
-        put(o, "host", json_object_new_string(r->hostname));
+        put(o, "host", shown_json(r->hostname));
         put(o, "pid", json_object_new_int64(r->pid));
         put(o, "gpu", json_object_new_int(r->cuda_dev));
-        put(o, "job_id", json_object_new_string(r->job_id));
+        put(o, "job_id", shown_json(r->job_id));
         put(o, "state", json_object_new_string(state_name(l, r)));
         put(o, "calls", json_object_new_int64((int64_t)r->calls));
         put(o, "calls_per_s", json_object_new_double(r->calls_per_s));
@@ -161,7 +185,7 @@ int cpt_snapshot_json(FILE *out, const cpt_live *l)
     json_object *notes = json_object_new_array();
     put(root, "notes", notes);
     for (size_t i = 0; i < l->nnotes; i++)
-        json_object_array_add(notes, json_object_new_string(l->notes[i]));
+        json_object_array_add(notes, shown_json(l->notes[i]));
     const char *s = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
                                                              JSON_C_TO_STRING_NOSLASHESCAPE);
     int rc = s && fprintf(out, "%s\n", s) >= 0 && !ferror(out) ? 0 : -1;

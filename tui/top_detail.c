@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "common/trace_format.h"
 
 /* ---- a rank's detail -------------------------------------------------------------------- */
@@ -56,9 +57,12 @@ int cpt_draw_detail(const cpt_live *l, cpt_state *s, cpt_grid *g)
         return page;
     }
     char a[32], b[32], c[32];
-    cpt_grid_putf(g, 0, 0, CPT_TITLE, "rank %d/%d of %d on %s  pid %u  GPU %d  job %s%s", r->rank,
-                  r->local_rank, r->world_size, r->hostname, (unsigned)r->pid, r->cuda_dev,
-                  r->job_id[0] ? r->job_id : "-", r->state == CPT_EXITED ? "  (exited)" : "");
+    char host[4 * sizeof r->hostname], job[4 * sizeof r->job_id];
+    cp_text_escape(host, sizeof host, r->hostname, strlen(r->hostname));
+    cp_text_escape(job, sizeof job, r->job_id, strlen(r->job_id));
+    cpt_grid_putf_utf8(g, 0, 0, CPT_TITLE, "rank %d/%d of %d on %s  pid %u  GPU %d  job %s%s",
+                       r->rank, r->local_rank, r->world_size, host, (unsigned)r->pid,
+                       r->cuda_dev, job[0] ? job : "-", r->state == CPT_EXITED ? "  (exited)" : "");
     cpt_fmt_bytes(a, sizeof a, r->bytes);
     cpt_grid_putf(g, 0, 1, CPT_NORMAL, "%llu calls, %s  GPU timing %s  lost records %llu",
                   (unsigned long long)r->calls, a, r->gpu_timing ? "yes" : "no (host times)",

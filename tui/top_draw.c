@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "common/trace_format.h"
 
 /* ---- the table's columns ---------------------------------------------------------------- */
@@ -95,8 +96,9 @@ static void cell(const cpt_rank *r, int c, int width, double hang_s, char *buf, 
         else
             snprintf(buf, len, "%d/%d", r->rank, r->local_rank);
         break;
-    case C_HOST:
-        snprintf(buf, len, "%s", r->hostname);
+    case C_HOST: /* escaped and cut to the column, never inside an escape */
+        cp_text_escape(buf, (size_t)width + 1 < len ? (size_t)width + 1 : len, r->hostname,
+                       strlen(r->hostname));
         break;
     case C_PID:
         snprintf(buf, len, "%u", (unsigned)r->pid);
@@ -276,10 +278,12 @@ static int draw_table(const cpt_live *l, cpt_state *s, cpt_grid *g)
     if (l->slowest >= 0 && (size_t)l->slowest < l->nranks &&
         l->ranks[l->slowest].late_judged > 0 && l->ranks[l->slowest].late_us_p50 >= 0.5) {
         const cpt_rank *r = &l->ranks[l->slowest];
+        char host[4 * sizeof r->hostname];
+        cp_text_escape(host, sizeof host, r->hostname, strlen(r->hostname));
         cpt_fmt_arrives(num2, sizeof num2, r->late_us_p50);
-        cpt_grid_putf(g, 0, 1, CPT_NORMAL,
-                      "slowest: rank %d on %s (pid %u): %s its peers (p50), last in %d of %d",
-                      r->rank, r->hostname, (unsigned)r->pid, num2, r->late_count, r->late_judged);
+        cpt_grid_putf_utf8(g, 0, 1, CPT_NORMAL,
+                           "slowest: rank %d on %s (pid %u): %s its peers (p50), last in %d of %d",
+                           r->rank, host, (unsigned)r->pid, num2, r->late_count, r->late_judged);
     } else if (l->slowest >= 0 && (size_t)l->slowest < l->nranks &&
                l->ranks[l->slowest].late_judged > 0) {
         cpt_grid_put(g, 0, 1, CPT_NORMAL, "slowest: none (no rank arrives after its peers)");
@@ -293,9 +297,12 @@ static int draw_table(const cpt_live *l, cpt_state *s, cpt_grid *g)
     if (l->other_users)
         x = cpt_grid_putf(g, x, 2, CPT_DIM, "  %zu block%s of other users not read", l->other_users,
                           l->other_users == 1 ? "" : "s");
-    if (l->nnotes)
-        cpt_grid_putf(g, x, 2, CPT_DIM, "  %zu block%s skipped: %s", l->nnotes,
-                      l->nnotes == 1 ? "" : "s", l->notes[0]);
+    if (l->nnotes) {
+        char note[1024];
+        cp_text_escape(note, sizeof note, l->notes[0], strlen(l->notes[0]));
+        cpt_grid_putf_utf8(g, x, 2, CPT_DIM, "  %zu block%s skipped: %s", l->nnotes,
+                           l->nnotes == 1 ? "" : "s", note);
+    }
 
     int cx[NCOLS], cw[NCOLS];
     layout(g->w, cx, cw);
@@ -317,14 +324,16 @@ static int draw_table(const cpt_live *l, cpt_state *s, cpt_grid *g)
     if (n <= (size_t)page)
         s->scroll = 0;
 
+    char dir[4 * sizeof l->dir];
+    cp_text_escape(dir, sizeof dir, l->dir, strlen(l->dir));
     if (s->error) {
-        cpt_grid_putf(g, 0, 4, CPT_BAD, "cannot read %s: %s",
-                      l->dir[0] ? l->dir : "the live directory", s->error);
+        cpt_grid_putf_utf8(g, 0, 4, CPT_BAD, "cannot read %s: %s",
+                           dir[0] ? dir : "the live directory", s->error);
     } else if (l->nranks == 0) {
-        cpt_grid_putf(g, 0, 4, CPT_NORMAL,
-                      "No profiled process on this node (%s %s).",
-                      l->dir_missing ? "no directory" : "no stats block in",
-                      l->dir[0] ? l->dir : CP_STATS_DEFAULT_DIR);
+        cpt_grid_putf_utf8(g, 0, 4, CPT_NORMAL,
+                           "No profiled process on this node (%s %s).",
+                           l->dir_missing ? "no directory" : "no stats block in",
+                           dir[0] ? dir : CP_STATS_DEFAULT_DIR);
         cpt_grid_put(g, 0, 5, CPT_DIM,
                      "Start a job under `collprof run`; its ranks appear here as they start.");
     } else if (n == 0) {

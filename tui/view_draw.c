@@ -41,8 +41,12 @@ size_t cpv_window(cpv_state *s, int screen, size_t n, int page)
 void cpv_rank_label(const cpv_data *d, size_t i, char *buf, size_t len, int host_cols)
 {
     const cpa_rank *r = &d->a->model->ranks[i];
-    snprintf(buf, len, "rank %-4d %-*.*s", (int)r->rank, host_cols, host_cols,
-             r->hostname[0] ? r->hostname : "?");
+    /* escaped, then cut to the column at a whole escape: the columns after it stay put */
+    char host[4 * sizeof r->hostname];
+    cp_text_escape(host, host_cols >= 0 && (size_t)host_cols < sizeof host ? (size_t)host_cols + 1
+                                                                           : sizeof host,
+                   r->hostname[0] ? r->hostname : "?", r->hostname[0] ? strlen(r->hostname) : 1);
+    snprintf(buf, len, "rank %-4d %-*s", (int)r->rank, host_cols, host);
 }
 
 size_t cpv_rank_rows(const cpv_data *d, const cpv_state *s, int by_lateness, size_t *out)
@@ -293,8 +297,8 @@ static const char *const screen_names[CPV_NSCREENS] = { "summary", "stragglers",
 static void top_bar(const cpv_data *d, const cpv_state *s, cpv_grid *g)
 {
     cpt_grid_row_role(g, 0, CPV_TITLE);
-    char title[256];
-    cp_text_clean(title, d->title, strnlen(d->title, sizeof title - 1));
+    char title[1024];
+    cp_text_escape(title, sizeof title, d->title, strlen(d->title));
     if (s->plain) {
         cpt_grid_putf_utf8(g, 0, 0, CPV_TITLE, "collprof view: %s", title);
         return;
@@ -380,9 +384,13 @@ static int summary_job(const cpv_data *d, cpv_grid *g, int y)
     char hosts[128] = "";
     if (a->nhosts && a->nhosts <= 3) {
         size_t used = 0;
-        for (size_t i = 0; i < a->nhosts && used < sizeof hosts; i++)
-            used += (size_t)snprintf(hosts + used, sizeof hosts - used, "%s%.24s",
-                                     i ? ", " : " (", a->hosts[i][0] ? a->hosts[i] : "?");
+        for (size_t i = 0; i < a->nhosts && used < sizeof hosts; i++) {
+            char host[25];
+            cp_text_escape(host, sizeof host, a->hosts[i][0] ? a->hosts[i] : "?",
+                           a->hosts[i][0] ? strlen(a->hosts[i]) : 1);
+            used += (size_t)snprintf(hosts + used, sizeof hosts - used, "%s%s", i ? ", " : " (",
+                                     host);
+        }
         if (used < sizeof hosts - 1)
             strcat(hosts, ")");
     }

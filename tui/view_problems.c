@@ -174,9 +174,9 @@ int cpv_draw_problems(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int 
         int sel = !s->plain && i == s->sel[CPV_PROBLEMS];
         if (sel)
             cpt_grid_row_role(g, y, CPV_SELECTED);
-        char clean[sizeof v[i].text];
-        cp_text_clean(clean, v[i].text, strlen(v[i].text));
-        cpt_grid_put_utf8(g, 0, y, sel ? CPV_SELECTED : v[i].attr, clean);
+        char shown[4 * sizeof v[i].text];
+        cp_text_escape(shown, sizeof shown, v[i].text, strlen(v[i].text));
+        cpt_grid_put_utf8(g, 0, y, sel ? CPV_SELECTED : v[i].attr, shown);
     }
     free(v);
     return page;

@@ -11,6 +11,7 @@
 
 #include "common/trace_writer.h"
 #include "tests/cli/test_cli_util.h"
+#include "tests/common/test_text_util.h"
 
 #define COMM_ID 0x9f2c0e1d22aa4b01ull
 #define NO_INDEX UINT32_MAX
@@ -506,6 +507,69 @@ static void a_bad_file_in_a_directory_is_skipped_with_a_warning(void **state)
     cli_result_free(&r);
 }
 
+/* Strings from a hostile file (PROCESS's hostname, job id and launcher, a SITE's frames)
+ * and a file name holding escapes reach neither the terminal nor the JSON raw: each
+ * control byte is shown as \xNN, in the records and in the warning that names the file. */
+static void hostile_strings_are_shown_escaped(void **state)
+{
+    struct fixture *f = *state;
+    cp_trace_writer *w = open_trace(f->path, 3, 0);
+    cp_rec_process fixed;
+    memset(&fixed, 0, sizeof fixed);
+    fixed.rank = 3;
+    unsigned char buf[512];
+    assert_true(cp_rec_process_build(buf, sizeof buf, &fixed, TX_HOSTILE, TX_HOSTILE,
+                                     TX_HOSTILE) > 0);
+    put(w, buf);
+    const char *frames[] = { TX_HOSTILE, "main" };
+    assert_true(cp_rec_site_build(buf, sizeof buf, 5, 0x401000, frames, 2) > 0);
+    put(w, buf);
+    assert_int_equal(cp_trace_writer_close(w), 0);
+    char bad[1100];
+    snprintf(bad, sizeof bad, "%s/" TX_HOSTILE ".cptrace", f->dir);
+    write_file(bad, "");
+
+    struct cli_result r;
+    cli_runl(&r, "dump", f->dir, NULL);
+    assert_int_equal(r.status, 0);
+    tx_assert_terminal_safe("stdout", r.out);
+    tx_assert_terminal_safe("stderr", r.err);
+    /* dump's text quotes a value with a backslash in it, and doubles the backslash */
+    char q[200], want[700];
+    size_t n = 0;
+    q[n++] = '"';
+    for (const char *p = TX_HOSTILE_SHOWN; *p; p++) {
+        if (*p == '\\')
+            q[n++] = '\\';
+        q[n++] = *p;
+    }
+    q[n++] = '"';
+    q[n] = '\0';
+    snprintf(want, sizeof want, " hostname=%s job_id=%s launcher=%s\n", q, q, q);
+    assert_non_null(strstr(r.out, want));
+    snprintf(want, sizeof want, " frames=%s,main\n", q);
+    assert_non_null(strstr(r.out, want));
+    assert_non_null(strstr(r.err, "/" TX_HOSTILE_SHOWN ".cptrace"));
+    cli_result_free(&r);
+
+    cli_runl(&r, "dump", "--json", f->path, NULL);
+    assert_int_equal(r.status, 0);
+    tx_assert_terminal_safe("stdout", r.out);
+    char *save = NULL;
+    json_object *process = json_tokener_parse(strtok_r(r.out, "\n", &save));
+    json_object *site = json_tokener_parse(strtok_r(NULL, "\n", &save));
+    assert_non_null(process);
+    assert_non_null(site);
+    assert_str_field(process, "hostname", TX_HOSTILE_SHOWN);
+    assert_str_field(process, "job_id", TX_HOSTILE_SHOWN);
+    assert_str_field(process, "launcher", TX_HOSTILE_SHOWN);
+    assert_string_equal(json_object_get_string(json_object_array_get_idx(field(site, "frames"), 0)),
+                        TX_HOSTILE_SHOWN);
+    json_object_put(process);
+    json_object_put(site);
+    cli_result_free(&r);
+}
+
 static void an_empty_directory_or_missing_path_is_exit_2(void **state)
 {
     struct fixture *f = *state;
@@ -595,6 +659,7 @@ int main(void)
         T(input_that_is_not_a_trace_is_exit_2),
         T(a_bad_file_in_a_directory_is_skipped_with_a_warning),
         T(an_empty_directory_or_missing_path_is_exit_2),
+        T(hostile_strings_are_shown_escaped),
         T(a_closed_pipe_ends_the_dump_quietly),
         T(a_full_disk_under_dump_is_exit_2),
     };

@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "tests/cli/test_cli_util.h"
+#include "tests/common/test_text_util.h"
 
 /* Exit 2, nothing on stdout, exactly one line on stderr naming the problem. */
 static void assert_one_line_error(struct cli_result *r, const char *needle)
@@ -391,6 +392,52 @@ static void mixed_versions_skip_the_newer_file_with_a_warning(void **state)
     free(dir);
 }
 
+/* A job whose hostnames, job id, launcher and call-site frames are hostile, beside a file
+ * whose name is: the text report and the warnings show each control byte as \xNN, and the
+ * JSON carries the same text, valid UTF-8 without control characters. */
+static void hostile_strings_are_shown_escaped(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    exp_write_job_text(dir, TX_HOSTILE);
+    char bad[1100];
+    snprintf(bad, sizeof bad, "%s/" TX_HOSTILE "%s", dir, CP_TRACE_FILE_SUFFIX);
+    tt_write_file(bad, "GARBAGE! not a collprof trace at all, not even close.", 53);
+
+    struct cli_result r;
+    cli_runl(&r, "report", dir, NULL);
+    assert_int_equal(r.status, 0);
+    tx_assert_terminal_safe("stdout", r.out);
+    tx_assert_terminal_safe("stderr", r.err);
+    assert_non_null(strstr(r.out, "\njob      4 ranks on 1 host (ev\\x1b[2J\\x1b]0;x"));
+    assert_non_null(strstr(r.out, "at " TX_HOSTILE_SHOWN " < main"));
+    assert_non_null(strstr(r.out, "\nwarnings (1)\n"));
+    cli_result_free(&r);
+
+    cli_runl(&r, "report", "--json", dir, NULL);
+    assert_int_equal(r.status, 0);
+    tx_assert_terminal_safe("stdout", r.out);
+    tx_assert_terminal_safe("stderr", r.err);
+    assert_non_null(strstr(r.err, "/" TX_HOSTILE_SHOWN CP_TRACE_FILE_SUFFIX "'"));
+    json_object *j = parse_strict(r.out);
+    json_object *hosts = key(key(j, "job"), "hosts");
+    assert_int_equal(json_object_array_length(hosts), 1);
+    assert_string_equal(json_object_get_string(json_object_array_get_idx(hosts, 0)),
+                        TX_HOSTILE_SHOWN);
+    const char *warning = json_object_get_string(json_object_array_get_idx(key(j, "warnings"), 0));
+    assert_non_null(warning);
+    assert_non_null(strstr(warning, "/" TX_HOSTILE_SHOWN CP_TRACE_FILE_SUFFIX "'"));
+    json_object *m = json_object_array_get_idx(key(j, "mismatches"), 0);
+    assert_non_null(m);
+    const char *site = json_object_get_string(key(key(m, "sites"), "0"));
+    assert_non_null(site);
+    assert_true(cli_starts_with(site, TX_HOSTILE_SHOWN " < main"));
+    json_object_put(j);
+    cli_result_free(&r);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -401,6 +448,7 @@ int main(void)
         cmocka_unit_test(hostile_input_is_one_line_and_exit_2),
         cmocka_unit_test(a_cut_file_is_reported_with_a_warning),
         cmocka_unit_test(mixed_versions_skip_the_newer_file_with_a_warning),
+        cmocka_unit_test(hostile_strings_are_shown_escaped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -52,7 +52,9 @@ static inline void exp_put(cp_trace_writer *w, const void *rec)
     assert_int_equal(cp_trace_writer_append(w, rec), 0);
 }
 
-static inline cp_trace_writer *exp_open_rank(const char *dir, int rank, const char *host)
+/* text (NULL: none) is the header's job id and launcher. */
+static inline cp_trace_writer *exp_open_rank_text(const char *dir, int rank, const char *host,
+                                                  const char *text)
 {
     char path[1024], err[256];
     snprintf(path, sizeof path, "%s/rank%02d%s", dir, rank, CP_TRACE_FILE_SUFFIX);
@@ -65,10 +67,19 @@ static inline cp_trace_writer *exp_open_rank(const char *dir, int rank, const ch
     h.mono_anchor_ns = EXP_MONO0;
     h.realtime_anchor_ns = EXP_REAL0;
     snprintf(h.hostname, sizeof h.hostname, "%s", host);
+    if (text) {
+        snprintf(h.job_id, sizeof h.job_id, "%s", text);
+        snprintf(h.launcher, sizeof h.launcher, "%s", text);
+    }
     cp_trace_writer *w = cp_trace_writer_open(path, &h, 0, err, sizeof err);
     if (!w)
         fail_msg("%s", err);
     return w;
+}
+
+static inline cp_trace_writer *exp_open_rank(const char *dir, int rank, const char *host)
+{
+    return exp_open_rank_text(dir, rank, host, NULL);
 }
 
 static inline void exp_put_comm(cp_trace_writer *w, int nranks, int rank)
@@ -100,19 +111,25 @@ static inline void exp_put_done(cp_trace_writer *w, uint8_t op, uint64_t seq, in
     exp_put(w, &d);
 }
 
-static inline void exp_write_rank(const char *dir, int r, const char *host)
+/* text (NULL: none) is also the header's job id and launcher and rank 0's first frame,
+ * and then rank 0's first AllReduce counts one element more: a count mismatch, so that a
+ * report shows the call site. */
+static inline void exp_write_rank_text(const char *dir, int r, const char *host,
+                                       const char *text)
 {
-    cp_trace_writer *w = exp_open_rank(dir, r, host);
+    cp_trace_writer *w = exp_open_rank_text(dir, r, host, text);
     exp_put_comm(w, EXP_NRANKS, r);
     if (r == 0) {
         unsigned char buf[512];
-        const char *frames[] = { "train_step+0x12 (libtrain.so)", "main, \"quoted\" (app)" };
+        const char *frames[] = { text ? text : "train_step+0x12 (libtrain.so)",
+                                 "main, \"quoted\" (app)" };
         size_t n = cp_rec_site_build(buf, sizeof buf, 0, 0x401234, frames, 2);
         assert_true(n > 0);
         exp_put(w, buf);
     }
     for (int i = 0; i < EXP_N_AR; i++) {
-        exp_put_call(w, r, CP_OP_ALLREDUCE, (uint64_t)i, 262144, -1, exp_ar_start(i), 1);
+        uint64_t count = 262144 + (text && r == 0 && i == 0);
+        exp_put_call(w, r, CP_OP_ALLREDUCE, (uint64_t)i, count, -1, exp_ar_start(i), 1);
         exp_put_done(w, CP_OP_ALLREDUCE, (uint64_t)i, -1, exp_ar_start(i),
                      exp_ar_start(i) + 10000);
     }
@@ -133,10 +150,22 @@ static inline void exp_write_rank(const char *dir, int r, const char *host)
     assert_int_equal(cp_trace_writer_close(w), 0);
 }
 
+static inline void exp_write_rank(const char *dir, int r, const char *host)
+{
+    exp_write_rank_text(dir, r, host, NULL);
+}
+
 static inline void exp_write_job(const char *dir)
 {
     for (int r = 0; r < EXP_NRANKS; r++)
         exp_write_rank(dir, r, "node-a");
+}
+
+/* The job with text in every string a trace holds (exp_write_rank_text), hostnames too. */
+static inline void exp_write_job_text(const char *dir, const char *text)
+{
+    for (int r = 0; r < EXP_NRANKS; r++)
+        exp_write_rank_text(dir, r, text, text);
 }
 
 static inline void exp_analyze(const char *dir, cpa_analysis *a)

@@ -11,12 +11,14 @@
 #include <cmocka.h>
 
 #include "common/trace_format.h"
+#include "tests/common/test_text_util.h"
 #include "tests/tui/live_test_util.h"
 #include "tests/tui/top_tmux_util.h"
 
 #define NRANKS 8
 
 static pid_t g_child[NRANKS];
+static pid_t g_hostile; /* the process behind the hostile block */
 
 /* 8 ranks on one host: rank 3 arrives 800 us after the others in its last 20 collectives,
  * rank 5 has been in an AllReduce for 70 s (past COLLPROF_HANG_S), rank 6 is reported hung
@@ -66,6 +68,7 @@ static int teardown(void **state)
     tmux("kill-server");
     for (int i = 0; i < NRANKS; i++)
         lt_kill(g_child[i]);
+    lt_kill(g_hostile);
     lt_rmtree(g_dir);
     return 0;
 }
@@ -204,12 +207,53 @@ static void test_ctrl_c_restores_the_terminal(void **state)
     tmux("kill-session -t top");
 }
 
+/* A ninth block, another user's process say, with a hostile hostname and job id: the table
+ * and the detail screen show each control byte as \xNN (the accent, which a cell cannot
+ * hold, as '?'), and the screen is not cleared under them. Last: it adds a rank. */
+static void test_hostile_strings_are_shown_escaped(void **state)
+{
+    (void)state;
+    if (!g_dir[0])
+        skip();
+    g_hostile = lt_live_child();
+    assert_true(g_hostile > 0);
+    static cp_stats_block b;
+    lt_block_init(&b, (unsigned)g_hostile, 8, 8, NRANKS + 1, TX_HOSTILE);
+    snprintf(b.job_id, sizeof b.job_id, "%s", TX_HOSTILE);
+    b.update_ns = mono_ns();
+    assert_int_equal(lt_write(g_dir, &b), 0);
+    start_top("", "-d 0.2");
+    char *s = wait_for("8/8 ", 5000);
+    assert_non_null(s);
+    assert_int_equal(strncmp(line(s, 0), "collprof top  9 ranks", 21), 0);
+    /* the host column (24 here) ends at a whole escape */
+    if (!strstr(s, "\n8/8     ev\\x1b[2J\\x1b]0;x\\x07  "))
+        fail_msg("no escaped host in rank 8's row:\n%s", s);
+    free(s);
+    tmux("resize-window -t top -x 200 -y 30");
+    tmux("send-keys -t top / 8 Enter");
+    s = wait_for("filter: \"8\"", 3000);
+    assert_non_null(s);
+    free(s);
+    tmux("send-keys -t top Enter");
+    s = wait_for("rank 8/8 of 9 on ev\\x1b[2J\\x1b]0;x\\x07\\x9b1m\\xc2\\x9b2J\\x0a\\x7fil?  pid",
+                 3000);
+    assert_non_null(s);
+    assert_non_null(strstr(s, "  job ev\\x1b[2J\\x1b]0;x\\x07\\x9b1m\\xc2\\x9b2J\\x0a\\x7fil?"));
+    free(s);
+    tmux("send-keys -t top q");
+    tmux("send-keys -t top q");
+    assert_exit_clean("tnode");
+    tmux("kill-session -t top");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keys_resize_and_quit),
         cmocka_unit_test(test_sigterm_restores_the_terminal),
         cmocka_unit_test(test_ctrl_c_restores_the_terminal),
+        cmocka_unit_test(test_hostile_strings_are_shown_escaped),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

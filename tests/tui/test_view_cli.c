@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "tests/cli/test_cli_util.h"
+#include "tests/common/test_text_util.h"
 
 #define LATE_N 20
 #define LATE_RANK 2
@@ -282,10 +283,48 @@ static void an_unknown_terminal_is_one_line_and_exit_3(void **state)
     free(dir);
 }
 
+/* A job whose hostnames and call-site frames are hostile: without a terminal and in tmux,
+ * the view shows each control byte as \xNN (an accent, which the screen's cells cannot
+ * hold, as '?'), and nothing of it acts on the terminal. */
+static void hostile_strings_are_shown_escaped(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    exp_write_job_text(dir, TX_HOSTILE);
+    struct cli_result r;
+    cli_runl(&r, "view", dir, NULL);
+    assert_int_equal(r.status, 0);
+    tx_assert_terminal_safe("stdout", r.out);
+    tx_assert_terminal_safe("stderr", r.err);
+    assert_non_null(strstr(r.out, "\njob      4 ranks on 1 host (ev\\x1b[2J\\x1b]0;x"));
+    cli_result_free(&r);
+
+    if (system("command -v tmux >/dev/null 2>&1") != 0) {
+        tt_rmtree(dir);
+        free(dir);
+        skip();
+    }
+    snprintf(sock, sizeof sock, "%s/tmux", dir);
+    assert_int_equal(tmux("new-session -d -s v -x 120 -y 30 \"'%s' view '%s'; echo view-rc=\\$?; "
+                          "sleep 30\"", cli_binary(), dir), 0);
+    assert_true(wait_for("operations (by total time)"));
+    assert_non_null(strstr(screen, "collprof view"));
+    assert_non_null(strstr(screen, "host (ev\\x1b[2J\\x1b]0;x"));
+    tmux("send-keys -t v 3");
+    assert_true(wait_for("count differs"));
+    assert_non_null(strstr(screen, "at ev\\x1b[2J\\x1b]0;x\\x07\\x9b1m\\xc2\\x9b2J\\x0a\\x7fil? < main"));
+    tmux("send-keys -t v q");
+    assert_true(wait_for("view-rc=0"));
+    tmux("kill-server");
+    tt_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(without_a_terminal_it_prints_the_summary_once),
+        cmocka_unit_test(hostile_strings_are_shown_escaped),
         cmocka_unit_test(bad_input_is_one_line_and_exit_2),
         cmocka_unit_test(in_tmux_keys_switch_screens_zoom_and_quit_cleanly),
         cmocka_unit_test(no_color_draws_without_colours),
