@@ -1,9 +1,12 @@
 /* collprof export: a trace directory in another tool's format (Perfetto, CSV, Prometheus).
  *
- * To stdout by default. With -o FILE the output goes to a temporary file beside FILE that
- * is renamed over it once complete and synced, so a reader (a Prometheus textfile
- * collector scraping every few seconds, say) never sees half a file, and a failure, or
- * ^C, leaves FILE as it was.
+ * To stdout by default. With -o FILE, a regular file or a new one, the output goes to a
+ * temporary file beside FILE that is renamed over it once complete and synced, so a reader
+ * (a Prometheus textfile collector scraping every few seconds, say) never sees half a
+ * file, and a failure, or ^C, leaves FILE as it was. Anything else at FILE (a device, a
+ * FIFO, a socket, a symbolic link) is opened and written through: a rename would put a
+ * regular file in its place, and `-o /dev/null` as root would take /dev/null from
+ * everything else on the machine.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,8 +32,11 @@ static const char export_notes[] =
     "--prometheus  text exposition format for node_exporter's textfile collector\n"
     "docs/REPORT.md lists every column, key and metric. The trace's warnings go to stderr.\n"
     "\n"
+    "-o FILE replaces a regular FILE whole, once written; a device, FIFO or symbolic\n"
+    "link at FILE is written through and stays what it is.\n"
+    "\n"
     "exit codes: 0 written; 2 bad options, no readable trace in DIR, or FILE cannot be\n"
-    "written (then FILE is left as it was); 3 out of memory";
+    "written (then a regular FILE is left as it was); 3 out of memory";
 
 /* The temporary file to remove if a signal ends us mid-write. A signal handler may only
  * read it, so it is set once before the handlers are installed. */
@@ -55,8 +61,51 @@ static int run_export(enum format f, FILE *out, const cpa_analysis *a)
     return -1;
 }
 
+/* The export onto fd, flushed, synced when it is a file (a device or a FIFO has nothing
+ * to sync), closed: 0 or the errno of the first failure. */
+static int write_export(enum format f, int fd, const cpa_analysis *a)
+{
+    int e = 0;
+    struct stat st;
+    int regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    FILE *out = fdopen(fd, "w");
+    if (!out) {
+        e = errno;
+        close(fd);
+        return e;
+    }
+    errno = 0;
+    if (run_export(f, out, a) != 0)
+        e = errno ? errno : EIO;
+    if (!e && (fflush(out) != 0 || (regular && fsync(fileno(out)) != 0)))
+        e = errno;
+    if (fclose(out) != 0 && !e)
+        e = errno;
+    return e;
+}
+
+static int export_error(const char *path, int e)
+{
+    if (e == ENOMEM)
+        return cli_error("export", CP_EXIT_CANNOT_RUN, "out of memory writing '%s'", path);
+    if (e)
+        return cli_error("export", CP_EXIT_USAGE, "cannot write '%s': %s", path, strerror(e));
+    return CP_EXIT_OK;
+}
+
+/* Through what is at path, in place: a symbolic link is followed (a dangling one makes its
+ * target), a FIFO waits for its reader, a device takes the bytes. */
+static int export_through(enum format f, const char *path, const cpa_analysis *a)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    return export_error(path, fd < 0 ? errno : write_export(f, fd, a));
+}
+
 static int export_to_file(enum format f, const char *path, const cpa_analysis *a)
 {
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return export_through(f, path, a);
     if (snprintf(pending_tmp, sizeof pending_tmp, "%s.XXXXXX", path) >= (int)sizeof pending_tmp)
         return cli_error("export", CP_EXIT_USAGE, "cannot write '%s': name too long", path);
     int fd = mkstemp(pending_tmp);
@@ -76,21 +125,7 @@ static int export_to_file(enum format f, const char *path, const cpa_analysis *a
     umask(mask);
     fchmod(fd, 0666 & ~mask);
 
-    int e = 0;
-    FILE *out = fdopen(fd, "w");
-    if (!out) {
-        e = errno;
-        close(fd);
-    } else {
-        errno = 0;
-        int rc = run_export(f, out, a);
-        if (rc != 0)
-            e = errno ? errno : EIO;
-        if (!e && (fflush(out) != 0 || fsync(fileno(out)) != 0))
-            e = errno;
-        if (fclose(out) != 0 && !e)
-            e = errno;
-    }
+    int e = write_export(f, fd, a);
     if (!e && rename(pending_tmp, path) != 0)
         e = errno;
     if (e)
@@ -98,11 +133,7 @@ static int export_to_file(enum format f, const char *path, const cpa_analysis *a
     for (int i = 0; i < 3; i++)
         sigaction(sigs[i], &old[i], NULL);
     pending_tmp[0] = '\0';
-    if (e == ENOMEM)
-        return cli_error("export", CP_EXIT_CANNOT_RUN, "out of memory writing '%s'", path);
-    if (e)
-        return cli_error("export", CP_EXIT_USAGE, "cannot write '%s': %s", path, strerror(e));
-    return CP_EXIT_OK;
+    return export_error(path, e);
 }
 
 int cmd_export(int argc, char **argv)

@@ -1,10 +1,12 @@
 /* `collprof export` as a user runs it: each format to stdout and to -o FILE (the same bytes),
  * FILE written whole or not at all (a temporary file renamed at the end: nothing left
- * behind, the old FILE kept when writing fails), and bad input. */
+ * behind, the old FILE kept when writing fails), a FIFO, a symbolic link or a device
+ * written through and left what it was, and bad input. */
 #include "tests/exporters/exp_job.h"
 
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/sysmacros.h>
 
 #include "tests/cli/test_cli_util.h"
 
@@ -159,7 +161,7 @@ static void bad_destinations_and_input_are_one_line_and_exit_2(void **state)
     assert_one_line_error(&r, "cannot write '/nonexistent/dir/out.csv'");
     cli_result_free(&r);
 
-    /* FILE is a directory: the rename fails, the directory and its neighbours stay. */
+    /* FILE is a directory: it cannot be opened, the directory and its neighbours stay. */
     char sub[1024];
     snprintf(sub, sizeof sub, "%s/sub", outdir);
     assert_int_equal(mkdir(sub, 0755), 0);
@@ -177,6 +179,129 @@ static void bad_destinations_and_input_are_one_line_and_exit_2(void **state)
     assert_int_equal(r.status, 0);
     assert_int_equal(cli_count_lines(r.out), 63);
     cli_result_free(&r);
+    tt_rmtree(dir);
+    tt_rmtree(outdir);
+    free(dir);
+    free(outdir);
+}
+
+/* export -o FIFO with a reader at the other end (a child process copying what arrives into
+ * copy): what the reader got. The test holds a write end of its own while collprof runs, so
+ * the reader never waits for a writer that does not come (when collprof replaced the FIFO
+ * instead of opening it, the reader sees the end with nothing). */
+static char *export_through_fifo(const char *format, const char *fifo, const char *copy,
+                                 const char *dir)
+{
+    int hold = open(fifo, O_RDWR);
+    assert_true(hold >= 0);
+    fflush(NULL);
+    pid_t reader = fork();
+    assert_true(reader >= 0);
+    if (reader == 0) {
+        int in = open(fifo, O_RDONLY);
+        close(hold);
+        int out = open(copy, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        char buf[65536];
+        ssize_t n;
+        while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof buf)) > 0)
+            if (write(out, buf, (size_t)n) != n)
+                _exit(1);
+        _exit(in >= 0 && out >= 0 && close(out) == 0 ? 0 : 1);
+    }
+    struct cli_result r;
+    cli_runl(&r, "export", format, "-o", fifo, dir, NULL);
+    close(hold);
+    assert_int_equal(cli_wait(reader), 0);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.err, "");
+    cli_result_free(&r);
+    return slurp(copy);
+}
+
+/* -o onto what is not a regular file writes through it and leaves it what it was: a FIFO
+ * (its reader gets the export), a symbolic link (its target gets it, dangling or not), a
+ * character device (a copy of /dev/null made here, as root). Before, each was replaced by
+ * a regular file, and `-o /dev/null` as root broke the machine's /dev/null. */
+static void non_regular_targets_are_written_through(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir(), *outdir = tt_tmpdir();
+    exp_write_job(dir);
+    char fifo[1024], copy[1024], target[1024], link[1024], dangling[1024], fresh[1024];
+    char dev[1024];
+    snprintf(fifo, sizeof fifo, "%s/fifo", outdir);
+    snprintf(copy, sizeof copy, "%s/fifo.copy", outdir);
+    snprintf(target, sizeof target, "%s/target", outdir);
+    snprintf(link, sizeof link, "%s/link", outdir);
+    snprintf(dangling, sizeof dangling, "%s/dangling", outdir);
+    snprintf(fresh, sizeof fresh, "%s/fresh", outdir);
+    snprintf(dev, sizeof dev, "%s/null", outdir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(symlink("target", link), 0);
+    assert_int_equal(symlink("fresh", dangling), 0);
+    int have_dev = 0;
+    if (geteuid() != 0) {
+        fprintf(stderr, "not root: -o onto a character device not checked (mknod needs root)\n");
+    } else if (mknod(dev, S_IFCHR | 0666, makedev(1, 3)) != 0) {
+        fprintf(stderr, "mknod '%s': %s: -o onto a character device not checked\n", dev,
+                strerror(errno));
+    } else {
+        int fd = open(dev, O_WRONLY); /* a nodev mount refuses it */
+        have_dev = fd >= 0;
+        if (fd >= 0)
+            close(fd);
+        else
+            fprintf(stderr, "'%s' cannot be opened (%s): -o onto a character device not "
+                    "checked\n", dev, strerror(errno));
+    }
+
+    static const char *const formats[] = { "--perfetto", "--csv", "--prometheus" };
+    for (int i = 0; i < 3; i++) {
+        struct cli_result want, r;
+        cli_runl(&want, "export", formats[i], dir, NULL);
+        assert_int_equal(want.status, 0);
+
+        char *got = export_through_fifo(formats[i], fifo, copy, dir);
+        assert_string_equal(got, want.out);
+        free(got);
+        struct stat sb;
+        assert_int_equal(lstat(fifo, &sb), 0);
+        assert_true(S_ISFIFO(sb.st_mode));
+
+        tt_write_file(target, "old", 3);
+        cli_runl(&r, "export", formats[i], "-o", link, dir, NULL);
+        assert_int_equal(r.status, 0);
+        assert_string_equal(r.err, "");
+        cli_result_free(&r);
+        assert_int_equal(lstat(link, &sb), 0);
+        assert_true(S_ISLNK(sb.st_mode));
+        got = slurp(target);
+        assert_string_equal(got, want.out);
+        free(got);
+
+        unlink(fresh);
+        cli_runl(&r, "export", formats[i], "-o", dangling, dir, NULL);
+        assert_int_equal(r.status, 0);
+        cli_result_free(&r);
+        assert_int_equal(lstat(dangling, &sb), 0);
+        assert_true(S_ISLNK(sb.st_mode));
+        got = slurp(fresh);
+        assert_string_equal(got, want.out);
+        free(got);
+
+        if (have_dev) {
+            cli_runl(&r, "export", formats[i], "-o", dev, dir, NULL);
+            assert_int_equal(r.status, 0);
+            assert_string_equal(r.err, "");
+            cli_result_free(&r);
+            assert_int_equal(lstat(dev, &sb), 0);
+            assert_true(S_ISCHR(sb.st_mode));
+            assert_int_equal(sb.st_rdev, makedev(1, 3));
+        }
+        cli_result_free(&want);
+    }
+    /* nothing left beside them: fifo, its copy, link, target, dangling, fresh (and null) */
+    assert_int_equal(count_entries(outdir), 6 + have_dev);
     tt_rmtree(dir);
     tt_rmtree(outdir);
     free(dir);
@@ -214,6 +339,7 @@ int main(void)
         cmocka_unit_test(a_failed_write_leaves_the_old_file_and_no_temporary),
         cmocka_unit_test(bad_destinations_and_input_are_one_line_and_exit_2),
         cmocka_unit_test(a_cut_file_is_exported_with_a_warning),
+        cmocka_unit_test(non_regular_targets_are_written_through),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
