@@ -45,6 +45,16 @@ int cli_error(const char *verb, int status, const char *fmt, ...)
  * goes on. */
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* `collprof: <message>` as one line on stderr: what a verb tells beside its output (where
+ * `run` left the trace). Like cli_error and cli_warn, it escapes what the message echoes
+ * (common/text.h): a path or a string from a file cannot drive the terminal. */
+void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* s as one word a POSIX shell reads back as s, for a command line a user pastes: bare when
+ * it holds only characters no shell treats specially, else in single quotes ('\'' for a
+ * quote); "./" before a leading '-'. malloc'd (free it); NULL out of memory. */
+char *cli_shell_quote(const char *s);
+
 /* For verbs whose engine is not in the tree yet: one line, CP_EXIT_CANNOT_RUN. */
 int cli_not_built(const char *verb);
 

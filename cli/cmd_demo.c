@@ -296,11 +296,13 @@ int cmd_demo(int argc, char **argv)
         printf("\ncollprof did NOT name rank %d, the rank the demo made late: this is a bug, "
                "please report it with the trace (collprof demo --keep DIR).\n", straggler);
     cpa_analysis_free(&a);
-    if (keep)
+    if (keep) {
+        char *q = cli_shell_quote(dir); /* the lines are for pasting */
         printf("\nNext, on this trace:\n  collprof view %s\n  collprof report --json %s\n"
                "  collprof export --perfetto -o demo.json %s   # open in ui.perfetto.dev\n",
-               dir, dir, dir);
-    else
+               q ? q : dir, q ? q : dir, q ? q : dir);
+        free(q);
+    } else
         printf("\nThe trace was in a temporary folder, now removed. To keep it and explore:\n"
                "  collprof demo --keep DIR, then collprof view DIR, collprof report --json "
                "DIR,\n  collprof export --perfetto -o demo.json DIR\n");

@@ -6,6 +6,11 @@
  * (128 + the signal for a job killed by one, as a shell does). The trace directory is
  * fixed here, before the job starts, so that every rank a launcher starts under it writes
  * into the same one, and the message can name it.
+ *
+ * That message must be true: the trace files this job wrote (names that were not in D
+ * before it started), else why there are none, as far as this process can tell: D or a file
+ * in it cannot be made (and why), D was made (by a rank's first NCCL call) yet no rank got
+ * its file, or the job made no NCCL call. The shim's own WARN line, above it, says more.
  */
 #include <errno.h>
 #include <limits.h>
@@ -20,6 +25,9 @@
 
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "common/settings.h"
+#include "common/trace_format.h"
+#include "common/trace_reader.h"
 
 static volatile sig_atomic_t g_child;
 
@@ -60,6 +68,91 @@ static void default_dir(char *out, size_t cap)
     char stamp[32];
     strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
     snprintf(out, cap, "collprof-%s-%d", stamp, (int)getpid());
+}
+
+/* The trace files in dir (sorted paths, cp_trace_dir_free them); 0 when there is no dir. */
+static int list_traces(const char *dir, char ***paths)
+{
+    char err[256];
+    int n = cp_trace_dir_list(dir, paths, err, sizeof err);
+    if (n < 0) {
+        *paths = NULL;
+        n = 0;
+    }
+    return n;
+}
+
+/* How many of after's paths are not in before (both sorted). */
+static int count_new(char **before, int nb, char **after, int na)
+{
+    int n = 0;
+    for (int i = 0, j = 0; i < na; i++) {
+        while (j < nb && strcmp(before[j], after[i]) < 0)
+            j++;
+        n += j >= nb || strcmp(before[j], after[i]) != 0;
+    }
+    return n;
+}
+
+/* What stops a trace file from being made in dir, found without changing anything: the
+ * errno that the shim's steps (mkdir -p dir, then dir/rank%05d-<host>-<pid>.cptrace) would
+ * meet here, 0 when nothing does. The nearest existing ancestor decides: not a directory,
+ * or not one this user may write into. */
+static int trace_blocker(const char *dir)
+{
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    size_t name = strlen("/rank00000--") + strnlen(host, CP_HOSTNAME_BYTES - 1) +
+                  strlen("4194304") + strlen(CP_TRACE_FILE_SUFFIX);
+    if (strlen(dir) + name >= PATH_MAX)
+        return ENAMETOOLONG;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s", dir);
+    struct stat st;
+    while (stat(path, &st) != 0) {
+        if (errno != ENOENT)
+            return errno;
+        char *slash = strrchr(path, '/');
+        if (!slash && strcmp(path, ".") == 0)
+            return ENOENT; /* the working directory itself is gone */
+        if (!slash)
+            snprintf(path, sizeof path, ".");
+        else
+            slash[slash == path] = '\0';
+    }
+    if (!S_ISDIR(st.st_mode))
+        return ENOTDIR;
+    return access(path, W_OK | X_OK) == 0 ? 0 : errno;
+}
+
+/* The closing line: where this job's trace is, or the truth about why there is none. */
+static void say_where(const char *dir, int existed, char **before, int nb)
+{
+    char **after;
+    int na = list_traces(dir, &after);
+    int fresh = count_new(before, nb, after, na);
+    cp_trace_dir_free(after, na);
+    struct stat st;
+    int exists = stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+    if (fresh > 0) {
+        char *q = cli_shell_quote(dir);
+        cli_note("trace in '%s'; see it with: collprof report %s", dir, q ? q : dir);
+        free(q);
+        return;
+    }
+    int e = trace_blocker(dir);
+    if (!exists && e)
+        cli_note("no trace: cannot create the trace directory '%s': %s", dir, strerror(e));
+    else if (!exists)
+        cli_note("the job made no NCCL call: no trace in '%s'", dir);
+    else if (!existed) /* only a rank's first NCCL call makes it */
+        cli_note("no trace in '%s': every rank that called NCCL failed to create its file "
+                 "there%s%s", dir, e ? ": " : " (the collprof: WARN line above says why)",
+                 e ? strerror(e) : "");
+    else if (e)
+        cli_note("no trace in '%s': a trace file cannot be created there: %s", dir, strerror(e));
+    else
+        cli_note("the job made no NCCL call: no new trace in '%s'", dir);
 }
 
 static int run_child(char **cmd)
@@ -137,6 +230,10 @@ int cmd_run(int argc, char **argv)
         default_dir(dir_buf, sizeof dir_buf);
         dir = dir_buf;
     }
+    /* the shim would ignore a longer one and trace into its default instead */
+    if (strlen(dir) >= sizeof ((cp_settings *)0)->dir)
+        return cli_usage_error(&c, "the trace directory is longer than %zu bytes",
+                               sizeof ((cp_settings *)0)->dir - 1);
     setenv("COLLPROF_DIR", dir, 1);
     if (gpu_timing)
         setenv("COLLPROF_GPU_TIMING", gpu_timing, 1);
@@ -153,11 +250,12 @@ int cmd_run(int argc, char **argv)
     setenv("LD_PRELOAD", preload, 1);
     free(preload);
 
-    int status = run_child(argv + 1);
     struct stat st;
-    if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
-        fprintf(stderr, "collprof: trace in '%s'; see it with: collprof report %s\n", dir, dir);
-    else
-        fprintf(stderr, "collprof: the job made no NCCL call: no trace in '%s'\n", dir);
+    int existed = stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+    char **before;
+    int nb = list_traces(dir, &before);
+    int status = run_child(argv + 1);
+    say_where(dir, existed, before, nb);
+    cp_trace_dir_free(before, nb);
     return status;
 }

@@ -84,7 +84,7 @@ static void demo_keeps_the_trace_when_asked(void **state)
 {
     (void)state;
     char keep[4096];
-    snprintf(keep, sizeof keep, "%s/kept", g_tmp);
+    snprintf(keep, sizeof keep, "%s/kept trace", g_tmp); /* a space: the hints quote it */
     struct cli_result r;
     cli_runl(&r, "demo", "--ranks", "4", "--keep", keep, NULL);
     if (r.status != 0)
@@ -93,7 +93,9 @@ static void demo_keeps_the_trace_when_asked(void **state)
     /* four ranks: the straggler is the last one */
     assert_non_null(strstr(r.out, "collprof named rank 3"));
     assert_int_equal(count_entries(keep, "rank0000"), 4);
-    assert_non_null(strstr(r.out, "collprof view "));
+    char hint[4200];
+    snprintf(hint, sizeof hint, "\n  collprof view '%s'\n", keep);
+    assert_non_null(strstr(r.out, hint));
     cli_result_free(&r);
     /* a report of the kept trace names the same straggler */
     cli_runl(&r, "report", "--json", keep, NULL);
