@@ -185,10 +185,22 @@ static void bad_destinations_and_input_are_one_line_and_exit_2(void **state)
     free(outdir);
 }
 
+/* export -o path: exit 0, nothing on stderr; sb: what is at path afterwards (lstat). */
+static void export_onto(const char *format, const char *path, const char *dir, struct stat *sb)
+{
+    struct cli_result r;
+    cli_runl(&r, "export", format, "-o", path, dir, NULL);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.err, "");
+    cli_result_free(&r);
+    assert_int_equal(lstat(path, sb), 0);
+}
+
 /* export -o FIFO with a reader at the other end (a child process copying what arrives into
- * copy): what the reader got. The test holds a write end of its own while collprof runs, so
- * the reader never waits for a writer that does not come (when collprof replaced the FIFO
- * instead of opening it, the reader sees the end with nothing). */
+ * copy); the FIFO must still be one afterwards. Returns what the reader got. The test holds
+ * a write end of its own while collprof runs, so the reader never waits for a writer that
+ * does not come (when collprof replaced the FIFO instead of opening it, the reader sees the
+ * end with nothing). */
 static char *export_through_fifo(const char *format, const char *fifo, const char *copy,
                                  const char *dir)
 {
@@ -208,13 +220,11 @@ static char *export_through_fifo(const char *format, const char *fifo, const cha
                 _exit(1);
         _exit(in >= 0 && out >= 0 && close(out) == 0 ? 0 : 1);
     }
-    struct cli_result r;
-    cli_runl(&r, "export", format, "-o", fifo, dir, NULL);
+    struct stat sb;
+    export_onto(format, fifo, dir, &sb);
     close(hold);
     assert_int_equal(cli_wait(reader), 0);
-    assert_int_equal(r.status, 0);
-    assert_string_equal(r.err, "");
-    cli_result_free(&r);
+    assert_true(S_ISFIFO(sb.st_mode));
     return slurp(copy);
 }
 
@@ -257,7 +267,7 @@ static void non_regular_targets_are_written_through(void **state)
 
     static const char *const formats[] = { "--perfetto", "--csv", "--prometheus" };
     for (int i = 0; i < 3; i++) {
-        struct cli_result want, r;
+        struct cli_result want;
         cli_runl(&want, "export", formats[i], dir, NULL);
         assert_int_equal(want.status, 0);
 
@@ -265,36 +275,23 @@ static void non_regular_targets_are_written_through(void **state)
         assert_string_equal(got, want.out);
         free(got);
         struct stat sb;
-        assert_int_equal(lstat(fifo, &sb), 0);
-        assert_true(S_ISFIFO(sb.st_mode));
 
         tt_write_file(target, "old", 3);
-        cli_runl(&r, "export", formats[i], "-o", link, dir, NULL);
-        assert_int_equal(r.status, 0);
-        assert_string_equal(r.err, "");
-        cli_result_free(&r);
-        assert_int_equal(lstat(link, &sb), 0);
+        export_onto(formats[i], link, dir, &sb);
         assert_true(S_ISLNK(sb.st_mode));
         got = slurp(target);
         assert_string_equal(got, want.out);
         free(got);
 
         unlink(fresh);
-        cli_runl(&r, "export", formats[i], "-o", dangling, dir, NULL);
-        assert_int_equal(r.status, 0);
-        cli_result_free(&r);
-        assert_int_equal(lstat(dangling, &sb), 0);
+        export_onto(formats[i], dangling, dir, &sb);
         assert_true(S_ISLNK(sb.st_mode));
         got = slurp(fresh);
         assert_string_equal(got, want.out);
         free(got);
 
         if (have_dev) {
-            cli_runl(&r, "export", formats[i], "-o", dev, dir, NULL);
-            assert_int_equal(r.status, 0);
-            assert_string_equal(r.err, "");
-            cli_result_free(&r);
-            assert_int_equal(lstat(dev, &sb), 0);
+            export_onto(formats[i], dev, dir, &sb);
             assert_true(S_ISCHR(sb.st_mode));
             assert_int_equal(sb.st_rdev, makedev(1, 3));
         }
