@@ -8,8 +8,9 @@
  * matrix on stdout (ctest -V shows them).
  *
  * Jobs are 4-rank collprof-sim runs on the emulation; the shim's own edge cases (fork, exec,
- * closefds, 32 threads, bad variables, directories) run shim_job (tests/preload) against the
- * stub NCCL. */
+ * closefds, 32 threads, bad variables, unwritable and symlinked directories) run shim_job
+ * (tests/preload) against the stub NCCL, one process (their own tests check each in depth;
+ * here each meets the same three checks). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +24,7 @@
 #include <sys/stat.h>
 
 #include "tests/emu/test_emu_sim_util.h"
+#include "tests/preload/shim_test_util.h"
 
 static char g_tmp[256];
 
@@ -283,6 +285,92 @@ static void a_full_trace_disk(void **state)
     umount(mnt);
 }
 
+/* A shim_job scenario without the shim and with it (env for both, then the trace directory
+ * for the shim's run); the same three checks, where `traced` says a trace must exist. */
+static void run_shim_case(const char *name, const char *const *env, const char *const *argv,
+                          const char *dir, int traced)
+{
+    static job_result bare, shim;
+    char dir_env[4300];
+    snprintf(dir_env, sizeof dir_env, "COLLPROF_DIR=%s", dir);
+    const char *both[24], *with[24];
+    size_t n = 0;
+    for (; env && env[n] && n < 22; n++)
+        both[n] = with[n] = env[n];
+    both[n] = NULL;
+    with[n] = dir_env;
+    with[n + 1] = NULL;
+    st_run_prog(&bare, "shim_job", 0, both, argv);
+    st_run_prog(&shim, "shim_job", 1, with, argv);
+    int same = bare.status == shim.status && !strcmp(bare.out, shim.out);
+    char **paths = NULL;
+    int files = st_list(dir, &paths);
+    if (files > 0)
+        cp_trace_dir_free(paths, files);
+    int reads = traced ? files > 0 && dump_reads(dir) : files <= 0;
+    size_t nhangs = 0;
+    if (traced && files > 0) {
+        struct json_object *rep = report_json(dir), *hangs;
+        assert_non_null(rep);
+        if (json_object_object_get_ex(rep, "hangs", &hangs))
+            nhangs = json_object_array_length(hangs);
+        json_object_put(rep);
+    }
+    printf("| %-14s | %-4d | %-4s | %-5s | %-6zu | %-6s |\n", name,
+           WIFEXITED(shim.status) ? WEXITSTATUS(shim.status) : 128 + WTERMSIG(shim.status),
+           same ? "same" : "DIFF", traced ? (reads ? "yes" : "NO") : (reads ? "none" : "NO"),
+           nhangs, "-");
+    if (!same || !reads || nhangs)
+        fprintf(stderr, "bare %#x:\n%s%s\nshim %#x:\n%s%s\n", bare.status, bare.out, bare.err,
+                shim.status, shim.out, shim.err);
+    assert_true(same);
+    assert_true(reads);
+    assert_int_equal(nhangs, 0);
+}
+
+static void shim_edge_cases(void **state)
+{
+    (void)state;
+    char dir[4200], job_file[4200], link[4200], target[4200];
+    snprintf(job_file, sizeof job_file, "%s/job.txt", g_tmp);
+    const char *closefds[] = {"closefds", job_file, NULL};
+    snprintf(dir, sizeof dir, "%s/closefds", g_tmp);
+    run_shim_case("closefds", NULL, closefds, dir, 1);
+
+    const char *fork_nccl[] = {"fork-nccl", NULL};
+    snprintf(dir, sizeof dir, "%s/fork", g_tmp);
+    run_shim_case("fork", NULL, fork_nccl, dir, 1);
+
+    const char *exec_true[] = {"exec", "12", "/bin/true", NULL};
+    snprintf(dir, sizeof dir, "%s/exec", g_tmp);
+    run_shim_case("exec", NULL, exec_true, dir, 1);
+
+    const char *threads[] = {"threads", "32", "32", "40", NULL};
+    snprintf(dir, sizeof dir, "%s/threads", g_tmp);
+    run_shim_case("32-threads", NULL, threads, dir, 1);
+
+    /* every variable the shim reads, with a value none of them takes */
+    static const char *const bad[] = {"COLLPROF_ENABLE=maybe", "COLLPROF_GPU_TIMING=sometimes",
+                                      "COLLPROF_STACK=-3", "COLLPROF_UNWIND=gdb",
+                                      "COLLPROF_FILE_MODE=0999", "COLLPROF_LIVE=2",
+                                      "COLLPROF_HANG_S=-1", "COLLPROF_FLUSH_MS=0",
+                                      "COLLPROF_BUFFER_MB=99999", "COLLPROF_DEBUG=LOUD", NULL};
+    /* a one-rank communicator: a whole job in one process, whose true verdict is no hang */
+    const char *burst[] = {"burst", "50", NULL};
+    snprintf(dir, sizeof dir, "%s/bad-env", g_tmp);
+    run_shim_case("bad-variables", bad, burst, dir, 1);
+
+    /* a directory under a regular file cannot be made, by root either */
+    snprintf(dir, sizeof dir, "%s/job.txt/trace", g_tmp);
+    run_shim_case("unwritable-dir", NULL, burst, dir, 0);
+
+    snprintf(target, sizeof target, "%s/real-dir", g_tmp);
+    snprintf(link, sizeof link, "%s/link-dir", g_tmp);
+    assert_int_equal(mkdir(target, 0700), 0);
+    assert_int_equal(symlink(target, link), 0);
+    run_shim_case("symlinked-dir", NULL, burst, link, 1);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -309,6 +397,7 @@ int main(void)
         cmocka_unit_test(sigkill_of_one_rank),
         cmocka_unit_test(a_watchdog_abort),
         cmocka_unit_test(a_full_trace_disk),
+        cmocka_unit_test(shim_edge_cases),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
