@@ -127,7 +127,8 @@ static int hang_stands(const comm_view *cv, const seen *h)
     if (k < 0)
         return 1;
     const member *mb = &cv->mem[k];
-    return !(mb->done1 > h->seq + 1 && mb->done_enter_ns > h->at_ns);
+    /* done1 - 1 > seq, not done1 > seq + 1: a record's seq may be UINT64_MAX */
+    return !(mb->done1 && mb->done1 - 1 > h->seq && mb->done_enter_ns > h->at_ns);
 }
 
 static int hang_named(const comm_view *cv, uint64_t seq)
@@ -178,7 +179,10 @@ static uint64_t typical_gpu_ns(const finder *f, const comm_view *cv, size_t end)
 static int cut_short(const finder *f, const cpa_op *o, uint64_t typical_ns)
 {
     uint64_t d = op_gpu_ns(f, o);
-    return typical_ns ? d > 100 * typical_ns && d > 100000000ull : d > 1000000000ull;
+    if (!typical_ns)
+        return d > 1000000000ull;
+    /* 100 x a typical time that does not fit is more than any d */
+    return typical_ns <= UINT64_MAX / 100 && d > 100 * typical_ns && d > 100000000ull;
 }
 
 /* The seq this comm stopped at, or UINT64_MAX when it did not. */

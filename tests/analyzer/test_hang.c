@@ -397,12 +397,40 @@ static void test_missing_file(void **state)
     done_with(&j, &res);
 }
 
+/* test_rank_exited_lost_tail's job with every operation taking 184467440737095517 ns on the
+ * GPU (5.8 years: under the loader's 2^62 ns bound), a typical time whose 100 times wrapped
+ * to 84 ns: each operation the others finished then looked cut short by the dead rank, and
+ * the hang was put at seq 3 instead of at the last one. */
+static void test_rank_exited_lost_tail_huge_times(void **state)
+{
+    (void)state;
+    const uint64_t dur = UINT64_MAX / 100 + 1; /* 100 x dur = 2^64 + 84 */
+    job j;
+    result res;
+    job_open(&j, 4);
+    for (int r = 0; r < 4; r++) {
+        put_comm(&j, r, 0, WORLD, 4, r);
+        for (uint64_t s = 0; s <= (r == 2 ? 2u : 7u); s++)
+            put_call_dur(&j, r, allreduce(0, s), dur);
+        if (r != 2)
+            put_end(&j, r);
+    }
+    analyze(&j, &res);
+    assert_int_equal(res.m->nwarnings, 0);
+    assert_int_equal(res.h.nrows, 1);
+    assert_int_equal(res.h.rows[0].seq, 7);
+    assert_string_equal(cpa_hang_verdict_name(res.h.rows[0].verdict), "RANK_EXITED");
+    assert_ranks(res.h.rows[0].missing_ranks, res.h.rows[0].nmissing, RANKS(2));
+    done_with(&j, &res);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rank_not_joined),
         cmocka_unit_test(test_rank_exited),
         cmocka_unit_test(test_rank_exited_lost_tail),
+        cmocka_unit_test(test_rank_exited_lost_tail_huge_times),
         cmocka_unit_test(test_killed_inside_others_ended),
         cmocka_unit_test(test_stuck_in_nccl),
         cmocka_unit_test(test_killed_inside),
