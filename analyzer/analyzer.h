@@ -34,6 +34,7 @@
 #ifndef COLLPROF_ANALYZER_H
 #define COLLPROF_ANALYZER_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -72,7 +73,11 @@ typedef struct cpa_matched {
 int cpa_match(const cpa_model *m, cpa_matched *out, char *err, size_t errlen);
 void cpa_matched_free(cpa_matched *mt);
 
-/* Bytes per element, elements and ranks -> nccl-tests' S, and the busbw factor. */
+/* count elements of dtype in bytes; UINT64_MAX when that does not fit 64 bits (a count no
+ * memory holds: a forged one), so that it cannot wrap to a small size. */
+uint64_t cpa_elem_bytes(uint64_t count, unsigned dtype);
+/* Elements, dtype and ranks -> nccl-tests' S (UINT64_MAX when it does not fit), and the
+ * busbw factor. */
 uint64_t cpa_op_bytes(unsigned op, uint64_t count, unsigned dtype, int nranks);
 double cpa_busbw_factor(unsigned op, int nranks);
 
@@ -93,6 +98,7 @@ typedef struct cpa_stat {
 typedef struct cpa_stats {
     cpa_stat *rows;        /* sorted by op, then bucket */
     size_t nrows;
+    uint64_t oversized;    /* operations whose S does not fit 64 bits: left out of the rows */
 } cpa_stats;
 
 int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_stats *out, char *err,
@@ -124,12 +130,16 @@ typedef struct cpa_clock {
     uint32_t *rank_domain;       /* per model rank index */
     double error_us;             /* the alignment error the report states: 0 on one host */
     int aligned;                 /* one domain, or every domain refined */
+    uint64_t rejected_samples;   /* clock samples left out (a time past CPA_TIME_MAX): the
+                                    anchors rest on the others */
     struct cpa_clock_map *map;   /* clock.c's own: anchors and GPU corrections, for the two
                                     conversions below */
 } cpa_clock;
 
 int cpa_clock_align(const cpa_model *m, const cpa_matched *mt, cpa_clock *out, char *err,
                     size_t errlen);
+/* The two conversions below saturate: any local time, however forged, gives a job time in
+ * [0, INT64_MAX], so differences of job times fit an int64_t. */
 void cpa_clock_free(cpa_clock *c);
 /* A rank's local monotonic time on the job time line. */
 uint64_t cpa_clock_job_ns(const cpa_model *m, const cpa_clock *c, size_t rank_idx,
@@ -142,6 +152,19 @@ uint64_t cpa_clock_job_ns(const cpa_model *m, const cpa_clock *c, size_t rank_id
  * (clock_gpu.c). */
 uint64_t cpa_clock_gpu_job_ns(const cpa_model *m, const cpa_clock *c, size_t rank_idx,
                               uint64_t local_ns);
+
+/* A double to the nearest int64_t, NaN as 0 and beyond the range the nearer end: a cast (or
+ * llround) of a value out of range is undefined, and a forged trace can make any sum. */
+static inline int64_t cpa_round_i64(double v)
+{
+    if (!(v == v))
+        return 0;
+    if (v >= 9223372036854775808.0)
+        return INT64_MAX;
+    if (v <= -9223372036854775808.0)
+        return INT64_MIN;
+    return (int64_t)llround(v);
+}
 
 /* ---- stragglers (straggler.c) ----
  *
@@ -265,7 +288,8 @@ const char *cpa_field_name(int field);
 
 typedef struct cpa_mismatch_value {
     int32_t rank;             /* global rank */
-    int64_t value;            /* op / dtype / redop as enum numbers; count; root or peer */
+    int64_t value;            /* op / dtype / redop as enum numbers; root or peer; count, a
+                                 u64 in two's complement ((uint64_t)value is the count) */
     const char *site;         /* that rank's call site, NULL unknown (owned by the model) */
 } cpa_mismatch_value;
 

@@ -149,21 +149,35 @@ static int64_t anchor_at(const cpa_anchor *an, size_t n, uint64_t t)
     return an[lo].a + (int64_t)llround(f * (double)(an[hi].a - an[lo].a));
 }
 
-/* Merges the samples of domain d's ranks into clustered anchors at map->anchors + *used. */
+/* A sample's anchor, realtime - mono; 0 when it has none. Both at most CPA_TIME_MAX (the
+ * loader's bound, checked again for a model built elsewhere), so the difference fits, and
+ * so does any difference of two anchors. */
+static int sample_anchor(const cpa_clock_sample *s, int64_t *a)
+{
+    if (!s->mono_ns || !s->realtime_ns || s->mono_ns > CPA_TIME_MAX ||
+        s->realtime_ns > CPA_TIME_MAX)
+        return 0;
+    *a = (int64_t)s->realtime_ns - (int64_t)s->mono_ns;
+    return 1;
+}
+
+/* Merges the samples of domain d's ranks into clustered anchors at map->anchors + *used;
+ * *dropped counts those with no usable anchor. */
 static int build_anchors(const cpa_model *m, const cpa_clock *c, size_t d, cpa_anchor *dst,
-                         size_t *n_out)
+                         size_t *n_out, uint64_t *dropped)
 {
     size_t n = 0;
     for (size_t i = 0; i < m->nranks; i++) {
         if (c->rank_domain[i] != d)
             continue;
         const cpa_rank *r = &m->ranks[i];
-        for (size_t k = 0; k < r->nclocks; k++)
-            if (r->clocks[k].mono_ns && r->clocks[k].realtime_ns &&
-                r->clocks[k].realtime_ns <= (uint64_t)INT64_MAX)
-                dst[n++] = (cpa_anchor){r->clocks[k].mono_ns,
-                                    (int64_t)r->clocks[k].realtime_ns -
-                                        (int64_t)r->clocks[k].mono_ns};
+        for (size_t k = 0; k < r->nclocks; k++) {
+            int64_t a;
+            if (sample_anchor(&r->clocks[k], &a))
+                dst[n++] = (cpa_anchor){r->clocks[k].mono_ns, a};
+            else
+                (*dropped)++;
+        }
     }
     qsort(dst, n, sizeof *dst, cmp_anchor);
     int64_t *vals = malloc((n ? n : 1) * sizeof *vals);
@@ -268,10 +282,14 @@ static int op_ties(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c
     for (size_t i = 0; i < nt; i++) {
         uint32_t d = x->touched[i], cn = x->cnt[d];
         double med = cpa_clk_select(x->v + x->at[d] - cn, cn, (cn - 1) / 2);
-        uint64_t te = base + (uint64_t)(int64_t)med;
+        /* One of the ends, back from its double: in [0, INT64_MAX] as they all are. */
+        int64_t back = cpa_clk_add((int64_t)(base > INT64_MAX ? INT64_MAX : base),
+                                   cpa_round_i64(med));
+        uint64_t te = back > 0 ? (uint64_t)back : 0;
         const cpa_dmap *dm = &c->map->d[d];
-        int64_t je = final ? (int64_t)te
-                           : (int64_t)te + anchor_at(c->map->anchors + dm->first, dm->n, te);
+        /* Both job times in [0, INT64_MAX]: their difference fits. */
+        int64_t je = (int64_t)(final ? te : cpa_clk_job(te, anchor_at(c->map->anchors + dm->first,
+                                                                          dm->n, te), 0));
         if (hub == UINT32_MAX) {
             hub = d;
             th = te;
@@ -434,11 +452,13 @@ int cpa_clock_align(const cpa_model *m, const cpa_matched *mt, cpa_clock *out, c
     if (!out->map->d || !out->map->anchors)
         goto oom;
     assign_domains(m, out);
+    for (size_t i = 0; i < m->nranks; i++)
+        out->rejected_samples = cpa_sat_add(out->rejected_samples, m->ranks[i].bad_clocks);
     size_t used = 0;
     for (size_t d = 0; d < out->ndomains; d++) {
         cpa_dmap *dm = &out->map->d[d];
         dm->first = used;
-        if (build_anchors(m, out, d, out->map->anchors + used, &dm->n))
+        if (build_anchors(m, out, d, out->map->anchors + used, &dm->n, &out->rejected_samples))
             goto oom;
         /* No usable anchor: assume it reads like the reference, the best guess there is. */
         if (!dm->n && d > 0 && out->map->d[0].n) {
@@ -497,13 +517,15 @@ uint64_t cpa_clock_job_ns(const cpa_model *m, const cpa_clock *c, size_t rank_id
                           uint64_t local_ns)
 {
     const cpa_rank *r = &m->ranks[rank_idx];
-    if (!c->map || !c->rank_domain) /* not aligned (yet): the rank's own header anchor */
-        return r->nclocks ? local_ns - r->clocks[0].mono_ns + r->clocks[0].realtime_ns
-                          : local_ns;
+    if (!c->map || !c->rank_domain) { /* not aligned (yet): the rank's own header anchor */
+        int64_t a = 0;
+        if (r->nclocks)
+            sample_anchor(&r->clocks[0], &a);
+        return cpa_clk_job(local_ns, a, 0);
+    }
     uint32_t d = c->rank_domain[rank_idx];
     const cpa_dmap *dm = &c->map->d[d];
-    int64_t j = (int64_t)local_ns + anchor_at(c->map->anchors + dm->first, dm->n, local_ns) +
-                (int64_t)llround(cpa_clk_corr_at(&c->domains[d], dm, local_ns));
-    return j > 0 ? (uint64_t)j : 0;
+    return cpa_clk_job(local_ns, anchor_at(c->map->anchors + dm->first, dm->n, local_ns),
+                       cpa_clk_corr_at(&c->domains[d], dm, local_ns));
 }
 

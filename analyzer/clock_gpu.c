@@ -568,6 +568,5 @@ uint64_t cpa_clock_gpu_job_ns(const cpa_model *m, const cpa_clock *c, size_t ran
     size_t first = c->map->g_first[rank_idx], n = c->map->g_first[rank_idx + 1] - first;
     if (!n)
         return j;
-    int64_t v = (int64_t)j + (int64_t)llround(seg_at(c->map->gsegs + first, n, local_ns));
-    return v > 0 ? (uint64_t)v : 0;
+    return cpa_clk_job(j, 0, seg_at(c->map->gsegs + first, n, local_ns));
 }

@@ -54,6 +54,24 @@ static inline double cpa_clk_corr_at(const cpa_clock_domain *dom, const cpa_dmap
     return dom->offset_ns + dom->drift * (double)(t - dom->drift_t0_ns);
 }
 
+/* a + b, saturating at the int64_t range: a forged time or offset must not overflow. */
+static inline int64_t cpa_clk_add(int64_t a, int64_t b)
+{
+    int64_t s;
+    if (__builtin_add_overflow(a, b, &s))
+        return b > 0 ? INT64_MAX : INT64_MIN;
+    return s;
+}
+
+/* local + anchor + corr on the job time line, in [0, INT64_MAX] whatever the inputs: every
+ * job time goes through here, so differences of two job times always fit an int64_t. */
+static inline uint64_t cpa_clk_job(uint64_t local, int64_t anchor, double corr)
+{
+    int64_t j = cpa_clk_add(local > INT64_MAX ? INT64_MAX : (int64_t)local, anchor);
+    j = cpa_clk_add(j, cpa_round_i64(corr));
+    return j > 0 ? (uint64_t)j : 0;
+}
+
 /* The k-th smallest (0-based) of v[0..n), n > 0, reordering v. */
 double cpa_clk_select(double *v, size_t n, size_t k);
 /* Nearest rank: the ceil(0.9 n)-th smallest of v[0..n), n > 0, reordering v. */

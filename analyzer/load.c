@@ -189,11 +189,23 @@ static int on_site(void *ctx, const cp_rec_site *s)
     return 0;
 }
 
+/* A clock sample the clocks may use: both times known (0 is unknown) and possible. */
+static int clock_usable(cpa_rank *r, uint64_t mono_ns, uint64_t realtime_ns)
+{
+    if (!mono_ns || !realtime_ns)
+        return 0;
+    if (mono_ns > CPA_TIME_MAX || realtime_ns > CPA_TIME_MAX) {
+        r->bad_clocks++;
+        return 0;
+    }
+    return 1;
+}
+
 static int on_clock(void *ctx, const cp_rec_clock *c)
 {
     load_ctx *x = ctx;
     cpa_rank *r = x->r;
-    if (!c->mono_ns || !c->realtime_ns)
+    if (!clock_usable(r, c->mono_ns, c->realtime_ns))
         return 0;
     saw_time(r, c->mono_ns); /* the writer's heartbeat: the process lived until then */
     if (cpa_grow((void **)&r->clocks, &r->cap_clocks, r->nclocks + 1, sizeof *r->clocks)) {
@@ -208,6 +220,10 @@ static int on_hang(void *ctx, const cp_rec_hang *h)
 {
     load_ctx *x = ctx;
     cpa_rank *r = x->r;
+    if (h->at_ns > CPA_TIME_MAX) {
+        r->bad_times++;
+        return 0;
+    }
     size_t cap = r->cap_hangs;
     if (cpa_grow((void **)&r->hangs, &r->cap_hangs, r->nhangs + 1, sizeof *r->hangs)) {
         x->oom = 1;
@@ -275,6 +291,10 @@ static int on_call(void *ctx, const cp_rec_call *c)
         r->abort_ns = c->enter_ns;
     if ((unsigned)c->op - CP_OP_ALLREDUCE > (unsigned)(CP_OP_RECV - CP_OP_ALLREDUCE))
         return 0;
+    if (c->enter_ns > CPA_TIME_MAX) {
+        r->bad_times++;
+        return 0;
+    }
     if (r->ncalls >= x->call_room && call_room(x)) {
         x->oom = 1;
         return 1;
@@ -333,12 +353,16 @@ static int on_done(void *ctx, const cp_rec_done *d)
         return 0;
     }
     c->done = 1;
-    if (d->gpu_start_ns > 0 && d->gpu_end_ns >= d->gpu_start_ns &&
-        d->timing != CP_TIMING_NONE && d->timing != CP_TIMING_HOST) {
-        c->gpu_timed = 1;
-        c->gpu_start_ns = d->gpu_start_ns;
-        c->gpu_end_ns = d->gpu_end_ns;
-        saw_time(x->r, d->gpu_end_ns);
+    if (d->gpu_start_ns > 0 && d->timing != CP_TIMING_NONE && d->timing != CP_TIMING_HOST) {
+        /* The call is done all the same (a DONE came); only these times are unbelievable. */
+        if (d->gpu_end_ns < d->gpu_start_ns || d->gpu_end_ns > CPA_TIME_MAX) {
+            x->r->bad_times++;
+        } else {
+            c->gpu_timed = 1;
+            c->gpu_start_ns = d->gpu_start_ns;
+            c->gpu_end_ns = d->gpu_end_ns;
+            saw_time(x->r, d->gpu_end_ns);
+        }
     }
     cpa_done_marked(&x->done, x->r, c);
     return 0;
@@ -347,7 +371,7 @@ static int on_done(void *ctx, const cp_rec_done *d)
 static int on_lost(void *ctx, const cp_rec_lost *l)
 {
     load_ctx *x = ctx;
-    x->lost_in_records += l->count;
+    x->lost_in_records = cpa_sat_add(x->lost_in_records, l->count);
     return 0;
 }
 
@@ -357,6 +381,11 @@ static int on_end(void *ctx, const cp_rec_end *e)
     r->ended = 1;
     r->end_signal = e->signal;
     r->end_exit_code = e->exit_code;
+    if (e->at_ns > CPA_TIME_MAX) { /* the clean exit stands; its time is unknown */
+        r->bad_times++;
+        r->end_ns = 0;
+        return 0;
+    }
     r->end_ns = e->at_ns;
     saw_time(r, e->at_ns);
     return 0;
@@ -438,6 +467,13 @@ static void walk_warnings(cpa_model *m, const cpa_rank *r, const cp_walk_result 
     if (r->unmatched_done)
         cpa_model_warn(m, "'%s': %" PRIu64 " DONE records match no CALL", r->path,
                        r->unmatched_done);
+    if (r->bad_clocks)
+        cpa_model_warn(m, "'%s': %" PRIu64 " clock samples rejected: a time past 2^62 ns",
+                       r->path, r->bad_clocks);
+    if (r->bad_times)
+        cpa_model_warn(m, "'%s': %" PRIu64 " records with an impossible time (past 2^62 ns, or "
+                       "a GPU end before its start): CALL and HANG records left out, DONE and "
+                       "END times unused", r->path, r->bad_times);
 }
 
 /* The most CALL records a file of this length can hold: what the calls array starts at. */
@@ -474,7 +510,7 @@ static int load_file(cpa_model *wm, cpa_rank *r, const char *path, load_scratch 
     r->hostname[CP_HOSTNAME_BYTES] = '\0';
     memcpy(r->job_id, h->job_id, CP_JOBID_BYTES);
     r->job_id[CP_JOBID_BYTES] = '\0';
-    if (h->mono_anchor_ns && h->realtime_anchor_ns) {
+    if (clock_usable(r, h->mono_anchor_ns, h->realtime_anchor_ns)) {
         r->clocks = malloc(sizeof *r->clocks);
         if (!r->clocks) {
             cp_trace_reader_close(rd);
@@ -645,7 +681,7 @@ int cpa_model_load_threads(const char *dir, unsigned threads, cpa_model **out, c
                 memset(&m->ranks[i], 0, sizeof m->ranks[i]);
             }
             m->records += r->records;
-            m->lost_records += r->lost_records;
+            m->lost_records = cpa_sat_add(m->lost_records, r->lost_records);
             m->nranks++;
         }
     }

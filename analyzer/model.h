@@ -37,6 +37,21 @@ typedef struct cpa_clock_sample {
     uint64_t realtime_ns;
 } cpa_clock_sample;
 
+/* The latest time a trace may name: 2^62 ns, 146 years. No CLOCK_MONOTONIC nor wall clock
+ * reads more before 2116, and with every time under it the clocks' signed arithmetic (an
+ * anchor realtime - mono, then local + anchor) cannot overflow. A record naming a later
+ * time, or a GPU end before its start, is damaged or forged: the loader leaves it out, or
+ * its time, and counts it (cpa_rank.bad_clocks, bad_times), so every time in the model is
+ * at most this. */
+#define CPA_TIME_MAX (1ull << 62)
+
+/* Counts a file states (LOST records, a chunk's running total) are summed saturating: a
+ * forged count must not wrap the total back to a small, believable one. */
+static inline uint64_t cpa_sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 #define CPA_MAX_WARNINGS 1000  /* a directory of broken files must not flood the report */
 #define CPA_SEQ_NONE UINT64_MAX  /* the shim's "no sequence" (a failed call) */
 
@@ -95,6 +110,9 @@ typedef struct cpa_rank {
     uint64_t records;      /* valid records read */
     uint64_t lost_records; /* the writer's own count of records it dropped */
     uint64_t unmatched_done; /* DONE records with no CALL to go to */
+    uint64_t bad_clocks;   /* clock samples (header anchor, CLOCK) left out: past CPA_TIME_MAX */
+    uint64_t bad_times;    /* CALL and HANG records left out, DONE GPU times and END times
+                              unused: past CPA_TIME_MAX, or a GPU end before its start */
     int walk_stop;         /* enum cp_walk_stop */
     int ended;             /* an END record was seen: the process closed its trace */
 } cpa_rank;
@@ -107,7 +125,7 @@ typedef struct cpa_model {
     size_t cap_warnings;
     uint64_t dropped_warnings; /* past CPA_MAX_WARNINGS: counted, not kept */
     uint64_t records;
-    uint64_t lost_records;
+    uint64_t lost_records; /* saturates at UINT64_MAX */
 } cpa_model;
 
 /* Whether m->lost_records is a lower bound only: a trace that ends without END (killed, or

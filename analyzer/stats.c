@@ -11,16 +11,28 @@
 
 #include "analyzer/analyzer.h"
 
+/* a * b, or UINT64_MAX (no size can be that: it is the "does not fit" answer) */
+static uint64_t mul_or_max(uint64_t a, uint64_t b)
+{
+    uint64_t p;
+    return __builtin_mul_overflow(a, b, &p) ? UINT64_MAX : p;
+}
+
+uint64_t cpa_elem_bytes(uint64_t count, unsigned dtype)
+{
+    return mul_or_max(count, cp_dtype_size(dtype));
+}
+
 uint64_t cpa_op_bytes(unsigned op, uint64_t count, unsigned dtype, int nranks)
 {
-    uint64_t s = count * cp_dtype_size(dtype);
+    uint64_t s = cpa_elem_bytes(count, dtype);
     switch (op) {
     case CP_OP_ALLGATHER:
     case CP_OP_REDUCESCATTER:
     case CP_OP_ALLTOALL:
     case CP_OP_GATHER:
     case CP_OP_SCATTER:
-        return s * (uint64_t)(nranks > 0 ? nranks : 1);
+        return s == UINT64_MAX ? s : mul_or_max(s, (uint64_t)(nranks > 0 ? nranks : 1));
     default:
         return s;
     }
@@ -119,11 +131,14 @@ static int rank_shares(const cpa_rank *rk, float **out)
         if (!((c->flags & CP_CALL_IN_GROUP) && c->gpu_timed))
             continue;
         int nr = c->nranks > 0 ? c->nranks : 1;
+        uint64_t bytes = cpa_op_bytes(c->op, c->count, c->dtype, nr);
+        /* A member of no size (left out of the rows) takes no share from the others. */
         g[n++] = (grouped){.start = c->gpu_start_ns, .end = c->gpu_end_ns, .stream = c->stream,
                            .kind = c->op == CP_OP_SEND ? 1 : c->op == CP_OP_RECV ? 2 : 0,
                            .call = (uint32_t)i,
-                           .bus = (double)cpa_op_bytes(c->op, c->count, c->dtype, nr) *
-                                  cpa_busbw_factor(c->op, nr)};
+                           .bus = bytes == UINT64_MAX
+                                      ? 0
+                                      : (double)bytes * cpa_busbw_factor(c->op, nr)};
     }
     qsort(g, n, sizeof *g, cmp_grouped);
     for (size_t i = 0; i < n;) {
@@ -210,6 +225,10 @@ int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_stats *out,
         const cpa_call *c = &m->ranks[p0->rank_idx].calls[p0->call_idx];
         int n = o->nranks > 0 ? o->nranks : (int)o->nparts;
         uint64_t bytes = cpa_op_bytes(o->op, c->count, c->dtype, n);
+        if (bytes == UINT64_MAX) { /* no size: no bucket, no bandwidth */
+            out->oversized++;
+            continue;
+        }
         s[ns++] = (sample){.bucket = pow2_floor(bytes), .bytes = bytes, .time_ns = t,
                            .bus_bytes = (double)bytes * cpa_busbw_factor(o->op, n),
                            .op = o->op};
@@ -223,7 +242,7 @@ int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_stats *out,
         for (; j < ns && s[j].op == s[i].op && s[j].bucket == s[i].bucket; j++) {
             t += s[j].time_ns;
             bus += s[j].bus_bytes;
-            bytes += s[j].bytes;
+            bytes = cpa_sat_add(bytes, s[j].bytes);
         }
         if (cpa_grow((void **)&out->rows, &cap, out->nrows + 1, sizeof *out->rows))
             goto oom;

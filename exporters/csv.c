@@ -64,8 +64,12 @@ static void row(FILE *out, const cpa_analysis *a, const cpx_timeline *tl, size_t
 
     fprintf(out, "%d,", (int)r->rank);
     field(out, r->hostname);
-    fprintf(out, ",%s,%" PRIu64 ",%s,%" PRIu64 ",%s,%" PRIu64 ",", comm, c->seq, cp_op_name(c->op),
-            c->count, cp_dtype_name(c->dtype), c->count * cp_dtype_size(c->dtype));
+    fprintf(out, ",%s,%" PRIu64 ",%s,%" PRIu64 ",%s,", comm, c->seq, cp_op_name(c->op), c->count,
+            cp_dtype_name(c->dtype));
+    uint64_t bytes = cpa_elem_bytes(c->count, c->dtype);
+    if (bytes != UINT64_MAX) /* else empty: a size that does not fit 64 bits is unknown */
+        fprintf(out, "%" PRIu64, bytes);
+    fputc(',', out);
     if (c->peer >= 0)
         fprintf(out, "%d", (int)c->peer);
     if (c->stream < r->nstreams)

@@ -297,8 +297,9 @@ static void call_events(pw *p, size_t ri, size_t ci)
     put(&oom, args, "seq", chk(&oom, json_object_new_uint64(c->seq)));
     put(&oom, args, "count", chk(&oom, json_object_new_uint64(c->count)));
     put(&oom, args, "dtype", sstr(p, &oom, cp_dtype_name(c->dtype)));
-    put(&oom, args, "bytes",
-        chk(&oom, json_object_new_uint64(c->count * cp_dtype_size(c->dtype))));
+    uint64_t bytes = cpa_elem_bytes(c->count, c->dtype);
+    if (bytes != UINT64_MAX) /* a size that does not fit 64 bits is no size at all */
+        put(&oom, args, "bytes", chk(&oom, json_object_new_uint64(bytes)));
     if (c->redop != CP_REDOP_NONE)
         put(&oom, args, "redop", sstr(p, &oom, cp_redop_name(c->redop)));
     if (is_rooted(c->op))
@@ -323,7 +324,7 @@ static void call_events(pw *p, size_t ri, size_t ci)
         int32_t late = cpx_op_late_rank_idx(a, oi);
         if (late >= 0) {
             put(&oom, args, "late_rank", chk(&oom, json_object_new_int(a->model->ranks[late].rank)));
-            put(&oom, args, "late_us", ns_us(&oom, llround(cpx_op_late_us(a, oi) * 1e3)));
+            put(&oom, args, "late_us", ns_us(&oom, cpa_round_i64(cpx_op_late_us(a, oi) * 1e3)));
         }
         wait_end = latest < te ? latest : te;
     }

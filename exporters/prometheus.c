@@ -129,6 +129,9 @@ static void job_metrics(FILE *out, const cpa_analysis *a)
     family(out, "collprof_clock_error_seconds", "gauge",
            "How far the hosts' aligned clocks may still disagree.");
     sample(out, "collprof_clock_error_seconds", NULL, a->clock.error_us / 1e6);
+    family(out, "collprof_clock_rejected_samples_total", "counter",
+           "Clock samples left out of the alignment: a time no clock reads (a damaged trace).");
+    sample_u64(out, "collprof_clock_rejected_samples_total", NULL, a->clock.rejected_samples);
 }
 
 /* Operations and bytes per op from the matched operations: every operation counts, also
@@ -144,8 +147,10 @@ static void op_counters(FILE *out, const cpa_analysis *a)
         const cpa_part *p = &mt->parts[o->first_part];
         const cpa_call *c = &a->model->ranks[p->rank_idx].calls[p->call_idx];
         int n = o->nranks > 0 ? o->nranks : (int)o->nparts;
+        uint64_t s = cpa_op_bytes(o->op, c->count, c->dtype, n);
         count[o->op]++;
-        bytes[o->op] += cpa_op_bytes(o->op, c->count, c->dtype, n);
+        if (s != UINT64_MAX) /* no size: counted, adds no bytes (the statistics say so) */
+            bytes[o->op] = cpa_sat_add(bytes[o->op], s);
     }
     labels l;
     family(out, "collprof_ops_total", "counter",

@@ -114,6 +114,7 @@ static json_object *job(jb *b, const cpa_analysis *a)
                                               : "killed")));
     put(b, o, "interrupted_operations", chk(b, json_object_new_uint64(h->interrupted)));
     put(b, o, "unjudged_operations", chk(b, json_object_new_uint64(h->unknown)));
+    put(b, o, "oversized_operations", chk(b, json_object_new_uint64(a->stats.oversized)));
     return o;
 }
 
@@ -224,6 +225,8 @@ static json_object *mismatch_value(jb *b, int field, int64_t v)
     case CPA_FIELD_REDOP:
         return chk(b, json_object_new_string(v >= 0 && v <= 255 ? cp_redop_name((unsigned)v)
                                                                 : "?"));
+    case CPA_FIELD_COUNT: /* a u64 kept in an int64_t (analyzer.h) */
+        return chk(b, json_object_new_uint64((uint64_t)v));
     default:
         return chk(b, json_object_new_int64(v));
     }
@@ -273,6 +276,7 @@ static json_object *clock(jb *b, const cpa_analysis *a)
     }
     put(b, o, "offsets_us", offsets);
     put(b, o, "error_us", num(b, c->error_us, 3));
+    put(b, o, "rejected_samples", chk(b, json_object_new_uint64(c->rejected_samples)));
     json_object *hosts = chk(b, json_object_new_array());
     for (size_t d = 0; d < c->ndomains; d++) {
         const cpa_clock_domain *dom = &c->domains[d];

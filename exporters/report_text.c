@@ -178,11 +178,20 @@ static void section_job(tw *w, const cpa_analysis *a)
     }
 }
 
+/* The anchors (and so every time shown) rest on the samples kept. */
+static void clock_rejected(tw *w, const cpa_clock *c)
+{
+    if (c->rejected_samples)
+        line(w, WARN, INDENT "%" PRIu64 " clock sample%s rejected: a time past 2^62 ns",
+             c->rejected_samples, c->rejected_samples == 1 ? "" : "s");
+}
+
 static void section_clock(tw *w, const cpa_analysis *a)
 {
     const cpa_clock *c = &a->clock;
     if (c->ndomains <= 1) {
         line(w, PLAIN, "clock    one host: one clock, nothing to align");
+        clock_rejected(w, c);
         return;
     }
     if (c->aligned)
@@ -203,11 +212,19 @@ static void section_clock(tw *w, const cpa_analysis *a)
     }
     if (c->ndomains > MAX_HOSTS_SHOWN)
         line(w, PLAIN, INDENT "... %zu more hosts (--json)", c->ndomains - MAX_HOSTS_SHOWN);
+    clock_rejected(w, c);
     if (a->stragglers.threshold_us > 0)
         line(w, PLAIN, INDENT "lateness under %.0f us is not judged", a->stragglers.threshold_us);
 }
 
 /* ---- what it sent ---- */
+
+static void ops_oversized(tw *w, const cpa_stats *s)
+{
+    if (s->oversized)
+        line(w, WARN, "%" PRIu64 " operation%s of no possible size (S past 2^64 bytes) left out",
+             s->oversized, s->oversized == 1 ? "" : "s");
+}
 
 static int cmp_stat_time(const void *x, const void *y)
 {
@@ -223,6 +240,7 @@ static void section_ops(tw *w, const cpa_analysis *a)
     line(w, PLAIN, "%s", "");
     if (!s->nrows) {
         line(w, TITLE, "operations   none with a known duration");
+        ops_oversized(w, s);
         return;
     }
     line(w, TITLE, "operations (by total time)");
@@ -245,6 +263,7 @@ static void section_ops(tw *w, const cpa_analysis *a)
     }
     if (s->nrows > shown)
         line(w, PLAIN, "... %zu more rows (--top N, or --json)", s->nrows - shown);
+    ops_oversized(w, s);
     free(order);
 }
 
@@ -352,6 +371,9 @@ static void value_text(char *buf, size_t len, int field, int64_t v)
         break;
     case CPA_FIELD_REDOP:
         snprintf(buf, len, "%s", v >= 0 && v <= 255 ? cp_redop_name((unsigned)v) : "?");
+        break;
+    case CPA_FIELD_COUNT: /* a u64 kept in an int64_t (analyzer.h) */
+        snprintf(buf, len, "%" PRIu64, (uint64_t)v);
         break;
     default:
         snprintf(buf, len, "%" PRId64, v);

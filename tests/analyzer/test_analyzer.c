@@ -580,6 +580,52 @@ static void test_load_losses(void **state)
     free(dir);
 }
 
+/* Sizes and counts no trace can hold: an AllReduce of 2^62 float32 (S past 2^64 bytes) is
+ * left out of the statistics and counted, where it used to wrap to a 0-byte row; forged
+ * LOST counts saturate rather than wrap back to a small, believable total. */
+static void test_impossible_sizes_and_counts(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    for (int r = 0; r < 2; r++) {
+        cp_trace_writer *w = open_rank(dir, r, r, "node-a", 0);
+        put_comm(w, 0, COMM_ID, 2, r);
+        put_call(w, CP_OP_ALLREDUCE, 0, 1ull << 62, -1, BASE_NS, 1);
+        put_done(w, CP_OP_ALLREDUCE, 0, -1, BASE_NS + 1000, BASE_NS + 11000);
+        put_call(w, CP_OP_ALLREDUCE, 1, 1024, -1, BASE_NS + 100000, 1);
+        put_done(w, CP_OP_ALLREDUCE, 1, -1, BASE_NS + 101000, BASE_NS + 111000);
+        cp_rec_lost l = {.h = {CP_REC_LOST, sizeof l}, .cause = CP_LOST_RING_FULL,
+                         .count = 1ull << 63, .at_ns = BASE_NS};
+        assert_int_equal(cp_trace_writer_append(w, &l), 0);
+        assert_int_equal(cp_trace_writer_append(w, &l), 0);
+        assert_int_equal(cp_trace_writer_close(w), 0);
+    }
+    cpa_model *m = load_or_fail(dir);
+    assert_true(m->ranks[0].lost_records == UINT64_MAX);
+    assert_true(m->lost_records == UINT64_MAX);
+    cpa_matched mt;
+    cpa_stats st;
+    char err[256];
+    assert_int_equal(cpa_match(m, &mt, err, sizeof err), 0);
+    assert_int_equal(cpa_stats_compute(m, &mt, &st, err, sizeof err), 0);
+    assert_int_equal(st.oversized, 1);
+    assert_int_equal(st.nrows, 1);
+    assert_int_equal(st.rows[0].bucket, 4096);
+    assert_int_equal(st.rows[0].bytes, 4096);
+    assert_int_equal(st.rows[0].calls, 1);
+    cpa_stats_free(&st);
+    cpa_matched_free(&mt);
+    cpa_model_free(m);
+    tt_rmtree(dir);
+    free(dir);
+
+    assert_true(cpa_elem_bytes(1ull << 62, F32) == UINT64_MAX);
+    assert_true(cpa_elem_bytes(1ull << 61, F32) == 1ull << 63);
+    assert_true(cpa_op_bytes(CP_OP_ALLGATHER, 1ull << 60, F32, 8) == UINT64_MAX);
+    assert_true(cpa_op_bytes(CP_OP_ALLGATHER, 1u << 20, F32, INT32_MAX) ==
+                (4ull << 20) * INT32_MAX);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -594,6 +640,7 @@ int main(void)
         cmocka_unit_test(test_stats_time_of_the_last_arrival),
         cmocka_unit_test(test_stats_grouped_calls_share_the_span),
         cmocka_unit_test(test_formulas),
+        cmocka_unit_test(test_impossible_sizes_and_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

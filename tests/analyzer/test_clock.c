@@ -464,6 +464,217 @@ static void a_host_whose_gpu_references_are_all_bad(void **state)
     }
 }
 
+/* ---- hostile values: a time no clock can read ----
+ * A trace's times are u64 and every one comes from a file that may be damaged or forged.
+ * The analyzer's conversions (realtime - mono, local + anchor + offset) are signed; a value
+ * past INT64_MAX once overflowed them (clock.c 165 and 505: the sanitizer build aborted, the
+ * release wrapped). Each case here is such a file; the job around it must come out as it
+ * would without the bad record, the record rejected and counted. */
+
+/* A two-host job (host b 5 ms off) as write_two_hosts, without its END records yet. */
+static void write_two_hosts_open(tjob *j)
+{
+    static const thost h[] = {{"node-a", 5000000000000ull, 0, 0, 0},
+                              {"node-b", 9100000000000ull, 5000000, 0, 0}};
+    static const int host_of[4] = {0, 0, 1, 1};
+    job_open(j, 4, h, host_of);
+    job_comm(j, 0, 0xb23, all8, 4);
+    uint64_t s = 3;
+    for (int i = 0; i < 40; i++) {
+        double t = 1 * MS + i * 3 * MS, arr[4];
+        for (int k = 0; k < 4; k++)
+            arr[k] = t + 20 * US * jit(&s);
+        job_coll(j, 0, all8, 4, CP_OP_ALLREDUCE, arr, NULL, t + 400 * US, 1);
+    }
+}
+
+static void analyze_hostile(tjob *j, cpa_analysis *a)
+{
+    char err[256] = "";
+    if (cpa_analyze(j->dir, a, NULL, NULL, err, sizeof err))
+        fail_msg("%s", err);
+}
+
+static int warned(const cpa_model *m, const char *needle)
+{
+    for (size_t i = 0; i < m->nwarnings; i++)
+        if (strstr(m->warnings[i], needle))
+            return 1;
+    return 0;
+}
+
+/* The job around the bad record: host b still 5 ms off, nobody late. */
+static void assert_two_hosts_intact(const cpa_analysis *a, uint64_t judged)
+{
+    assert_int_equal(a->clock.ndomains, 2);
+    assert_true(a->clock.aligned);
+    if (fabs(a->clock.domains[1].offset_ns + 5 * MS) > 2 * US)
+        fail_msg("host b's offset %.1f us", a->clock.domains[1].offset_ns / US);
+    assert_int_equal(a->stragglers.judged, judged);
+    assert_int_equal(a->stragglers.nrows, 0);
+    assert_true(a->duration_s > 0.1 && a->duration_s < 0.3);
+}
+
+/* clock.c 165: a CLOCK record whose monotonic time is past INT64_MAX, and one whose wall
+ * clock is (dropped before too, but silently). */
+static void clock_sample_past_int64_max(void **state)
+{
+    (void)state;
+    tjob j;
+    write_two_hosts_open(&j);
+    cp_rec_clock k = {.h = {CP_REC_CLOCK, sizeof k}, .mono_ns = (1ull << 63) + 12345,
+                      .realtime_ns = EPOCH + 5000000};
+    assert_int_equal(cp_trace_writer_append(j.w[2], &k), 0);
+    k = (cp_rec_clock){.h = {CP_REC_CLOCK, sizeof k}, .mono_ns = mono_of(j.host[0], 100 * MS),
+                       .realtime_ns = UINT64_MAX - 3};
+    assert_int_equal(cp_trace_writer_append(j.w[0], &k), 0);
+    job_close(&j, 200 * MS);
+    cpa_analysis a;
+    analyze_hostile(&j, &a);
+    assert_int_equal(a.model->ranks[0].bad_clocks, 1);
+    assert_int_equal(a.model->ranks[2].bad_clocks, 1);
+    assert_int_equal(a.clock.rejected_samples, 2);
+    assert_true(warned(a.model, "rank02.cptrace': 1 clock samples rejected: a time past 2^62"));
+    assert_two_hosts_intact(&a, 40);
+    cpa_analysis_free(&a);
+    job_free(&j);
+}
+
+/* A header whose anchor reads past 2^62: the rank's other samples anchor it. */
+static void header_anchor_past_the_bound(void **state)
+{
+    (void)state;
+    static const thost h[] = {{"node-a", 5000000000000ull, 0, 0, 1}};
+    static const int host_of[2] = {0, 0};
+    tjob j;
+    job_open(&j, 2, h, host_of);
+    cp_trace_writer_close(j.w[1]);
+    char path[1024], err[256];
+    snprintf(path, sizeof path, "%s/rank01%s", j.dir, CP_TRACE_FILE_SUFFIX);
+    unlink(path);
+    cp_file_header fh;
+    cp_file_header_init(&fh);
+    fh.rank = 1;
+    fh.world_size = 2;
+    fh.flags = CP_FILE_GPU_TIMING;
+    fh.mono_anchor_ns = CPA_TIME_MAX + 1;
+    fh.realtime_anchor_ns = EPOCH;
+    snprintf(fh.hostname, sizeof fh.hostname, "node-a");
+    j.w[1] = cp_trace_writer_open(path, &fh, 0, err, sizeof err);
+    assert_non_null(j.w[1]);
+    job_comm(&j, 0, 0xc33, all8, 2);
+    for (int i = 0; i < 5; i++) {
+        double t = 1 * MS + i * MS, arr[2] = {t, t};
+        job_coll(&j, 0, all8, 2, CP_OP_ALLREDUCE, arr, NULL, t + 100 * US, 1);
+    }
+    job_close(&j, 20 * MS);
+    cpa_analysis a;
+    analyze_hostile(&j, &a);
+    assert_int_equal(a.model->ranks[1].bad_clocks, 1);
+    assert_int_equal(a.model->ranks[1].nclocks, 1); /* its CLOCK record at the end */
+    assert_int_equal(a.clock.rejected_samples, 1);
+    assert_true(a.duration_s > 0.01 && a.duration_s < 0.03);
+    cpa_analysis_free(&a);
+    job_free(&j);
+}
+
+/* clock.c 505: a host time just under INT64_MAX, which the anchor then carried past it. */
+static void call_time_near_int64_max(void **state)
+{
+    (void)state;
+    tjob j;
+    write_two_hosts_open(&j);
+    cp_rec_call c = {.h = {CP_REC_CALL, sizeof c}, .op = CP_OP_ALLREDUCE, .dtype = F32,
+                     .comm_index = 0, .site_index = UINT32_MAX, .seq = j.seq[0]++,
+                     .count = 1, .stream = 1, .enter_ns = INT64_MAX - 1000, .peer = -1};
+    assert_int_equal(cp_trace_writer_append(j.w[1], &c), 0);
+    cp_rec_hang g = {.h = {CP_REC_HANG, sizeof g}, .seq = 3, .at_ns = UINT64_MAX, .age_ns = 1,
+                     .peer = -1, .op = CP_OP_ALLREDUCE};
+    assert_int_equal(cp_trace_writer_append(j.w[3], &g), 0);
+    cp_rec_end e = {.h = {CP_REC_END, sizeof e}, .at_ns = (1ull << 63) + 7};
+    assert_int_equal(cp_trace_writer_append(j.w[0], &e), 0);
+    job_close(&j, 200 * MS);
+    cpa_analysis a;
+    analyze_hostile(&j, &a);
+    assert_int_equal(a.model->ranks[1].bad_times, 1);
+    assert_int_equal(a.model->ranks[1].ncalls, 40); /* the CALL is left out */
+    assert_int_equal(a.model->ranks[3].bad_times, 1);
+    assert_int_equal(a.model->ranks[3].nhangs, 0);  /* the HANG too */
+    assert_int_equal(a.model->ranks[0].bad_times, 1);
+    assert_true(a.model->ranks[0].ended);           /* the END's time only */
+    assert_true(warned(a.model, "rank01.cptrace': 1 records with an impossible time"));
+    assert_int_equal(a.hangs.nrows, 0);
+    assert_two_hosts_intact(&a, 40);
+    cpa_analysis_free(&a);
+    job_free(&j);
+}
+
+/* DONE records whose GPU end is past the bound, or before its start: the calls are done,
+ * their times unused, and the clocks stand on the rest. */
+static void gpu_times_past_the_bound(void **state)
+{
+    (void)state;
+    tjob j;
+    write_two_hosts_open(&j);
+    double arr[4] = {130 * MS, 130 * MS, 130 * MS, 130 * MS};
+    job_coll(&j, 0, all8, 4, CP_OP_ALLREDUCE, arr, NULL, 131 * MS, 0);
+    /* the untimed call just written, now said timed by a DONE each */
+    cp_rec_done d = {.h = {CP_REC_DONE, sizeof d}, .comm_index = 0, .seq = j.seq[0] - 1,
+                     .gpu_start_ns = mono_of(j.host[1], 130 * MS), .gpu_end_ns = INT64_MAX - 9,
+                     .peer = -1, .op = CP_OP_ALLREDUCE, .timing = CP_TIMING_EVENTS};
+    assert_int_equal(cp_trace_writer_append(j.w[1], &d), 0);
+    d.gpu_start_ns = mono_of(j.host[2], 131 * MS);
+    d.gpu_end_ns = d.gpu_start_ns - 1;
+    assert_int_equal(cp_trace_writer_append(j.w[2], &d), 0);
+    job_close(&j, 200 * MS);
+    cpa_analysis a;
+    analyze_hostile(&j, &a);
+    for (int r = 1; r <= 2; r++) {
+        const cpa_rank *k = &a.model->ranks[r];
+        assert_int_equal(k->bad_times, 1);
+        assert_true(k->calls[40].done && !k->calls[40].gpu_timed);
+    }
+    assert_two_hosts_intact(&a, 41); /* the last one judged on host entries: none GPU-timed */
+    cpa_analysis_free(&a);
+    job_free(&j);
+}
+
+/* Whatever local time a caller hands the conversions, the job time is in [0, INT64_MAX]:
+ * a rank whose anchor is ahead (wall clock past its monotonic), and one behind. */
+static void conversions_saturate(void **state)
+{
+    (void)state;
+    static const thost h[] = {{"ahead", 5000000000000ull, 0, 0, 0},
+                              {"behind", 4000000000000000000ull, 0, 0, 0}};
+    static const int host_of[2] = {0, 1};
+    tjob j;
+    job_open(&j, 2, h, host_of);
+    job_comm(&j, 0, 0xd44, all8, 2);
+    for (int i = 0; i < 5; i++) {
+        double t = 1 * MS + i * MS, arr[2] = {t, t};
+        job_coll(&j, 0, all8, 2, CP_OP_ALLREDUCE, arr, NULL, t + 100 * US, 1);
+    }
+    job_close(&j, 20 * MS);
+    cpa_analysis a;
+    analyze_hostile(&j, &a);
+    assert_int_equal(a.model->nwarnings, 0);
+    const uint64_t far[] = {INT64_MAX - 1, INT64_MAX, (1ull << 63) + 7, UINT64_MAX};
+    for (size_t r = 0; r < 2; r++)
+        for (size_t i = 0; i < sizeof far / sizeof *far; i++) {
+            uint64_t host = cpa_clock_job_ns(a.model, &a.clock, r, far[i]);
+            uint64_t gpu = cpa_clock_gpu_job_ns(a.model, &a.clock, r, far[i]);
+            assert_true(host <= INT64_MAX && gpu <= INT64_MAX);
+            /* the one ahead saturates; the one behind stays a time before it */
+            assert_true(r == 0 ? host == INT64_MAX : host < INT64_MAX);
+        }
+    /* unaligned (no map yet), from the header's anchor */
+    cpa_clock bare = {0};
+    assert_int_equal(cpa_clock_job_ns(a.model, &bare, 0, UINT64_MAX), INT64_MAX);
+    assert_true(cpa_clock_job_ns(a.model, &bare, 1, UINT64_MAX) < INT64_MAX);
+    cpa_analysis_free(&a);
+    job_free(&j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -477,6 +688,11 @@ int main(void)
         cmocka_unit_test(mixed_timing_is_not_judged),
         cmocka_unit_test(bad_gpu_references_are_corrected),
         cmocka_unit_test(a_host_whose_gpu_references_are_all_bad),
+        cmocka_unit_test(clock_sample_past_int64_max),
+        cmocka_unit_test(header_anchor_past_the_bound),
+        cmocka_unit_test(call_time_near_int64_max),
+        cmocka_unit_test(gpu_times_past_the_bound),
+        cmocka_unit_test(conversions_saturate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -204,6 +204,23 @@ static void a_failed_stream_is_an_error(void **state)
     fclose(full);
 }
 
+/* A count whose size does not fit 64 bits (2^62 float32) has no bytes cell, rather than
+ * one wrapped to 0. */
+static void a_size_past_64_bits_is_an_empty_cell(void **state)
+{
+    fixture *f = *state;
+    f->a.model->ranks[0].calls[0].count = 1ull << 62;
+    exp_buf b;
+    assert_int_equal(cpx_export_csv(exp_buf_open(&b), &f->a), 0);
+    free(f->csv);
+    f->csv = exp_buf_close(&b);
+    char *x[NCOLS + 4];
+    find_row(f, "0", "AllReduce", "0", x);
+    assert_string_equal(x[5], "4611686018427387904");
+    assert_string_equal(x[7], "");
+    free_fields(x, NCOLS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -212,6 +229,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(pythons_csv_reads_the_same, setup, teardown),
         cmocka_unit_test_setup_teardown(hostile_strings_are_escaped_and_quoted, setup, teardown),
         cmocka_unit_test_setup_teardown(a_failed_stream_is_an_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_size_past_64_bits_is_an_empty_cell, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

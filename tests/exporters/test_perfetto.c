@@ -348,6 +348,35 @@ static void a_failed_stream_is_an_error(void **state)
     fclose(full);
 }
 
+/* Values no trace can hold: a count whose size does not fit 64 bits gets no bytes arg (it
+ * wrapped to 0 before), and a lateness past what an int64 of ns holds shows as that limit. */
+static void values_past_64_bits_are_left_out_or_saturate(void **state)
+{
+    fixture *f = *state;
+    cpa_call *c = &f->a.model->ranks[2].calls[7];
+    uint64_t count = c->count;
+    c->count = 1ull << 62;
+    float *late = f->a.stragglers.op_late_us;
+    float keep[64];
+    size_t nops = f->a.matched.nops < 64 ? f->a.matched.nops : 64;
+    memcpy(keep, late, nops * sizeof *late);
+    for (size_t i = 0; i < nops; i++)
+        late[i] = 3.0e38f;
+    char *s = export_of(&f->a);
+    json_object *doc = parse_strict(s);
+    free(s);
+    fixture g = { .doc = doc };
+    assert_true(json_object_object_get_ex(doc, "traceEvents", &g.events));
+    json_object *ar = slice(&g, 2, "AllReduce", 7);
+    assert_null(arg(ar, "bytes"));
+    assert_int_equal(json_object_get_uint64(arg(ar, "count")), 1ull << 62);
+    json_object *ag = slice(&g, 0, "AllGather", 12);
+    assert_string_equal(json_object_to_json_string(arg(ag, "late_us")), "9223372036854775.807");
+    json_object_put(doc);
+    c->count = count;
+    memcpy(late, keep, nops * sizeof *late);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -359,6 +388,7 @@ int main(void)
         cmocka_unit_test(a_hang_is_an_instant_on_each_rank_involved),
         cmocka_unit_test(an_unfinished_call_runs_to_the_end_of_its_trace),
         cmocka_unit_test(a_failed_stream_is_an_error),
+        cmocka_unit_test(values_past_64_bits_are_left_out_or_saturate),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

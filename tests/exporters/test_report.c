@@ -369,6 +369,31 @@ static void a_failed_stream_is_an_error(void **state)
     fclose(full);
 }
 
+/* What a damaged or forged trace makes the analyzer leave out is said where the figures rest
+ * on it: clock samples rejected (under the clock), operations of no possible size (under the
+ * operations), and a count past INT64_MAX shown as the count it is, not a negative number. */
+static void values_no_trace_can_hold_are_said(void **state)
+{
+    fixture *f = *state;
+    exp_set_findings(&f->a);
+    f->a.clock.rejected_samples = 3;
+    f->a.stats.oversized = 2;
+    f->a.mismatches.rows[0].values[3].value = (int64_t)(1ull << 63);
+    char *t = text_of(&f->a, 0, 0, NULL);
+    assert_non_null(strstr(t, "clock    one host: one clock, nothing to align\n"
+                              "         3 clock samples rejected: a time past 2^62 ns\n"));
+    assert_non_null(strstr(t, "Send/Recv         4 KiB         1       3.0       3.0        "
+                              "1.37        1.37\n2 operations of no possible size (S past 2^64 "
+                              "bytes) left out\n"));
+    assert_non_null(strstr(t, "  rank 3: 9223372036854775808\n"));
+    free(t);
+    json_object *j = json_of(&f->a, 0);
+    assert_int_equal(json_object_get_int64(get(j, "clock.rejected_samples")), 3);
+    assert_int_equal(json_object_get_int64(get(j, "job.oversized_operations")), 2);
+    assert_true(json_object_get_uint64(get(j, "mismatches.0.values.3")) == 1ull << 63);
+    json_object_put(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -384,6 +409,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(a_cut_file_is_a_warning_in_both_reports, setup, teardown),
         cmocka_unit_test_setup_teardown(a_failed_stream_is_an_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(values_no_trace_can_hold_are_said, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
