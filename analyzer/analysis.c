@@ -106,9 +106,18 @@ int cpa_analyze(const char *dir, cpa_analysis *a, cpa_progress_fn progress, void
 {
     memset(a, 0, sizeof *a);
     say(progress, ctx, "loading", 0.0);
-    if (cpa_model_load(dir, &a->model, err, errlen))
+    cpa_model *m;
+    if (cpa_model_load(dir, &m, err, errlen))
         return -1;
-    const cpa_model *m = a->model;
+    return cpa_analyze_model(m, a, progress, ctx, err, errlen);
+}
+
+int cpa_analyze_model(cpa_model *model, cpa_analysis *a, cpa_progress_fn progress, void *ctx,
+                      char *err, size_t errlen)
+{
+    memset(a, 0, sizeof *a);
+    a->model = model;
+    const cpa_model *m = model;
     say(progress, ctx, "matching", 0.5);
     if (cpa_match(m, &a->matched, err, errlen))
         goto fail;
@@ -135,7 +144,7 @@ int cpa_analyze(const char *dir, cpa_analysis *a, cpa_progress_fn progress, void
     say(progress, ctx, "done", 1.0);
     return 0;
 oom:
-    snprintf(err, errlen, "out of memory summarizing the ranks of '%s'", dir);
+    snprintf(err, errlen, "out of memory summarizing the ranks");
 fail:
     cpa_analysis_free(a);
     return -1;

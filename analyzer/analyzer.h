@@ -343,6 +343,10 @@ typedef void (*cpa_progress_fn)(void *ctx, const char *stage, double fraction);
  * memory). progress, when given, hears of each stage. */
 int cpa_analyze(const char *dir, cpa_analysis *out, cpa_progress_fn progress, void *ctx,
                 char *err, size_t errlen);
+/* Every stage after loading, on a model already loaded (cpa_model_load_mem): *out owns m
+ * from here, and on failure m is freed with the rest. */
+int cpa_analyze_model(cpa_model *m, cpa_analysis *out, cpa_progress_fn progress, void *ctx,
+                      char *err, size_t errlen);
 void cpa_analysis_free(cpa_analysis *a);
 
 #endif

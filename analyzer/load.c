@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -477,23 +478,37 @@ static void walk_warnings(cpa_model *m, const cpa_rank *r, const cp_walk_result 
 }
 
 /* The most CALL records a file of this length can hold: what the calls array starts at. */
-static size_t calls_bound(const char *path)
+static size_t calls_bound(uint64_t len)
 {
-    struct stat sb;
-    if (stat(path, &sb) != 0 || sb.st_size <= CP_TRACE_HEADER_BYTES)
+    if (len <= CP_TRACE_HEADER_BYTES)
         return 0;
-    uint64_t n = ((uint64_t)sb.st_size - CP_TRACE_HEADER_BYTES) / sizeof(cp_rec_call);
+    uint64_t n = (len - CP_TRACE_HEADER_BYTES) / sizeof(cp_rec_call);
     return n < MAX_PRESIZE_CALLS ? (size_t)n : MAX_PRESIZE_CALLS;
 }
 
+/* One file to load: a path, or a name and bytes (cpa_model_load_mem). */
+static cp_trace_reader *open_file(const char *path, const cpa_mem_file *mem, size_t *bound,
+                                  int *status, char *err, size_t errlen)
+{
+    if (mem) {
+        *bound = calls_bound(mem->len);
+        return cp_trace_reader_open_mem(mem->data, mem->len, path, status, err, errlen);
+    }
+    struct stat sb;
+    *bound = stat(path, &sb) == 0 && sb.st_size > 0 ? calls_bound((uint64_t)sb.st_size) : 0;
+    return cp_trace_reader_open(path, status, err, errlen);
+}
+
 /* 0 loaded, 1 skipped with a warning, -1 out of memory. Warnings go to wm, the file's own
- * list; r is this file's slot; s is the loading thread's scratch. */
-static int load_file(cpa_model *wm, cpa_rank *r, const char *path, load_scratch *s)
+ * list; r is this file's slot; s is the loading thread's scratch. mem: the file's bytes,
+ * NULL to read path. */
+static int load_file(cpa_model *wm, cpa_rank *r, const char *path, const cpa_mem_file *mem,
+                     load_scratch *s)
 {
     int status;
     char err[256];
-    size_t bound = calls_bound(path);
-    cp_trace_reader *rd = cp_trace_reader_open(path, &status, err, sizeof err);
+    size_t bound;
+    cp_trace_reader *rd = open_file(path, mem, &bound, &status, err, sizeof err);
     if (!rd)
         return cpa_model_warn(wm, "%s: skipped", err) ? -1 : 1;
     const cp_file_header *h = cp_trace_reader_header(rd);
@@ -583,9 +598,11 @@ static void free_warnings(cpa_model *w)
     free(w->warnings);
 }
 
-/* The files of one directory, shared out: each thread takes the next file not yet taken. */
+/* The files of one directory (or in memory), shared out: each thread takes the next file
+ * not yet taken. */
 typedef struct load_job {
-    char **paths;
+    char **paths;      /* paths, or the names of mem's files */
+    const cpa_mem_file *mem; /* NULL: read the paths */
     int n;
     cpa_rank *ranks;   /* slot per file */
     cpa_model *warn;   /* warning list per file */
@@ -602,7 +619,8 @@ static void *load_worker(void *arg)
     int i;
     while (!atomic_load_explicit(&j->failed, memory_order_relaxed) &&
            (i = atomic_fetch_add(&j->next, 1)) < j->n) {
-        j->rc[i] = load_file(&j->warn[i], &j->ranks[i], j->paths[i], &s);
+        j->rc[i] = load_file(&j->warn[i], &j->ranks[i], j->paths[i], j->mem ? &j->mem[i] : NULL,
+                             &s);
         if (j->rc[i] < 0)
             atomic_store(&j->failed, 1);
     }
@@ -633,20 +651,12 @@ static void run_load(load_job *j, unsigned threads)
         pthread_join(tid[t], NULL);
 }
 
-int cpa_model_load_threads(const char *dir, unsigned threads, cpa_model **out, char *err,
-                           size_t errlen)
+/* Loads the n files of paths (mem: their bytes) into *out on `threads` threads (0: one per
+ * CPU); where says what they are in messages. Frees paths. */
+static int load_files(char **paths, const cpa_mem_file *mem, int n, unsigned threads,
+                      const char *where, cpa_model **out, char *err, size_t errlen)
 {
-    *out = NULL;
-    char **paths = NULL;
-    int n = cp_trace_dir_list(dir, &paths, err, errlen);
-    if (n < 0)
-        return -1;
-    if (n == 0) {
-        snprintf(err, errlen, "no trace file (*%s) in '%s'", CP_TRACE_FILE_SUFFIX, dir);
-        cp_trace_dir_free(paths, n);
-        return -1;
-    }
-    load_job j = {.paths = paths, .n = n};
+    load_job j = {.paths = paths, .mem = mem, .n = n};
     cpa_model *m = calloc(1, sizeof *m);
     if (m)
         m->ranks = calloc((size_t)n, sizeof *m->ranks);
@@ -691,7 +701,7 @@ int cpa_model_load_threads(const char *dir, unsigned threads, cpa_model **out, c
     free(j.rc);
     cp_trace_dir_free(paths, n);
     if (m->nranks == 0) {
-        snprintf(err, errlen, "no readable trace file in '%s' (%s)", dir,
+        snprintf(err, errlen, "no readable trace file in '%s' (%s)", where,
                  m->nwarnings ? m->warnings[0] : "?");
         cpa_model_free(m);
         return -1;
@@ -713,8 +723,46 @@ oom:
     if (m && m->ranks)
         m->nranks = (size_t)n; /* every slot: free sees what each file had allocated */
     cpa_model_free(m);
-    snprintf(err, errlen, "out of memory loading '%s'", dir);
+    snprintf(err, errlen, "out of memory loading '%s'", where);
     return -1;
+}
+
+int cpa_model_load_threads(const char *dir, unsigned threads, cpa_model **out, char *err,
+                           size_t errlen)
+{
+    *out = NULL;
+    char **paths = NULL;
+    int n = cp_trace_dir_list(dir, &paths, err, errlen);
+    if (n < 0)
+        return -1;
+    if (n == 0) {
+        snprintf(err, errlen, "no trace file (*%s) in '%s'", CP_TRACE_FILE_SUFFIX, dir);
+        cp_trace_dir_free(paths, n);
+        return -1;
+    }
+    return load_files(paths, NULL, n, threads, dir, out, err, errlen);
+}
+
+int cpa_model_load_mem(const cpa_mem_file *files, size_t n, cpa_model **out, char *err,
+                       size_t errlen)
+{
+    *out = NULL;
+    if (n == 0 || n > INT_MAX) {
+        snprintf(err, errlen, "no trace file in memory");
+        return -1;
+    }
+    /* As cp_trace_dir_list would list them: the names, each its own allocation. */
+    char **names = calloc(n, sizeof *names);
+    for (size_t i = 0; names && i < n; i++)
+        if (!(names[i] = strdup(files[i].name))) {
+            cp_trace_dir_free(names, (int)i);
+            names = NULL;
+        }
+    if (!names) {
+        snprintf(err, errlen, "out of memory loading 'memory'");
+        return -1;
+    }
+    return load_files(names, files, (int)n, 1, "memory", out, err, errlen);
 }
 
 int cpa_model_load(const char *dir, cpa_model **out, char *err, size_t errlen)

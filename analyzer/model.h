@@ -149,6 +149,15 @@ int cpa_model_load(const char *dir, cpa_model **out, char *err, size_t errlen);
  * the same whatever the number. */
 int cpa_model_load_threads(const char *dir, unsigned threads, cpa_model **out, char *err,
                            size_t errlen);
+/* The same from files in memory (tests, the fuzz target): each file's name (what warnings
+ * and cpa_rank.path say) and bytes, which are copied; loaded on the caller's thread. */
+typedef struct cpa_mem_file {
+    const char *name;
+    const void *data;
+    size_t len;
+} cpa_mem_file;
+int cpa_model_load_mem(const cpa_mem_file *files, size_t n, cpa_model **out, char *err,
+                       size_t errlen);
 void cpa_model_free(cpa_model *m);
 
 /* Internal to the library (model.c): a warning line into the model, and geometric growth

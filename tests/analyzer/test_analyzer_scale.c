@@ -374,6 +374,24 @@ static void test_threads_load_the_same_model(void **state)
     assert_int_equal(cpa_model_load(dir, &m, err, sizeof err), 0);
     assert_true(model_digest(m) == want);
     cpa_model_free(m);
+    /* And so is loading the same bytes from memory under the same names. */
+    char **paths = NULL;
+    int n = cp_trace_dir_list(dir, &paths, err, sizeof err);
+    assert_true(n == NFILES);
+    cpa_mem_file files[NFILES];
+    for (int i = 0; i < n; i++) {
+        files[i].name = paths[i];
+        files[i].data = tt_read_file(paths[i], &files[i].len);
+        assert_non_null(files[i].data);
+    }
+    assert_int_equal(cpa_model_load_mem(files, (size_t)n, &m, err, sizeof err), 0);
+    for (size_t i = 0; i < m->nwarnings; i++)
+        assert_string_equal(m->warnings[i], one->warnings[i]);
+    assert_true(model_digest(m) == want);
+    cpa_model_free(m);
+    for (int i = 0; i < n; i++)
+        free((void *)files[i].data);
+    cp_trace_dir_free(paths, n);
     cpa_model_free(one);
     tt_rmtree(dir);
     free(dir);
