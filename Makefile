@@ -6,6 +6,7 @@
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
 FUZZ_LOG_SECONDS ?= 20
+FUZZ_ANALYSIS_SECONDS ?= 20
 CMAKE_FLAGS ?=
 
 .PHONY: all deps build demo test test-fast test-asan fuzz bench clean install
@@ -22,7 +23,8 @@ build: deps
 demo: build
 	@./build/bin/collprof demo
 
-# Every test: the suite, the suite again under ASan+UBSan, then the trace reader's fuzz run.
+# Every test: the suite, the suite again under ASan+UBSan, then the fuzz runs (trace reader,
+# NCCL log reader, the whole analysis).
 test: deps test-fast test-asan fuzz
 
 test-fast: build
@@ -36,7 +38,7 @@ test-asan: deps
 
 fuzz: deps
 	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOLLPROF_FUZZ=ON $(CMAKE_FLAGS) >/dev/null
-	@cmake --build build-fuzz -j $(JOBS) --target fuzz_trace_reader fuzz_nccl_log
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_trace_reader fuzz_nccl_log fuzz_analysis
 	@mkdir -p build-fuzz/corpus && cp tests/fuzzdata/trace_reader/* build-fuzz/corpus/
 	@echo "fuzz: trace reader for $(FUZZ_SECONDS) s"
 	@./build-fuzz/bin/fuzz_trace_reader -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
@@ -49,6 +51,12 @@ fuzz: deps
 	  -rss_limit_mb=2048 -print_final_stats=0 build-fuzz/corpus-nccl-log tests/fuzzdata/nccl_log \
 	  2>build-fuzz/fuzz-nccl-log.log || { tail -n 40 build-fuzz/fuzz-nccl-log.log; exit 1; }
 	@grep -E "^(Done|#[0-9]+ +DONE)" build-fuzz/fuzz-nccl-log.log | tail -n 1 || true
+	@mkdir -p build-fuzz/corpus-analysis && cp tests/fuzzdata/analysis/* build-fuzz/corpus-analysis/
+	@echo "fuzz: the analysis and its exporters for $(FUZZ_ANALYSIS_SECONDS) s"
+	@./build-fuzz/bin/fuzz_analysis -max_total_time=$(FUZZ_ANALYSIS_SECONDS) -max_len=65536 \
+	  -rss_limit_mb=2048 -print_final_stats=0 build-fuzz/corpus-analysis tests/fuzzdata/analysis \
+	  2>build-fuzz/fuzz-analysis.log || { tail -n 40 build-fuzz/fuzz-analysis.log; exit 1; }
+	@grep -E "^(Done|#[0-9]+ +DONE)" build-fuzz/fuzz-analysis.log | tail -n 1 || true
 	@echo "fuzz: no crash"
 
 bench: build

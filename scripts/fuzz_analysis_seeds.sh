@@ -1,0 +1,34 @@
+#!/bin/sh
+# Writes the seeds of the analysis fuzz target (tests/fuzzdata/analysis/seed-*) from emulated
+# jobs run under the shim: each seed is one job's rank files back to back, in rank order
+# (tests/analyzer/fuzz_analysis.c says how the target splits them again). Small on purpose
+# (--scale 0.001, one step): 8 to 33 KB each. Usage: scripts/fuzz_analysis_seeds.sh [BUILD [OUT]]
+# with BUILD the normal build tree (default build/), which must hold collprof, collprof-sim,
+# libcollprof.so and the emulation, and OUT where the seeds go (default tests/fuzzdata/analysis).
+set -eu
+build=${1:-build}
+out=${2:-tests/fuzzdata/analysis}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export LD_LIBRARY_PATH="$build/emu"
+sim="$build/bin/collprof-sim --scale 0.001 --steps 1"
+
+seed() { # NAME ENV... -- SIM-ARGS...
+  name=$1; shift
+  vars=""
+  while [ "$1" != "--" ]; do vars="$vars $1"; shift; done
+  shift
+  # a job that hangs or mismatches exits non-zero: its trace is what we want
+  env $vars "$build/bin/collprof" run --dir "$tmp/$name" -- $sim "$@" >/dev/null 2>&1 || true
+  cat "$tmp/$name"/*.cptrace > "$out/seed-$name.cptraces"
+  echo "$out/seed-$name.cptraces: $(ls "$tmp/$name" | wc -l) ranks, $(wc -c < "$out/seed-$name.cptraces") bytes"
+}
+
+mkdir -p "$out"
+seed ddp-straggler COLLPROF_EMU_DELAY=3:5 -- --launch 4 --pattern ddp
+seed two-hosts COLLPROF_EMU_HOSTS=2 COLLPROF_EMU_CLOCK_OFFSET_US=1:3000 -- --launch 4 --pattern ddp
+seed tp-mismatch -- --launch 4 --pattern tp --mismatch 1:3:count=7 --timeout 3
+seed pp-send-recv -- --launch 4 --pattern pp
+seed ddp-hang COLLPROF_EMU_HANG=2:3 COLLPROF_HANG_S=1 -- --launch 4 --pattern ddp --timeout 3
+# collprof demo's job, smaller: mixed pattern on two emulated hosts, rank 5 late
+seed mixed-demo COLLPROF_EMU_DELAY=5:2 COLLPROF_EMU_HOSTS=2 -- --launch 8 --pattern mixed
