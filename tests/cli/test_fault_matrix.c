@@ -107,8 +107,13 @@ static void run_job(const struct fm_case *c, const char *dir, struct sim_result 
     snprintf(preload, sizeof preload, "LD_PRELOAD=%s", shim_path());
     if (dir)
         snprintf(dir_env, sizeof dir_env, "COLLPROF_DIR=%s", dir);
-    const char *env[5] = {NULL};
+    /* live stats blocks in a directory of this test: a killed job cannot unlink its own */
+    char live_env[400];
+    snprintf(live_env, sizeof live_env, "COLLPROF_LIVE_DIR=%s/live", g_tmp);
+    mkdir(live_env + strlen("COLLPROF_LIVE_DIR="), 0700);
+    const char *env[6] = {NULL};
     size_t n = 0;
+    env[n++] = live_env;
     if (c->env)
         env[n++] = c->env;
     if (dir) {

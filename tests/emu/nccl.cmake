@@ -14,3 +14,7 @@ endforeach()
 # checks; the time tests compare with the model itself (emu_common's cpemu_model_ns).
 target_sources(test_emu_nccl_matrix PRIVATE ${CMAKE_SOURCE_DIR}/emu/nccl/convert.c)
 target_link_libraries(test_emu_nccl_time PRIVATE emu_common)
+# Jobs whose timings are judged against the model, and the log test whose killed job's
+# segment must survive until its own next job: another emulated job running beside them
+# makes ranks late for real, and its ncclGetUniqueId sweeps dead segments away.
+set_tests_properties(test_emu_nccl_time test_emu_nccl_log PROPERTIES RESOURCE_LOCK emulated_ranks)

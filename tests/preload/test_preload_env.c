@@ -195,6 +195,9 @@ static void the_trace_never_lands_in_a_file_of_the_job(void **state)
     const char *closefds[] = {"closefds", job_file, NULL}, *dup2fds[] = {"dup2fds", job_file, NULL};
     st_run(&g_bare, 0, NULL, closefds);
     st_run(&g_shim, 1, env, closefds);
+    if (!strstr(g_bare.out, "job file: 14 bytes") || strcmp(g_bare.out, g_shim.out))
+        fprintf(stderr, "bare %#x:\n%s%s\nshim %#x:\n%s%s\n", g_bare.status, g_bare.out,
+                g_bare.err, g_shim.status, g_shim.out, g_shim.err);
     assert_job_file_untouched(job_file);
     assert_int_equal(g_bare.status, 0);
     assert_non_null(strstr(g_bare.out, "job file: 14 bytes: job data here\n"));
