@@ -39,7 +39,7 @@ struct fm_case {
     const char *trace_dir;     /* NULL: a fresh directory under g_tmp */
     int want_hang;             /* 0 none; 1 at least one */
     int want_missing;          /* a rank the hang must name as missing, -1 any */
-    int want_aborted;
+    int want_aborted;          /* -1 either */
     int want_lost;             /* 0 none lost, 1 some lost, -1 either (a fatal signal counts
                                 * the DONEs it could not make: how many is timing) */
 };
@@ -204,7 +204,8 @@ static void run_case(const struct fm_case *c)
            same ? "same" : "DIFF", reads ? "yes" : "NO", nhangs, aborted ? " aborted" : "",
            lost);
     if (!same || !reads || (nhangs > 0) != c->want_hang || !missing_ok ||
-        aborted != c->want_aborted || (c->want_lost >= 0 && (lost > 0) != c->want_lost)) {
+        (c->want_aborted >= 0 && aborted != c->want_aborted) ||
+        (c->want_lost >= 0 && (lost > 0) != c->want_lost)) {
         sim_show("without the shim", &bare);
         sim_show("with the shim", &shim);
         fprintf(stderr, "report: %s\n", json_object_to_json_string(rep));
@@ -213,7 +214,8 @@ static void run_case(const struct fm_case *c)
     assert_true(reads);
     assert_int_equal(nhangs > 0, c->want_hang);
     assert_true(missing_ok);
-    assert_int_equal(aborted, c->want_aborted);
+    if (c->want_aborted >= 0)
+        assert_int_equal(aborted, c->want_aborted);
     if (c->want_lost >= 0)
         assert_int_equal(lost > 0, c->want_lost);
     json_object_put(rep);
@@ -250,14 +252,15 @@ static void sigkill_of_the_job(void **state)
     run_case(&c);
 }
 
-/* One rank killed alone: the others wait for it until their watchdog aborts them, so the
- * hang names it (RANK_EXITED) and was aborted. */
+/* One rank killed alone: the hang names it (RANK_EXITED). Whether the others' watchdog
+ * aborted the communicators or NCCL's own dead-peer error ended them first is the race of
+ * the moment, so `aborted` may be either. */
 static void sigkill_of_one_rank(void **state)
 {
     (void)state;
     static const struct fm_case c = {"sigkill-rank", NULL,
                                      SIM4("--steps", "100000", "--timeout", "3"), FM_KILL_RANK2,
-                                     NULL, 1, 2, 1, 0};
+                                     NULL, 1, 2, -1, 0};
     run_case(&c);
 }
 
