@@ -262,7 +262,7 @@ static int print_call(void *ctx, const cp_rec_call *rec)
 
 static int print_done(void *ctx, const cp_rec_done *rec)
 {
-    static const char *const timing[] = { "none", "events", "cupti", "host" };
+    static const char *const timing[] = { "none", "events", "cupti", "host", "plugin" };
     struct dump *d = ctx;
     struct dump_line *l = begin(d, "DONE");
     put_operation(d, rec->op, rec->comm_index, rec->seq);
@@ -279,6 +279,25 @@ static int print_done(void *ctx, const cp_rec_done *rec)
         if (rec->gpu_end_ns >= rec->gpu_start_ns)
             dump_line_fixed3(l, "dur_us", (double)(rec->gpu_end_ns - rec->gpu_start_ns) / 1e3);
     }
+    return end(d);
+}
+
+static int print_nccl_op(void *ctx, const cp_rec_nccl_op *rec)
+{
+    struct dump *d = ctx;
+    struct dump_line *l = begin(d, "NCCL_OP");
+    put_operation(d, rec->op, rec->comm_index, rec->seq);
+    put_peer(d, rec->op, rec->peer);
+    if (rec->nccl_seq != UINT64_MAX)
+        dump_line_u64(l, "nccl_seq", rec->nccl_seq);
+    if (rec->algo != CP_ALGO_UNKNOWN)
+        put_name(l, "algo", cp_algo_name(rec->algo));
+    if (rec->proto != CP_PROTO_UNKNOWN)
+        put_name(l, "proto", cp_proto_name(rec->proto));
+    dump_line_u64(l, "channels", rec->nchannels);
+    if (rec->nwarps)
+        dump_line_u64(l, "warps", rec->nwarps);
+    dump_line_u64(l, "kernel_channels", rec->kernel_channels);
     return end(d);
 }
 
@@ -473,6 +492,7 @@ static int dump_file(struct dump *d, const char *path, char *err, size_t errlen)
         .on_site = print_site,
         .on_call = print_call,
         .on_done = print_done,
+        .on_nccl_op = print_nccl_op,
         .on_clock = print_clock,
         .on_lost = print_lost,
         .on_hang = print_hang,

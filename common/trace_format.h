@@ -85,7 +85,8 @@ enum cp_record_type {
     CP_REC_LOST = 7,     /* records dropped, by cause */
     CP_REC_HANG = 8,     /* watchdog: a collective in flight too long */
     CP_REC_END = 9,      /* clean end of the process's trace */
-    CP_REC_TYPE_MAX_KNOWN = 9
+    CP_REC_NCCL_OP = 10, /* NCCL's own view of a CALL: its profiler plugin's descriptor */
+    CP_REC_TYPE_MAX_KNOWN = 10
 };
 
 typedef struct cp_record_header {
@@ -159,6 +160,7 @@ enum cp_timing_source {
     CP_TIMING_EVENTS = 1,   /* CUDA events on the user's stream */
     CP_TIMING_CUPTI = 2,    /* kernel activity records */
     CP_TIMING_HOST = 3,     /* no GPU: host enqueue/return only */
+    CP_TIMING_PLUGIN = 4,   /* NCCL's profiler plugin: its kernel channels' GPU timers */
 };
 
 /* 40 bytes: GPU completion, matched to its CALL by (comm_index, op, peer, seq). */
@@ -173,6 +175,35 @@ typedef struct cp_rec_done {
     uint8_t timing;        /* enum cp_timing_source */
     uint16_t reserved;     /* must be zero */
 } cp_rec_done;
+
+/* NCCL's algorithms and protocols (ncclAlgoToString, ncclProtoToString); 0 unknown or none
+ * (point-to-point operations have neither). Names from cp_algo_name / cp_proto_name. */
+enum cp_algo {
+    CP_ALGO_UNKNOWN = 0, CP_ALGO_TREE = 1, CP_ALGO_RING = 2, CP_ALGO_COLLNET_DIRECT = 3,
+    CP_ALGO_COLLNET_CHAIN = 4, CP_ALGO_NVLS = 5, CP_ALGO_NVLS_TREE = 6, CP_ALGO_PAT = 7,
+    CP_ALGO_COUNT
+};
+enum cp_proto {
+    CP_PROTO_UNKNOWN = 0, CP_PROTO_LL = 1, CP_PROTO_LL128 = 2, CP_PROTO_SIMPLE = 3,
+    CP_PROTO_COUNT
+};
+
+/* 40 bytes: what NCCL's profiler plugin said of a recorded operation, matched to its CALL by
+ * (comm_index, op, peer, seq) as DONE is; written just before that operation's DONE. */
+typedef struct cp_rec_nccl_op {
+    cp_record_header h;   /* CP_REC_NCCL_OP, 40 */
+    uint32_t comm_index;
+    uint64_t seq;         /* collprof's sequence number (the CALL's) */
+    uint64_t nccl_seq;    /* NCCL's seqNumber: per communicator and function; p2p: UINT64_MAX */
+    int32_t peer;
+    uint8_t op;
+    uint8_t algo;         /* enum cp_algo */
+    uint8_t proto;        /* enum cp_proto */
+    uint8_t nchannels;    /* channels NCCL ran it on */
+    uint8_t nwarps;       /* warps per channel, 0 unknown */
+    uint8_t kernel_channels; /* channels whose kernel start and stop NCCL reported */
+    uint8_t reserved[6];  /* must be zero */
+} cp_rec_nccl_op;
 
 enum cp_comm_origin {
     CP_COMM_INIT_RANK = 1,      /* InitRank, InitRankConfig, InitRankScalable */
@@ -289,6 +320,7 @@ _Static_assert(sizeof(cp_rec_clock) == 24, "CLOCK record size");
 _Static_assert(sizeof(cp_rec_lost) == 24, "LOST record size");
 _Static_assert(sizeof(cp_rec_hang) == 40, "HANG record size");
 _Static_assert(sizeof(cp_rec_end) == 24, "END record size");
+_Static_assert(sizeof(cp_rec_nccl_op) == 40, "NCCL_OP record size");
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "collprof writes its trace in the host's byte order, which must be little-endian"
 #endif
@@ -299,6 +331,10 @@ int cp_op_from_name(const char *name);           /* -1 when unknown */
 const char *cp_dtype_name(unsigned dtype);       /* "float32"; "?" when unknown */
 const char *cp_redop_name(unsigned redop);       /* "sum"; "?" when unknown */
 const char *cp_record_type_name(unsigned type);  /* "CALL"; NULL when unknown */
+const char *cp_algo_name(unsigned algo);         /* "RING"; "?" when unknown */
+const char *cp_proto_name(unsigned proto);       /* "SIMPLE"; "?" when unknown */
+int cp_algo_from_name(const char *name);         /* CP_ALGO_UNKNOWN when unknown */
+int cp_proto_from_name(const char *name);
 int cp_op_is_collective(unsigned op);            /* AllReduce .. Scatter */
 int cp_op_is_p2p(unsigned op);                   /* Send, Recv */
 

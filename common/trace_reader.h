@@ -49,6 +49,7 @@ typedef struct cp_trace_visitor {
     int (*on_lost)(void *ctx, const cp_rec_lost *rec);
     int (*on_hang)(void *ctx, const cp_rec_hang *rec);
     int (*on_end)(void *ctx, const cp_rec_end *rec);
+    int (*on_nccl_op)(void *ctx, const cp_rec_nccl_op *rec);
     int (*on_unknown)(void *ctx, const cp_record_header *rec);
 } cp_trace_visitor;
 

@@ -74,7 +74,36 @@ static const char *const record_type_names[CP_REC_TYPE_MAX_KNOWN + 1] = {
     [CP_REC_PROCESS] = "PROCESS", [CP_REC_COMM] = "COMM", [CP_REC_SITE] = "SITE",
     [CP_REC_CALL] = "CALL",       [CP_REC_DONE] = "DONE", [CP_REC_CLOCK] = "CLOCK",
     [CP_REC_LOST] = "LOST",       [CP_REC_HANG] = "HANG", [CP_REC_END] = "END",
+    [CP_REC_NCCL_OP] = "NCCL_OP",
 };
+
+/* NCCL's own spellings (ncclAlgoToString, ncclProtoToString), index = enum cp_algo/proto. */
+static const char *const algo_names[CP_ALGO_COUNT] = {
+    "?", "TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"};
+static const char *const proto_names[CP_PROTO_COUNT] = {"?", "LL", "LL128", "SIMPLE"};
+
+const char *cp_algo_name(unsigned algo) { return algo < CP_ALGO_COUNT ? algo_names[algo] : "?"; }
+
+const char *cp_proto_name(unsigned proto)
+{
+    return proto < CP_PROTO_COUNT ? proto_names[proto] : "?";
+}
+
+int cp_algo_from_name(const char *name)
+{
+    for (int i = 1; name && i < CP_ALGO_COUNT; i++)
+        if (strcmp(name, algo_names[i]) == 0)
+            return i;
+    return CP_ALGO_UNKNOWN;
+}
+
+int cp_proto_from_name(const char *name)
+{
+    for (int i = 1; name && i < CP_PROTO_COUNT; i++)
+        if (strcmp(name, proto_names[i]) == 0)
+            return i;
+    return CP_PROTO_UNKNOWN;
+}
 
 const char *cp_record_type_name(unsigned type)
 {
