@@ -37,17 +37,6 @@ static void forward(int sig)
         kill((pid_t)g_child, sig);
 }
 
-static int valid_gpu_timing(const char *m)
-{
-    if (!strcmp(m, "events") || !strcmp(m, "cupti") || !strcmp(m, "off"))
-        return 1;
-    if (strncmp(m, "sample:", 7) != 0 || !m[7])
-        return 0;
-    char *end;
-    errno = 0;
-    long n = strtol(m + 7, &end, 10);
-    return !*end && errno == 0 && n >= 1 && n <= INT_MAX && m[7] != '-' && m[7] != '+';
-}
 
 
 /* The default INTERFACES.md gives COLLPROF_DIR, decided once here for every rank. */
@@ -214,9 +203,9 @@ int cmd_run(int argc, char **argv)
     int rc = cli_parse(&c, argc, argv, &nargs);
     if (rc != CLI_GO_ON)
         return rc;
-    if (gpu_timing && !valid_gpu_timing(gpu_timing))
-        return cli_usage_error(&c, "--gpu-timing '%s' is not one of events, cupti, off, "
-                                   "sample:N", gpu_timing);
+    const char *why;
+    if (gpu_timing && cp_settings_check("COLLPROF_GPU_TIMING", gpu_timing, &why) != 0)
+        return cli_usage_error(&c, "--gpu-timing '%s' is not %s", gpu_timing, why);
     char shim[4096];
     if (cli_find_shim(shim, sizeof shim) != 0)
         return cli_error("run", CP_EXIT_CANNOT_RUN,

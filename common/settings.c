@@ -68,7 +68,11 @@ static int parse_live(cp_settings *s, const char *text, const char **why)
 
 static int parse_gpu_timing(cp_settings *s, const char *text, const char **why)
 {
-    *why = "events, cupti, off or sample:N with N >= 1";
+    *why = "auto, plugin, events, cupti, off or sample:N with N >= 1";
+    if (strcasecmp(text, "auto") == 0)
+        return s->gpu_timing = CP_GPU_TIMING_AUTO, 0;
+    if (strcasecmp(text, "plugin") == 0)
+        return s->gpu_timing = CP_GPU_TIMING_PLUGIN, 0;
     if (strcasecmp(text, "events") == 0)
         return s->gpu_timing = CP_GPU_TIMING_EVENTS, 0;
     if (strcasecmp(text, "cupti") == 0)
@@ -82,6 +86,24 @@ static int parse_gpu_timing(cp_settings *s, const char *text, const char **why)
         return 0;
     }
     return -1;
+}
+
+static int parse_overhead(cp_settings *s, const char *text, const char **why)
+{
+    *why = "a percentage above 0 and at most 100";
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || errno || !(v > 0 && v <= 100))
+        return -1;
+    while (*end == ' ')
+        end++;
+    if (*end == '%')
+        end++;
+    if (*end)
+        return -1;
+    s->overhead_pct = v;
+    return 0;
 }
 
 static int parse_stack(cp_settings *s, const char *text, const char **why)
@@ -172,8 +194,15 @@ static const setting table[] = {
      "trace files' permission bits (they hold host names, job ids, call stacks); a directory "
      "the shim creates gets the same, with x where r is",
      parse_file_mode},
-    {"COLLPROF_GPU_TIMING", "events|cupti|off|sample:N", "events",
-     "how GPU start/end times are taken; sample:N times every Nth call", parse_gpu_timing},
+    {"COLLPROF_GPU_TIMING", "auto|plugin|events|cupti|off|sample:N", "auto",
+     "how GPU start/end times are taken: auto takes them from NCCL's profiler plugin (the shim "
+     "is one) and falls back to CUDA events, within COLLPROF_OVERHEAD, where NCCL gives none; "
+     "plugin never records an event; events times every call; sample:N every Nth",
+     parse_gpu_timing},
+    {"COLLPROF_OVERHEAD", "PERCENT", "0.5",
+     "auto mode: the events fallback's added host time stays under this share of each "
+     "thread's time (the first calls of each op, size and communicator are always timed)",
+     parse_overhead},
     {"COLLPROF_STACK", "0..64", "8", "call-site stack depth (0 = off)", parse_stack},
     {"COLLPROF_UNWIND", "auto|glibc", "auto",
      "call-site stacks: auto opens libunwind.so.8 when the machine has it (it names static "
@@ -190,6 +219,19 @@ static const setting table[] = {
 };
 
 #define TABLE_LEN (sizeof table / sizeof table[0])
+
+int cp_settings_check(const char *name, const char *value, const char **why)
+{
+    *why = "a variable collprof does not know";
+    for (size_t i = 0; i < TABLE_LEN; i++) {
+        if (strcmp(table[i].name, name) == 0) {
+            cp_settings scratch;
+            memset(&scratch, 0, sizeof scratch);
+            return table[i].parse(&scratch, value, why);
+        }
+    }
+    return -1;
+}
 
 void cp_settings_defaults(cp_settings *s)
 {
@@ -261,13 +303,3 @@ void cp_settings_print_help(FILE *out, int markdown)
                 table[i].fallback, "", table[i].help);
 }
 
-const char *cp_gpu_timing_name(int mode)
-{
-    switch (mode) {
-    case CP_GPU_TIMING_EVENTS: return "events";
-    case CP_GPU_TIMING_CUPTI: return "cupti";
-    case CP_GPU_TIMING_OFF: return "off";
-    case CP_GPU_TIMING_SAMPLE: return "sample";
-    default: return "?";
-    }
-}

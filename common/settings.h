@@ -15,6 +15,8 @@ enum cp_gpu_timing {
     CP_GPU_TIMING_CUPTI = 1,  /* kernel activity records */
     CP_GPU_TIMING_OFF = 2,    /* host times only */
     CP_GPU_TIMING_SAMPLE = 3, /* events on every Nth call (gpu_timing_sample_n) */
+    CP_GPU_TIMING_AUTO = 4,   /* NCCL's profiler plugin, else events under COLLPROF_OVERHEAD */
+    CP_GPU_TIMING_PLUGIN = 5, /* NCCL's profiler plugin only: never an event */
 };
 
 typedef struct cp_settings {
@@ -22,6 +24,7 @@ typedef struct cp_settings {
     int enable;                /* COLLPROF_ENABLE: 0 pure pass-through */
     int gpu_timing;            /* COLLPROF_GPU_TIMING: enum cp_gpu_timing */
     unsigned gpu_timing_sample_n;
+    double overhead_pct;       /* COLLPROF_OVERHEAD: events fallback's share of thread time */
     int stack_depth;           /* COLLPROF_STACK: 0..64, 0 off */
     int unwind_glibc;          /* COLLPROF_UNWIND=glibc: never load libunwind */
     unsigned file_mode;        /* COLLPROF_FILE_MODE: trace files' permission bits */
@@ -38,13 +41,14 @@ int cp_settings_load(cp_settings *s);
 /* The same over a lookup function, for tests (and for an environment that is not ours). */
 int cp_settings_load_from(cp_settings *s, const char *(*lookup)(const char *name, void *ctx),
                           void *ctx);
+/* Whether `value` is good for the variable `name`: 0, or -1 with *why the shape of a good one
+ * (what a command line that sets the variable for its child checks before it starts it). */
+int cp_settings_check(const char *name, const char *value, const char **why);
 /* All defaults, without reading anything. */
 void cp_settings_defaults(cp_settings *s);
 
 /* The environment section of --help (plain), or the table of docs/ENVIRONMENT.md (markdown). */
 void cp_settings_print_help(FILE *out, int markdown);
 
-/* "events", "cupti", "off", "sample" (the N is in gpu_timing_sample_n) */
-const char *cp_gpu_timing_name(int mode);
 
 #endif

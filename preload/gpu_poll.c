@@ -175,8 +175,82 @@ static uint64_t to_host(const struct ref *r, float ms)
 /* Set while the process ends: every pair is converted with what there is. */
 static int g_final;
 
+/* Plugin calls given back only a while after their DONE: a chained plugin's late ProxyOp
+ * start may still name their task event. */
+#define CP_PCALL_GRACE_NS 1000000000ull
+struct retired {
+    cp_pcall *p;
+    uint64_t at;
+};
+static struct retired *g_retired;
+static size_t g_nretired, g_cap_retired, g_retired_head;
+
+static void retire(cp_pcall *p)
+{
+    if (g_nretired == g_cap_retired) {
+        size_t cap = g_cap_retired ? 2 * g_cap_retired : 256;
+        struct retired *q = malloc(cap * sizeof *q);
+        if (!q)
+            return; /* not given back: the pool is bounded, the job goes on */
+        for (size_t i = 0; i < g_nretired; i++)
+            q[i] = g_retired[(g_retired_head + i) % g_cap_retired];
+        free(g_retired);
+        g_retired = q;
+        g_cap_retired = cap;
+        g_retired_head = 0;
+    }
+    g_retired[(g_retired_head + g_nretired++) % g_cap_retired] =
+        (struct retired){p, cp_mono_ns()};
+}
+
+static void give_back_retired(uint64_t now)
+{
+    while (g_nretired && now - g_retired[g_retired_head].at > CP_PCALL_GRACE_NS) {
+        cp_pcall_free(g_retired[g_retired_head].p);
+        g_retired_head = (g_retired_head + 1) % g_cap_retired;
+        g_nretired--;
+    }
+}
+
+/* A call NCCL's plugin describes: NCCL_OP and DONE once every channel stopped (or at the
+ * process's end, with what came). */
+static int finish_plugin(cp_trace_writer *w, const cp_pending_slot *p)
+{
+    cp_pcall_view v;
+    int complete = cp_pcall_state(p->pcall, &v);
+    if (!complete && !g_final)
+        return 0;
+    if (p->recorded) {
+        cp_rec_nccl_op n = {.h = {CP_REC_NCCL_OP, sizeof n}, .comm_index = p->comm_index,
+                            .seq = p->seq, .nccl_seq = v.nccl_seq, .peer = p->peer,
+                            .op = p->op, .algo = v.algo, .proto = v.proto,
+                            .nchannels = v.nchannels, .nwarps = v.nwarps,
+                            .kernel_channels = (uint8_t)(v.ch_stopped > 255 ? 255
+                                                                            : v.ch_stopped)};
+        cp_trace_writer_append(w, &n);
+        cp_rec_done d = {.h = {CP_REC_DONE, sizeof d}, .comm_index = p->comm_index,
+                         .seq = p->seq, .peer = p->peer, .op = p->op,
+                         .timing = CP_TIMING_NONE};
+        uint64_t a, b;
+        if (complete && v.ch_stopped > 0 && v.gt_start != UINT64_MAX && v.gt_end >= v.gt_start &&
+            cp_plugin_clock(p->pcall, v.gt_start, &a) == 0 &&
+            cp_plugin_clock(p->pcall, v.gt_end, &b) == 0) {
+            d.gpu_start_ns = a;
+            d.gpu_end_ns = b;
+            d.timing = CP_TIMING_PLUGIN;
+        }
+        cp_trace_writer_append(w, &d);
+        cp_live_done(&d);
+    }
+    if (complete)
+        retire(p->pcall);
+    return 1;
+}
+
 static int finish(cp_trace_writer *w, const cp_pending_slot *p)
 {
+    if (p->pcall)
+        return finish_plugin(w, p);
     struct ref *r = ref_of(p->ctx);
     cp_rec_done d = {.h = {CP_REC_DONE, sizeof d}, .comm_index = p->comm_index, .seq = p->seq,
                      .peer = p->peer, .op = p->op, .timing = CP_TIMING_NONE};
@@ -224,6 +298,11 @@ int cp_gpu_oldest_pending(cp_pending_slot *out)
 
 int cp_gpu_started(const cp_pending_slot *p)
 {
+    if (p->pcall) {
+        cp_pcall_view v;
+        cp_pcall_state(p->pcall, &v);
+        return v.ch_started > 0 ? CP_HANG_GPU_STARTED : CP_HANG_GPU_NOT_STARTED;
+    }
     if (!p->recorded || atomic_load_explicit(&cp_gpu_state, memory_order_relaxed) != CP_GPU_EVENTS)
         return CP_HANG_GPU_UNKNOWN;
     CUresult q = cp_cu.cuEventQuery(cp_ev_start(p->ctx, p->pair));
@@ -235,7 +314,11 @@ int cp_gpu_started(const cp_pending_slot *p)
 static void poll_once(cp_trace_writer *w)
 {
     uint64_t now = cp_mono_ns();
-    unsigned nctx = cp_gpu_ctx_count();
+    cp_plugin_tick(now);
+    give_back_retired(now);
+    unsigned nctx = atomic_load_explicit(&cp_gpu_state, memory_order_relaxed) == CP_GPU_EVENTS
+                        ? cp_gpu_ctx_count()
+                        : 0;
     for (unsigned i = 0; i < nctx && i < CP_GPU_CTX_MAX; i++) {
         cp_gpu_ctx *c = cp_gpu_ctx_at(i);
         struct ref *r = ref_of(c);
@@ -255,7 +338,8 @@ static void poll_once(cp_trace_writer *w)
 
 void cp_gpu_poll(cp_trace_writer *w, int final)
 {
-    if (atomic_load_explicit(&cp_gpu_state, memory_order_relaxed) != CP_GPU_EVENTS) {
+    int st = atomic_load_explicit(&cp_gpu_state, memory_order_relaxed);
+    if (st != CP_GPU_EVENTS && st != CP_GPU_PLUGIN) {
         g_n = 0; /* a fork child's inheritance: the parent's events, not ours to query */
         atomic_store_explicit(&g_want, 0, memory_order_relaxed);
         return;

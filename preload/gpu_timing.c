@@ -1,4 +1,11 @@
-/* gpu_timing: CUDA events around each recorded call, on the user's own stream.
+/* gpu_timing: which calls get GPU times, and CUDA events around them on the user's stream.
+ *
+ * Modes (COLLPROF_GPU_TIMING): auto (the default) takes GPU times from NCCL's profiler
+ * plugin (profiler_plugin.c) for every communicator NCCL reports on, and events only for the
+ * others (a comm's first call, before its first plugin event told us; a comm of one rank,
+ * which makes no kernel; a grouped call on a v4 plugin; an NCCL without the plugin API), under
+ * a budget of COLLPROF_OVERHEAD of the thread's time (budget_hit); plugin never records an
+ * event; events and sample:N are the events-only modes, every call or every Nth.
  *
  * Per timed call: is the stream capturing (a graph under capture must not get our events:
  * recording one would join it to the graph or invalidate the capture), the stream's context
@@ -24,7 +31,11 @@
 #define CP_GROUP_OPS 256
 
 _Atomic int cp_gpu_state;
+_Atomic int cp_plugin_wanted;
 static unsigned g_sample_n = 1;
+/* auto mode: the events fallback stays under COLLPROF_OVERHEAD of each thread's time */
+static int g_budget;
+static double g_budget_frac;
 
 struct group_stream {
     cudaStream_t stream;
@@ -75,12 +86,26 @@ void cp_gpu_timing_start(void)
         atomic_store(&cp_gpu_state, CP_GPU_OFF);
         return;
     }
+    int plugin = s->gpu_timing == CP_GPU_TIMING_AUTO || s->gpu_timing == CP_GPU_TIMING_PLUGIN;
+    atomic_store(&cp_plugin_wanted, plugin);
+    if (s->gpu_timing == CP_GPU_TIMING_PLUGIN) {
+        atomic_store(&cp_gpu_state, CP_GPU_PLUGIN);
+        return;
+    }
+    g_budget = s->gpu_timing == CP_GPU_TIMING_AUTO;
+    g_budget_frac = s->overhead_pct / 100.0;
     if (s->gpu_timing == CP_GPU_TIMING_CUPTI)
         cp_info("COLLPROF_GPU_TIMING=cupti is not built yet: CUDA events are used");
     g_sample_n = s->gpu_timing == CP_GPU_TIMING_SAMPLE && s->gpu_timing_sample_n > 1
                      ? s->gpu_timing_sample_n
                      : 1;
     if (cp_cuda_load() != 0) {
+        if (plugin) {
+            cp_info("no usable CUDA driver (libcuda.so.1): GPU times from NCCL's profiler "
+                    "plugin only");
+            atomic_store(&cp_gpu_state, CP_GPU_PLUGIN);
+            return;
+        }
         cp_info("no usable CUDA driver (libcuda.so.1): host times only, no DONE records");
         atomic_store(&cp_gpu_state, CP_GPU_HOST);
         return;
@@ -90,9 +115,14 @@ void cp_gpu_timing_start(void)
 
 void cp_gpu_timing_reset_after_fork(void)
 {
-    /* CUDA cannot be used in a fork child of a process that initialized it. */
-    if (atomic_load(&cp_gpu_state) == CP_GPU_EVENTS)
+    /* CUDA cannot be used in a fork child of a process that initialized it, nor NCCL's
+     * communicators (their proxy threads are the parent's). */
+    int st = atomic_load(&cp_gpu_state);
+    if (st == CP_GPU_EVENTS || st == CP_GPU_PLUGIN)
         atomic_store(&cp_gpu_state, CP_GPU_HOST);
+    atomic_store(&cp_plugin_wanted, 0);
+    cp_tls.pcall = NULL;
+    cp_tls.plug_open = 0;
     if (g_group_p)
         g_group_p->nstreams = g_group_p->nops = 0;
 }
@@ -136,7 +166,64 @@ static struct group_stream *group_stream_of(cudaStream_t stream)
     return gs->pair >= 0 ? gs : NULL;
 }
 
-void cp_gpu_before_events(cp_gpu_mark *m, cudaStream_t stream)
+/* Auto mode's choice of the calls that get events: the first call of each (communicator,
+ * op, power-of-two size) always, since the report's rows are those; then the calls whose
+ * sequence number is a multiple of 2^k, k growing while the thread's event time is over its
+ * budget and shrinking when well under it. Sequence numbers, not a per-thread count: every
+ * rank of a communicator then times the same operations (a rank with a larger k times a
+ * subset of a smaller k's), which is what a straggler or a hang question compares. */
+static int budget_hit(cp_comm *c, uint8_t op, int32_t peer, uint64_t bytes, uint64_t now)
+{
+    if (cp_tls.budget_t0 == 0)
+        cp_tls.budget_t0 = now;
+    uint64_t seq = cp_tls.sample_count++;
+    if (c) {
+        unsigned bucket = 63u - (unsigned)__builtin_clzll(bytes | 1);
+        if (op < CP_OP_COUNT && !(c->timed_sizes[op] & (1ull << bucket))) {
+            c->timed_sizes[op] |= 1ull << bucket;
+            return 1;
+        }
+        if (op == CP_OP_SEND || op == CP_OP_RECV) {
+            if (atomic_load_explicit(&c->ready, memory_order_acquire) && peer >= 0 &&
+                peer < c->nranks)
+                seq = atomic_load_explicit(op == CP_OP_SEND ? &c->send_seq[peer]
+                                                            : &c->recv_seq[peer],
+                                           memory_order_relaxed);
+        } else {
+            seq = atomic_load_explicit(&c->coll_seq, memory_order_relaxed);
+        }
+    }
+    if (seq & ((1ull << cp_tls.budget_log2) - 1))
+        return 0;
+    double allowed = g_budget_frac * (double)(now - cp_tls.budget_t0);
+    if ((double)cp_tls.budget_spent > allowed) {
+        if (cp_tls.budget_log2 < 20)
+            cp_tls.budget_log2++;
+        return 0;
+    }
+    if (4.0 * (double)cp_tls.budget_spent < allowed && cp_tls.budget_log2 > 0)
+        cp_tls.budget_log2--;
+    return 1;
+}
+
+static void before_events(cp_gpu_mark *m, cudaStream_t stream);
+
+void cp_gpu_before_events(cp_gpu_mark *m, cudaStream_t stream, cp_comm *c, uint8_t op,
+                          int32_t peer, uint64_t bytes)
+{
+    if (!g_budget) {
+        before_events(m, stream);
+        return;
+    }
+    /* In auto mode even the capture check waits for the budget: it is a driver call. */
+    uint64_t t0 = cp_now_ticks();
+    if (!budget_hit(c, op, peer, bytes, t0))
+        return;
+    before_events(m, stream);
+    cp_tls.budget_spent += cp_now_ticks() - t0;
+}
+
+static void before_events(cp_gpu_mark *m, cudaStream_t stream)
 {
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     if (cp_cu.cuStreamIsCapturing((CUstream)stream, &cs) != CUDA_SUCCESS)
@@ -176,13 +263,15 @@ void cp_gpu_before_events(cp_gpu_mark *m, cudaStream_t stream)
 }
 
 static void push_pending(cp_gpu_ctx *c, uint32_t pair, int release, int recorded,
-                         uint32_t comm_index, uint64_t seq, int32_t peer, uint8_t op)
+                         uint32_t comm_index, uint64_t seq, int32_t peer, uint8_t op,
+                         cp_pcall *pcall)
 {
     cp_ring *r = cp_tls.ring;
     cp_pending_slot *s = r ? cp_ring_reserve(r) : NULL;
     if (CP_UNLIKELY(!s)) {
         if (release)
             cp_ev_pair_put(c, pair);
+        /* a plugin call that no one will free: leaked from its pool, which is bounded */
         return;
     }
     *s = (cp_pending_slot){
@@ -195,11 +284,42 @@ static void push_pending(cp_gpu_ctx *c, uint32_t pair, int release, int recorded
         .recorded = (uint8_t)recorded,
         .ctx = c,
         .pair = pair,
+        .pcall = pcall,
     };
     cp_ring_commit(r);
 }
 
+void cp_gpu_emit_plugin(const cp_gpu_mark *m, cp_comm *c, uint64_t seq, int32_t peer,
+                        uint8_t op, int accepted)
+{
+    cp_pcall *p = m->pcall;
+    int captured;
+    if (cp_pcall_kept(p, &captured))
+        return; /* NCCL may name it again at any later graph launch: it stays */
+    /* Events timed this call (its comm's first, before we knew NCCL covers it), or NCCL
+     * refused it: the writer frees the call once NCCL is done with it, writing nothing. */
+    int timed = accepted && m->pair < 0;
+    if (timed && c)
+        atomic_store_explicit(&c->plugin_cover,
+                              cp_pcall_version(p) == 4 ? CP_PLUGIN_UNGROUPED : CP_PLUGIN_ALL,
+                              memory_order_relaxed);
+    push_pending(NULL, 0, 0, timed, c ? c->comm_index : CP_COMM_NONE, seq, peer, op, p);
+}
+
+static void after_timed(cp_gpu_mark *m, cudaStream_t stream, int accepted);
+
 void cp_gpu_after_timed(cp_gpu_mark *m, cudaStream_t stream, int accepted)
+{
+    if (!g_budget) {
+        after_timed(m, stream, accepted);
+        return;
+    }
+    uint64_t t0 = cp_now_ticks();
+    after_timed(m, stream, accepted);
+    cp_tls.budget_spent += cp_now_ticks() - t0;
+}
+
+static void after_timed(cp_gpu_mark *m, cudaStream_t stream, int accepted)
 {
     if (m->grouped) {
         if (!accepted) {
@@ -222,7 +342,7 @@ void cp_gpu_emit_timed(const cp_gpu_mark *m, uint32_t comm_index, uint64_t seq, 
                        uint8_t op)
 {
     if (!m->grouped) {
-        push_pending(m->ctx, (uint32_t)m->pair, 1, 1, comm_index, seq, peer, op);
+        push_pending(m->ctx, (uint32_t)m->pair, 1, 1, comm_index, seq, peer, op, NULL);
         return;
     }
     for (uint32_t i = 0; i < g_group.nstreams; i++) {
@@ -266,7 +386,7 @@ void cp_gpu_group_end_after(void)
         struct group_stream *gs = &g_group.streams[o->stream];
         int release = --gs->nops == 0;
         push_pending(gs->ctx, (uint32_t)gs->pair, release, gs->recorded, o->comm_index, o->seq,
-                     o->peer, o->op);
+                     o->peer, o->op, NULL);
     }
     g_group.nstreams = g_group.nops = 0;
 }

@@ -96,6 +96,11 @@ typedef struct cp_tls_state {
     uint8_t attached;     /* 0 not yet, 1 has a ring, 2 no ring (records count as lost) */
     uint32_t sample_count;/* COLLPROF_GPU_TIMING=sample:N: this thread's timed-call countdown */
     const struct cp_nccl_caller *caller; /* real.c: the object this thread last called from */
+    struct cp_pcall *pcall; /* profiler_plugin.c: the call NCCL's API events describe */
+    uint8_t plug_open;      /* inside a recording wrapper: NCCL's API events are its call's */
+    uint8_t budget_log2;    /* gpu_timing.c, auto mode: events on 1 in 2^k of a comm's seqs */
+    uint64_t budget_t0;     /* ticks: the thread's first timed decision */
+    uint64_t budget_spent;  /* ticks spent on events by this thread */
 } cp_tls_state;
 typedef struct cp_nccl_caller cp_nccl_caller;
 extern CP_TLS cp_tls_state cp_tls;
@@ -247,6 +252,8 @@ int cp_trace_open_here(void);
 /* ---- comm_table.c ---- */
 typedef struct cp_comm {
     ncclComm_t handle;
+    _Atomic uint8_t plugin_cover; /* enum cp_plugin_cover: which calls NCCL's plugin times */
+    uint64_t timed_sizes[CP_OP_COUNT]; /* auto mode: log2 sizes whose first call was timed */
     uint32_t comm_index;          /* this file's index, in COMM and CALL records */
     uint8_t origin;               /* enum cp_comm_origin */
     _Atomic int ready;            /* rank/nranks known, COMM record queued */
@@ -370,8 +377,43 @@ cp_gpu_ctx *cp_gpu_ctx_at(unsigned i);
 /* Calls the pool could not time (exhausted, or event creation failed). */
 extern _Atomic uint64_t cp_gpu_untimed;
 
+/* ---- profiler_plugin.c: the shim as NCCL's profiler plugin ---- */
+typedef struct cp_pcall cp_pcall;
+/* auto and plugin modes: the wrappers open calls for NCCL's events (set at process start). */
+extern _Atomic int cp_plugin_wanted;
+/* Calls the plugin could not follow (its pools were full). */
+extern _Atomic uint64_t cp_plugin_untimed;
+enum cp_plugin_cover {
+    CP_PLUGIN_UNKNOWN = 0, /* no call of the comm has met NCCL's plugin yet */
+    CP_PLUGIN_ALL = 1,     /* v5+: every call (its API events name it) */
+    CP_PLUGIN_UNGROUPED = 2, /* v4: calls outside a group (their tasks start in the call) */
+};
+typedef struct cp_pcall_view {
+    uint32_t ch_started, ch_stopped;
+    uint64_t gt_start, gt_end; /* globaltimer; gt_start UINT64_MAX: no channel began */
+    uint64_t nccl_seq;
+    uint8_t algo, proto, nchannels, nwarps;
+} cp_pcall_view;
+/* 1 when every task of the call started and every channel stopped; *v filled either way. */
+int cp_pcall_state(cp_pcall *p, cp_pcall_view *v);
+/* Whether the call must never go back to the pool (*captured: NCCL said graph-captured). */
+int cp_pcall_kept(const cp_pcall *p, int *captured);
+int cp_pcall_version(const cp_pcall *p);
+void cp_pcall_free(cp_pcall *p);
+/* A globaltimer value on this process's CLOCK_MONOTONIC: 0, or -1 while unknown. */
+int cp_plugin_clock(cp_pcall *p, uint64_t gt, uint64_t *host_ns);
+/* Writer, each tick: the clock offset's windows. */
+void cp_plugin_tick(uint64_t now_ns);
+const char *cp_plugin_self_path(void);
+
 /* ---- gpu_timing.c: the hot path ---- */
-enum cp_gpu_state { CP_GPU_UNKNOWN = 0, CP_GPU_EVENTS = 1, CP_GPU_HOST = 2, CP_GPU_OFF = 3 };
+enum cp_gpu_state {
+    CP_GPU_UNKNOWN = 0,
+    CP_GPU_EVENTS = 1,  /* events (every call, sampled, or auto's fallback) */
+    CP_GPU_HOST = 2,    /* no driver, no plugin: host times only */
+    CP_GPU_OFF = 3,
+    CP_GPU_PLUGIN = 4,  /* NCCL's plugin only: never an event */
+};
 extern _Atomic int cp_gpu_state;
 /* Decides the timing for this process (settings, driver): once, at process start. */
 void cp_gpu_timing_start(void);
@@ -382,27 +424,49 @@ typedef struct cp_gpu_mark {
     int32_t pair;   /* -1: not timed */
     uint8_t flags;  /* CP_CALL_CAPTURED / CP_CALL_TIMED for the CALL */
     uint8_t grouped;
+    uint8_t plug;   /* the plugin may describe this call */
+    cp_pcall *pcall;
 } cp_gpu_mark;
 /* Inline, because they run on every call: without events (off, sampled out, no driver)
  * each is a load and a branch; the timed work is out of line in gpu_timing.c. */
-void cp_gpu_before_events(cp_gpu_mark *m, cudaStream_t stream);
+void cp_gpu_before_events(cp_gpu_mark *m, cudaStream_t stream, cp_comm *c, uint8_t op,
+                          int32_t peer, uint64_t bytes);
 void cp_gpu_after_timed(cp_gpu_mark *m, cudaStream_t stream, int accepted);
 void cp_gpu_emit_timed(const cp_gpu_mark *m, uint32_t comm_index, uint64_t seq, int32_t peer,
                        uint8_t op);
+/* After the CALL: hands the plugin's call to the writer, or keeps it out of the way. */
+void cp_gpu_emit_plugin(const cp_gpu_mark *m, cp_comm *c, uint64_t seq, int32_t peer,
+                        uint8_t op, int accepted);
 
-static inline void cp_gpu_before(cp_gpu_mark *m, cudaStream_t stream, uint32_t group_depth)
+static inline void cp_gpu_before(cp_gpu_mark *m, cudaStream_t stream, uint32_t group_depth,
+                                 cp_comm *c, uint8_t op, int32_t peer, uint64_t bytes)
 {
     m->ctx = NULL;
     m->pair = -1;
     m->flags = 0;
     m->grouped = group_depth > 0;
+    m->plug = 0;
+    m->pcall = NULL;
+    if (atomic_load_explicit(&cp_plugin_wanted, memory_order_relaxed)) {
+        m->plug = 1;
+        cp_tls.pcall = NULL;
+        cp_tls.plug_open = 1;
+        int cover = c ? atomic_load_explicit(&c->plugin_cover, memory_order_relaxed) : 0;
+        if (cover == CP_PLUGIN_ALL || (cover == CP_PLUGIN_UNGROUPED && !m->grouped))
+            return;
+    }
     if (CP_UNLIKELY(atomic_load_explicit(&cp_gpu_state, memory_order_relaxed) == CP_GPU_EVENTS))
-        cp_gpu_before_events(m, stream);
+        cp_gpu_before_events(m, stream, c, op, peer, bytes);
 }
 /* After the real call: records the end event (a grouped op waits for GroupEnd).
  * `accepted`: NCCL enqueued the op; otherwise the mark is dropped and TIMED cleared. */
 static inline void cp_gpu_after(cp_gpu_mark *m, cudaStream_t stream, int accepted)
 {
+    if (m->plug) {
+        m->pcall = cp_tls.pcall;
+        cp_tls.pcall = NULL;
+        cp_tls.plug_open = 0;
+    }
     if (CP_UNLIKELY(m->pair >= 0))
         cp_gpu_after_timed(m, stream, accepted);
 }
@@ -429,6 +493,7 @@ typedef struct cp_pending_slot {
     uint8_t pad;
     cp_gpu_ctx *ctx;
     uint32_t pair;
+    cp_pcall *pcall;     /* NULL: events; else NCCL's plugin times it (or, discarded, frees it) */
 } cp_pending_slot;
 
 /* ---- gpu_poll.c: the writer's side (token holder only) ---- */

@@ -208,7 +208,7 @@ void cp_live_observe(const void *record)
 
 void cp_live_done(const cp_rec_done *d)
 {
-    if (d->timing != CP_TIMING_EVENTS || d->op >= CP_STATS_OPS)
+    if ((d->timing != CP_TIMING_EVENTS && d->timing != CP_TIMING_PLUGIN) || d->op >= CP_STATS_OPS)
         return;
     uint64_t dur = d->gpu_end_ns - d->gpu_start_ns;
     g.local.ops[d->op].gpu_ns += dur;

@@ -77,11 +77,21 @@ void cp_record_emit(const cp_call_info *ci)
 }
 
 /* Everything a collective or p2p call needs after the real call returned. */
-static void record_op(uint8_t op, ncclComm_t comm, size_t count, ncclDataType_t dtype,
+static void record_op(uint8_t op, cp_comm *comm, size_t count, ncclDataType_t dtype,
                       int redop, int peer, cudaStream_t stream, const void *sendbuff,
                       const void *recvbuff, int inplace, uint64_t enter_ticks, uint32_t gd,
                       ncclResult_t r, cp_gpu_mark *gm, void *ra)
 {
+    if (gm->pcall) {
+        /* NCCL's plugin described the call: it is timed (a DONE follows) unless events
+         * timed it already, NCCL refused it, or NCCL said a graph captures it */
+        int captured;
+        cp_pcall_kept(gm->pcall, &captured);
+        if (captured)
+            gm->flags |= CP_CALL_CAPTURED;
+        else if (gm->pair < 0 && cp_nccl_accepted(r) && !cp_pcall_kept(gm->pcall, &captured))
+            gm->flags |= CP_CALL_TIMED;
+    }
     cp_call_info ci = {
         .op = op,
         .dtype = dtype_code(dtype),
@@ -90,7 +100,7 @@ static void record_op(uint8_t op, ncclComm_t comm, size_t count, ncclDataType_t 
         .peer = peer,
         .group_depth = gd,
         .result = r,
-        .comm = cp_comm_lookup(comm),
+        .comm = comm,
         .seq = CP_SEQ_NONE,
         .count = count,
         .stream = (uint64_t)(uintptr_t)stream,
@@ -122,6 +132,8 @@ static void record_op(uint8_t op, ncclComm_t comm, size_t count, ncclDataType_t 
     }
     cp_record_emit(&ci);
     cp_gpu_emit(gm, c ? c->comm_index : CP_COMM_NONE, ci.seq, peer, op);
+    if (gm->pcall)
+        cp_gpu_emit_plugin(gm, c, ci.seq, peer, op, cp_nccl_accepted(r));
 }
 
 /* The shape every recorded collective and p2p wrapper shares. The return address is read
@@ -137,13 +149,15 @@ static void record_op(uint8_t op, ncclComm_t comm, size_t count, ncclDataType_t 
     int job_errno = errno;                                                               \
     uint32_t gd = cp_tls.group_depth;                                                    \
     uint64_t t0 = cp_now_ticks();                                                        \
+    cp_comm *cc = cp_comm_lookup(comm);                                                  \
     cp_gpu_mark gm;                                                                      \
-    cp_gpu_before(&gm, stream, gd);                                                      \
+    cp_gpu_before(&gm, stream, gd, cc, op, peer,                                         \
+                  (uint64_t)(count) * cp_dtype_size(dtype_code(dtype)));                 \
     errno = job_errno;                                                                   \
     ncclResult_t r = real call_args;                                                     \
     job_errno = errno;                                                                   \
     cp_gpu_after(&gm, stream, cp_nccl_accepted(r));                                      \
-    record_op(op, comm, count, dtype, redop, peer, stream, sb, rb, inplace, t0, gd, r, &gm, \
+    record_op(op, cc, count, dtype, redop, peer, stream, sb, rb, inplace, t0, gd, r, &gm,   \
               ra);                                                                       \
     cp_call_end();                                                                       \
     errno = job_errno;                                                                   \

@@ -74,7 +74,7 @@ static inline void st_run_prog(job_result *res, const char *prog, int preload,
     size_t n = 0;
     static const char *const drop[] = {"COLLPROF_", "LD_PRELOAD=", "RANK=", "LOCAL_RANK=",
                                        "WORLD_SIZE=", "OMPI_", "PMI_", "SLURM_",
-                                       "TORCHELASTIC_", "PBS_"};
+                                       "TORCHELASTIC_", "PBS_", "NCCL_PROFILER_PLUGIN="};
     for (char **e = environ; *e && n < 400; e++) {
         int keep = 1;
         for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)

@@ -1,5 +1,6 @@
-/* GPU timing and call sites: shim_gpu_job on the emulated libcuda.so.1 (build/emu) and the
- * stub NCCL, under the shim. Every timed CALL gets exactly one DONE, on the host's time
+/* GPU timing by CUDA events (COLLPROF_GPU_TIMING=events unless a case says otherwise; NCCL's
+ * profiler plugin has tests/preload/test_preload_plugin.c) and call sites: shim_gpu_job on
+ * the emulated libcuda.so.1 (build/emu) and the stub NCCL, under the shim. Every timed CALL gets exactly one DONE, on the host's time
  * line, in stream order; sampling, off, capture, groups and a missing driver behave as
  * docs/ARCHITECTURE.md says; each call site is one SITE record naming the job's function. */
 #include <setjmp.h>
@@ -69,8 +70,9 @@ static void run(const char *prog, const char *const *extra_env, const char *cons
     snprintf(g_dir_env, sizeof g_dir_env, "COLLPROF_DIR=%s", dir);
     const char *env[16] = {g_dir_env};
     size_t n = 1;
-    for (; extra_env && *extra_env && n < 15; extra_env++)
+    for (; extra_env && *extra_env && n < 14; extra_env++)
         env[n++] = *extra_env;
+    env[n++] = "COLLPROF_GPU_TIMING=events"; /* after a case's own: the first one counts */
     env[n] = NULL;
     st_run_prog(&g_res, prog, 1, env, argv);
     if (g_res.status != 0)
@@ -278,7 +280,7 @@ static void a_fatal_signal_counts_the_dones_it_cannot_make(void **state)
     char dir[4200], dir_env[4300];
     snprintf(dir, sizeof dir, "%s/term", g_tmp);
     snprintf(dir_env, sizeof dir_env, "COLLPROF_DIR=%s", dir);
-    const char *env[] = {dir_env, NULL};
+    const char *env[] = {dir_env, "COLLPROF_GPU_TIMING=events", NULL};
     const char *argv[] = {"events-term", "200", NULL};
     st_run_prog(&g_res, "shim_gpu_job", 1, env, argv);
     assert_true(WIFSIGNALED(g_res.status) && WTERMSIG(g_res.status) == SIGTERM);
@@ -350,7 +352,8 @@ static void a_late_rank_shows_in_its_peers_gpu_times(void **state)
     snprintf(lib_path, sizeof lib_path, "LD_LIBRARY_PATH=%s/emu", st_build_dir());
     snprintf(dir, sizeof dir, "%s/sim", g_tmp);
     snprintf(g_dir_env, sizeof g_dir_env, "COLLPROF_DIR=%s", dir);
-    const char *env[] = {g_dir_env, lib_path, "COLLPROF_EMU_DELAY=1:30", NULL};
+    const char *env[] = {g_dir_env, lib_path, "COLLPROF_EMU_DELAY=1:30",
+                         "COLLPROF_GPU_TIMING=events", NULL};
     const char *argv[] = {"--launch", "4", "--pattern", "ddp", "--steps", "3", NULL};
     st_run_prog(&g_res, "collprof-sim", 1, env, argv);
     if (g_res.status != 0)

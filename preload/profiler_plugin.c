@@ -1,0 +1,736 @@
+/* profiler_plugin: libcollprof.so is also NCCL's profiler plugin.
+ *
+ * NCCL (2.23+) times its own kernels on the GPU and tells a profiler plugin: each channel of
+ * each collective or p2p task reports its start and stop %globaltimer values, from NCCL's
+ * proxy thread, with the algorithm, protocol and channel count of the task. That gives every
+ * operation GPU times without a CUDA event on the calling thread (two events cost ~3.4 µs a
+ * call on an H100; docs/PERFORMANCE.md). How NCCL reaches us: at load, a preloaded shim sets
+ * NCCL_PROFILER_PLUGIN to its own path (cp_plugin_setup_env); NCCL dlopen's that path, which
+ * is the already loaded shim, and takes ncclProfiler_v6 (2.29+), _v5 (2.28) or _v4 (2.24-27).
+ *
+ * Joining NCCL's events to our CALL records. With v5 and later NCCL opens a CollApi (P2pApi)
+ * event on the calling thread inside ncclAllReduce (...), i.e. inside our wrapper: the
+ * wrapper opens cp_tls.plug_open, and the first API event of the call makes its cp_pcall
+ * (one per CALL; AlltoAll, Gather and Scatter open one API event per p2p task they become).
+ * The Coll/P2p task events NCCL starts at launch (maybe at a later GroupEnd, maybe on
+ * another thread) name that API event as parentObj, and each KernelCh event names its task
+ * as parentObj: every GPU time reaches its CALL through pointers, with no guessing. v4 has
+ * no API events: a task started inside the wrapper of an ungrouped call is that call's; a
+ * grouped call on a v4 comm is left to CUDA events (gpu_timing.c).
+ *
+ * A cp_pcall is complete when all its API events' tasks have started and all their channels
+ * stopped; the writer (gpu_poll.c) then writes NCCL_OP and DONE and gives it back after a
+ * grace period (a late ProxyOp start of a chained plugin may still name its task). Captured
+ * calls (CUDA graphs) are never given back: a graph launch restarts their tasks with the
+ * same parentObj, long after.
+ *
+ * The job's own plugin. NCCL loads one plugin; if the job named another (NCCL_PROFILER_PLUGIN
+ * before we replaced it, kept for children in COLLPROF_PROFILER_CHAIN, or the default
+ * libnccl-profiler.so), we open it by NCCL's name rules and forward every callback to it, with
+ * its handles in ours (cp_pev.chain) and parentObj translated, so Inspector or CoMMA see what
+ * NCCL would have shown them. The event mask is ours OR theirs. A v4 plugin gets no API
+ * events (as NCCL's v4 adapter), a v4/v5 one no copy-engine events.
+ *
+ * GPU clock. pTimer is the GPU's %globaltimer: nanoseconds on a clock of its own. A callback
+ * comes after its moment, so (host CLOCK_MONOTONIC at the callback) - pTimer is the clock
+ * offset plus the proxy's latency: its minimum over a window is the offset within the
+ * smallest latency seen (µs), never early. Two windows of CP_PCLK_WINDOW_NS, per
+ * communicator (each may be another GPU), follow the drift between the clocks.
+ */
+
+#include "preload/shim.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/nccl_profiler_abi.h"
+#include "common/settings.h"
+
+#define CP_PCALL_MAX 16384u
+#define CP_PEV_MAX 65536u
+#define CP_PCLK_WINDOW_NS 5000000000ull
+#define CP_OUR_MASK                                                                        \
+    (ncclProfileCollApi | ncclProfileP2pApi | ncclProfileColl | ncclProfileP2p |           \
+     ncclProfileKernelCh)
+
+enum pev_kind { PEV_API = 1, PEV_TASK = 2, PEV_KCH = 3 };
+
+struct cp_pev {
+    uint8_t kind;
+    uint8_t embedded;     /* inside its cp_pcall: not the pool's */
+    cp_pcall *call;
+    void *chain;          /* the job's plugin's handle of the same event, or NULL */
+    struct cp_pev *next;  /* the call's extra events, given back with it */
+};
+typedef struct cp_pev cp_pev;
+
+typedef struct cp_pctx {
+    int nranks, rank, version;
+    void *chain_ctx;      /* the job's plugin's context for this comm, NULL: none */
+    _Atomic int64_t clk_min[2];  /* host - globaltimer, per window; INT64_MAX none */
+    _Atomic int clk_win;
+    uint64_t clk_rotated_ns;
+    struct cp_pctx *next;
+} cp_pctx;
+
+struct cp_pcall {
+    _Atomic uint32_t parts_expected; /* API events (tasks to come) */
+    _Atomic uint32_t parts_started;  /* Coll/P2p task events started */
+    _Atomic uint32_t ch_expected;    /* channels of the started tasks */
+    _Atomic uint32_t ch_started, ch_stopped;
+    _Atomic uint64_t gt_start;       /* earliest channel start, globaltimer; UINT64_MAX none */
+    _Atomic uint64_t gt_end;         /* latest channel stop */
+    _Atomic int info_set;
+    uint64_t nccl_seq;
+    uint8_t algo, proto, nchannels, nwarps;
+    uint8_t captured;                /* NCCL said graphCaptured */
+    uint8_t keep;                    /* never given back: captured, or an event we lost */
+    cp_pctx *ctx;
+    cp_pev api, task;                /* the first of each: most calls need no other */
+    _Atomic(cp_pev *) extra;
+    uint32_t index;
+};
+
+/* ---- pools: fixed arrays, lock-free stacks of free indices (tag against ABA) ---- */
+typedef struct pool {
+    _Atomic uint64_t top;   /* tag << 32 | (index + 1); 0 empty */
+    _Atomic uint32_t fresh; /* indices never handed out yet */
+    uint32_t max;
+    uint32_t *next;
+} pool;
+
+static int pool_get(pool *p)
+{
+    uint64_t t = atomic_load_explicit(&p->top, memory_order_acquire);
+    while ((uint32_t)t != 0) {
+        uint32_t i = (uint32_t)t - 1;
+        uint64_t n = ((t >> 32) + 1) << 32 | p->next[i];
+        if (atomic_compare_exchange_weak_explicit(&p->top, &t, n, memory_order_acquire,
+                                                  memory_order_acquire))
+            return (int)i;
+    }
+    uint32_t f = atomic_fetch_add_explicit(&p->fresh, 1, memory_order_relaxed);
+    return f < p->max ? (int)f : -1;
+}
+
+static void pool_put(pool *p, uint32_t i)
+{
+    uint64_t t = atomic_load_explicit(&p->top, memory_order_relaxed);
+    do {
+        p->next[i] = (uint32_t)t;
+    } while (!atomic_compare_exchange_weak_explicit(&p->top, &t, ((t >> 32) + 1) << 32 | (i + 1),
+                                                    memory_order_release, memory_order_relaxed));
+}
+
+static cp_pcall *g_calls;
+static cp_pev *g_evs;
+static pool g_call_pool, g_ev_pool;
+static pthread_once_t g_pools_once = PTHREAD_ONCE_INIT;
+static int g_pools_ok;
+_Atomic uint64_t cp_plugin_untimed;
+
+static void *map_zero(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void pools_make(void)
+{
+    /* mmap, not malloc: untouched pages cost nothing, and the job's allocator never sees us */
+    g_calls = map_zero(CP_PCALL_MAX * sizeof *g_calls);
+    g_evs = map_zero(CP_PEV_MAX * sizeof *g_evs);
+    g_call_pool.next = map_zero(CP_PCALL_MAX * sizeof(uint32_t));
+    g_ev_pool.next = map_zero(CP_PEV_MAX * sizeof(uint32_t));
+    g_call_pool.max = CP_PCALL_MAX;
+    g_ev_pool.max = CP_PEV_MAX;
+    g_pools_ok = g_calls && g_evs && g_call_pool.next && g_ev_pool.next;
+}
+
+static inline int is_call(const void *h)
+{
+    return (uintptr_t)h - (uintptr_t)g_calls < CP_PCALL_MAX * sizeof *g_calls;
+}
+static inline int is_ev(const void *h)
+{
+    return (uintptr_t)h - (uintptr_t)g_evs < CP_PEV_MAX * sizeof *g_evs;
+}
+/* Ours: a pool event, or an event embedded in a pool call. Anything else is the job's
+ * plugin's handle that we returned as it is. */
+static inline cp_pev *ours(void *h)
+{
+    return h && g_pools_ok && (is_ev(h) || is_call(h)) ? h : NULL;
+}
+
+static cp_pev *ev_new(uint8_t kind, cp_pcall *call)
+{
+    int i = pool_get(&g_ev_pool);
+    if (i < 0)
+        return NULL;
+    cp_pev *e = &g_evs[i];
+    *e = (cp_pev){.kind = kind, .call = call};
+    return e;
+}
+
+static void ev_free(cp_pev *e)
+{
+    if (!e->embedded)
+        pool_put(&g_ev_pool, (uint32_t)(e - g_evs));
+}
+
+/* ---- the job's own plugin ---- */
+static struct {
+    void *lib;
+    int version;           /* 6, 5, 4; 0 none */
+    const char *name;
+    ncclProfiler_v6_t *v6; /* v5 has the same shape */
+    ncclProfiler_v4_t *v4;
+} g_chain;
+static pthread_once_t g_chain_once = PTHREAD_ONCE_INIT;
+static char g_self_path[PATH_MAX];
+static int g_interposing; /* the preloaded shim, not a copy NCCL opened */
+
+static void *open_plugin(const char *name)
+{
+    /* NCCL's rules (src/plugin/plugin_open.cc): the name as given, then, for a bare name
+     * that is not lib*.so, libnccl-profiler-<name>.so. */
+    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    size_t n = strlen(name);
+    if (!h && !strchr(name, '/') &&
+        (strncmp(name, "lib", 3) != 0 || n < 3 || strcmp(name + n - 3, ".so") != 0)) {
+        char alt[PATH_MAX];
+        snprintf(alt, sizeof alt, "libnccl-profiler-%s.so", name);
+        h = dlopen(alt, RTLD_NOW | RTLD_LOCAL);
+    }
+    return h;
+}
+
+static void chain_load(void)
+{
+    const char *name = getenv("COLLPROF_PROFILER_CHAIN");
+    int named = name && *name;
+    if (!named)
+        name = "libnccl-profiler.so"; /* what NCCL opens when nothing is named */
+    if (strcasecmp(name, "none") == 0)
+        return;
+    void *lib = open_plugin(name);
+    if (!lib) {
+        if (named)
+            cp_warn("the job's NCCL profiler plugin '%s' cannot be opened: %s; it gets no "
+                    "events", name, dlerror());
+        return;
+    }
+    Dl_info self, theirs;
+    void *v6 = dlsym(lib, "ncclProfiler_v6"), *v5 = dlsym(lib, "ncclProfiler_v5"),
+         *v4 = dlsym(lib, "ncclProfiler_v4");
+    void *any = v6 ? v6 : v5 ? v5 : v4;
+    /* Never chain to ourselves (a child that inherited our NCCL_PROFILER_PLUGIN). */
+    if (any && dladdr((void *)chain_load, &self) && dladdr(any, &theirs) &&
+        self.dli_fbase == theirs.dli_fbase)
+        any = NULL;
+    if (!any) {
+        if (named)
+            cp_warn("'%s' is no NCCL profiler plugin (no ncclProfiler_v4/v5/v6): it gets no "
+                    "events", name);
+        dlclose(lib);
+        return;
+    }
+    g_chain.lib = lib;
+    g_chain.name = name;
+    if (v6 || v5) {
+        g_chain.version = v6 ? 6 : 5;
+        g_chain.v6 = v6 ? v6 : v5;
+    } else {
+        g_chain.version = 4;
+        g_chain.v4 = v4;
+    }
+    cp_info("forwarding NCCL's profiler events to the job's plugin '%s' (v%d)", name,
+            g_chain.version);
+}
+
+/* ---- host - globaltimer offset ---- */
+static void clk_sample(cp_pctx *c, uint64_t gt)
+{
+    int64_t s = (int64_t)(cp_mono_ns() - gt);
+    _Atomic int64_t *m = &c->clk_min[atomic_load_explicit(&c->clk_win, memory_order_relaxed)];
+    int64_t cur = atomic_load_explicit(m, memory_order_relaxed);
+    while (s < cur && !atomic_compare_exchange_weak_explicit(m, &cur, s, memory_order_relaxed,
+                                                             memory_order_relaxed))
+        ;
+}
+
+static cp_pctx *_Atomic g_ctxs;
+
+int cp_plugin_clock(cp_pcall *p, uint64_t gt, uint64_t *host_ns)
+{
+    cp_pctx *c = p->ctx;
+    int64_t a = atomic_load(&c->clk_min[0]), b = atomic_load(&c->clk_min[1]);
+    int64_t off = a < b ? a : b;
+    if (off == INT64_MAX)
+        return -1;
+    *host_ns = gt + (uint64_t)off;
+    return 0;
+}
+
+void cp_plugin_tick(uint64_t now)
+{
+    for (cp_pctx *c = atomic_load(&g_ctxs); c; c = c->next) {
+        if (now - c->clk_rotated_ns < CP_PCLK_WINDOW_NS)
+            continue;
+        /* the older window starts over; the newer one keeps serving meanwhile */
+        int w = atomic_load(&c->clk_win);
+        atomic_store(&c->clk_min[1 - w], INT64_MAX);
+        atomic_store(&c->clk_win, 1 - w);
+        c->clk_rotated_ns = now;
+    }
+}
+
+/* ---- calls ---- */
+static cp_pcall *call_new(cp_pctx *ctx)
+{
+    int i = pool_get(&g_call_pool);
+    if (i < 0)
+        return NULL;
+    cp_pcall *p = &g_calls[i];
+    memset(p, 0, sizeof *p);
+    p->index = (uint32_t)i;
+    p->ctx = ctx;
+    p->nccl_seq = UINT64_MAX;
+    atomic_store_explicit(&p->gt_start, UINT64_MAX, memory_order_relaxed);
+    p->api = (cp_pev){.kind = PEV_API, .embedded = 1, .call = p};
+    p->task = (cp_pev){.kind = PEV_TASK, .embedded = 1, .call = p};
+    return p;
+}
+
+void cp_pcall_free(cp_pcall *p)
+{
+    cp_pev *e = atomic_load(&p->extra);
+    while (e) {
+        cp_pev *n = e->next;
+        ev_free(e);
+        e = n;
+    }
+    pool_put(&g_call_pool, p->index);
+}
+
+static void call_add_extra(cp_pcall *p, cp_pev *e)
+{
+    cp_pev *head = atomic_load_explicit(&p->extra, memory_order_relaxed);
+    do {
+        e->next = head;
+    } while (!atomic_compare_exchange_weak_explicit(&p->extra, &head, e, memory_order_release,
+                                                    memory_order_relaxed));
+}
+
+int cp_pcall_kept(const cp_pcall *p, int *captured)
+{
+    *captured = p->captured;
+    return p->keep;
+}
+
+int cp_pcall_version(const cp_pcall *p) { return p->ctx->version; }
+
+int cp_pcall_state(cp_pcall *p, cp_pcall_view *v)
+{
+    uint32_t expected = atomic_load_explicit(&p->parts_expected, memory_order_acquire);
+    uint32_t started = atomic_load_explicit(&p->parts_started, memory_order_acquire);
+    uint32_t ch_exp = atomic_load_explicit(&p->ch_expected, memory_order_acquire);
+    uint32_t ch_stop = atomic_load_explicit(&p->ch_stopped, memory_order_acquire);
+    v->ch_started = atomic_load_explicit(&p->ch_started, memory_order_acquire);
+    v->ch_stopped = ch_stop;
+    v->gt_start = atomic_load_explicit(&p->gt_start, memory_order_relaxed);
+    v->gt_end = atomic_load_explicit(&p->gt_end, memory_order_relaxed);
+    v->nccl_seq = p->nccl_seq;
+    v->algo = p->algo;
+    v->proto = p->proto;
+    v->nchannels = p->nchannels;
+    v->nwarps = p->nwarps;
+    return started >= expected && ch_stop >= ch_exp;
+}
+
+/* ---- forwarding ---- */
+static void *chain_parent(void *parent)
+{
+    cp_pev *e = ours(parent);
+    return e ? e->chain : parent;
+}
+
+/* Starts the event in the job's plugin; its handle, or NULL. */
+static void *chain_start(cp_pctx *c, const void *descr, uint64_t type)
+{
+    if (!c->chain_ctx)
+        return NULL;
+    void *h = NULL;
+    if (g_chain.version == 4) {
+        /* v4 knows neither API nor launch events (NCCL's own v4 adapter drops them) */
+        if (type >= ncclProfileGroupApi)
+            return NULL;
+        ncclProfilerEventDescr_v4_t d4;
+        memcpy(&d4, descr, sizeof d4); /* same offsets: v4's u8 type is v5's low byte */
+        d4.type = (uint8_t)type;
+        d4.parentObj = chain_parent(((const ncclProfilerEventDescr_v5_t *)descr)->parentObj);
+        g_chain.v4->startEvent(c->chain_ctx, &h, &d4);
+        return h;
+    }
+    if (g_chain.version == 5 && type >= ncclProfileCeColl)
+        return NULL;
+    ncclProfilerEventDescr_v6_t d;
+    memcpy(&d, descr, sizeof d);
+    d.parentObj = chain_parent(d.parentObj);
+    g_chain.v6->startEvent(c->chain_ctx, &h, &d);
+    return h;
+}
+
+static void chain_stop(void *h)
+{
+    if (!h)
+        return;
+    if (g_chain.version == 4)
+        g_chain.v4->stopEvent(h);
+    else
+        g_chain.v6->stopEvent(h);
+}
+
+static void chain_state(void *h, ncclProfilerEventState_t s, void *args)
+{
+    if (!h)
+        return;
+    if (g_chain.version == 4)
+        g_chain.v4->recordEventState(h, s, args);
+    else
+        g_chain.v6->recordEventState(h, s, args);
+}
+
+/* ---- the callbacks ---- */
+static cp_pctx *ctx_new(int nranks, int rank, int version)
+{
+    cp_pctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->nranks = nranks;
+    c->rank = rank;
+    c->version = version;
+    atomic_store(&c->clk_min[0], INT64_MAX);
+    atomic_store(&c->clk_min[1], INT64_MAX);
+    c->clk_rotated_ns = cp_mono_ns();
+    /* Contexts are never freed: a pending call may still name one after its comm's end. */
+    cp_pctx *head = atomic_load(&g_ctxs);
+    do {
+        c->next = head;
+    } while (!atomic_compare_exchange_weak(&g_ctxs, &head, c));
+    return c;
+}
+
+static int ours_active(void)
+{
+    return g_interposing && atomic_load_explicit(&cp_plugin_wanted, memory_order_relaxed) &&
+           cp_mode_get() == CP_MODE_ON;
+}
+
+static ncclResult_t init_common(void **context, int *mask, int version, uint64_t comm_id,
+                                const char *name, int nnodes, int nranks, int rank,
+                                ncclDebugLogger_t logfn)
+{
+    pthread_once(&g_pools_once, pools_make);
+    pthread_once(&g_chain_once, chain_load);
+    cp_pctx *c = ctx_new(nranks, rank, version);
+    if (!c) {
+        *context = NULL;
+        *mask = 0;
+        return ncclSystemError; /* NCCL goes on without a profiler for this comm */
+    }
+    int chain_mask = 0;
+    if (g_chain.version) {
+        ncclResult_t r = g_chain.version == 4
+                             ? g_chain.v4->init(&c->chain_ctx, &chain_mask, name, comm_id,
+                                                nnodes, nranks, rank, logfn)
+                             : g_chain.v6->init(&c->chain_ctx, comm_id, &chain_mask, name,
+                                                nnodes, nranks, rank, logfn);
+        if (r != ncclSuccess) {
+            cp_warn("the job's NCCL profiler plugin '%s' failed its init (%d): it gets no "
+                    "events for this communicator", g_chain.name, (int)r);
+            c->chain_ctx = NULL;
+            chain_mask = 0;
+        }
+    }
+    *context = c;
+    *mask = (ours_active() && g_pools_ok ? CP_OUR_MASK : 0) | chain_mask;
+    return ncclSuccess;
+}
+
+static ncclResult_t init_v5(void **context, uint64_t comm_id, int *mask, const char *name,
+                            int nnodes, int nranks, int rank, ncclDebugLogger_t logfn)
+{
+    return init_common(context, mask, 5, comm_id, name, nnodes, nranks, rank, logfn);
+}
+
+static ncclResult_t init_v4(void **context, int *mask, const char *name, uint64_t comm_hash,
+                            int nnodes, int nranks, int rank, ncclDebugLogger_t logfn)
+{
+    return init_common(context, mask, 4, comm_hash, name, nnodes, nranks, rank, logfn);
+}
+
+static ncclResult_t finalize(void *context)
+{
+    cp_pctx *c = context;
+    if (c && c->chain_ctx) {
+        if (g_chain.version == 4)
+            g_chain.v4->finalize(c->chain_ctx);
+        else
+            g_chain.v6->finalize(c->chain_ctx);
+        c->chain_ctx = NULL;
+    }
+    return ncclSuccess;
+}
+
+/* The call this thread's recording wrapper is making, made at its first API event. */
+static cp_pcall *open_call(cp_pctx *c)
+{
+    if (!cp_tls.plug_open || !ours_active())
+        return NULL;
+    cp_pcall *p = cp_tls.pcall;
+    if (!p) {
+        p = call_new(c);
+        if (!p) {
+            atomic_fetch_add_explicit(&cp_plugin_untimed, 1, memory_order_relaxed);
+            cp_tls.plug_open = 0; /* the rest of this call's events pass us by */
+            return NULL;
+        }
+        cp_tls.pcall = p;
+    }
+    return p;
+}
+
+static void start_api(cp_pctx *c, void **h, const void *d, uint64_t type, int captured)
+{
+    cp_pcall *p = open_call(c);
+    void *ch = chain_start(c, d, type);
+    cp_pev *e = NULL;
+    if (p) {
+        e = atomic_load_explicit(&p->parts_expected, memory_order_relaxed) == 0
+                ? &p->api
+                : ev_new(PEV_API, p);
+        if (!e) {
+            /* an API event we cannot follow: its task would never be counted, and the
+             * call's other events name it, so it stays out of the pool */
+            p->keep = 1;
+            cp_tls.plug_open = 0;
+        } else {
+            atomic_fetch_add_explicit(&p->parts_expected, 1, memory_order_release);
+            if (e != &p->api)
+                call_add_extra(p, e);
+            p->captured |= (uint8_t)captured;
+            p->keep |= (uint8_t)captured;
+        }
+    }
+    if (e) {
+        e->chain = ch;
+        *h = e;
+    } else {
+        *h = ch;
+    }
+}
+
+static void start_task(cp_pctx *c, void **h, const ncclProfilerEventDescr_v5_t *d, int v4)
+{
+    void *ch = chain_start(c, d, d->type);
+    cp_pev *parent = ours(d->parentObj);
+    cp_pcall *p = NULL;
+    if (parent && parent->kind == PEV_API) {
+        p = parent->call;
+    } else if (v4 && !parent && (p = open_call(c)) != NULL) {
+        /* v4 has no API events: an ungrouped call's tasks start inside its own wrapper */
+        atomic_fetch_add_explicit(&p->parts_expected, 1, memory_order_release);
+    }
+    cp_pev *e = NULL;
+    if (p && !p->keep) {
+        int first = atomic_load_explicit(&p->parts_started, memory_order_relaxed) == 0;
+        e = first ? &p->task : ev_new(PEV_TASK, p);
+        if (e && !first)
+            call_add_extra(p, e);
+    }
+    if (!e) {
+        *h = ch;
+        return;
+    }
+    e->chain = ch;
+    int coll = d->type == ncclProfileColl;
+    uint8_t nch = coll ? d->coll.nChannels : d->p2p.nChannels;
+    if (!atomic_exchange_explicit(&p->info_set, 1, memory_order_relaxed)) {
+        if (coll) {
+            p->nccl_seq = d->coll.seqNumber;
+            p->algo = (uint8_t)cp_algo_from_name(d->coll.algo);
+            p->proto = (uint8_t)cp_proto_from_name(d->coll.proto);
+            p->nwarps = d->coll.nWarps;
+        }
+        p->nchannels = nch;
+    } else if (nch > p->nchannels) {
+        p->nchannels = nch;
+    }
+    atomic_fetch_add_explicit(&p->ch_expected, nch, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->parts_started, 1, memory_order_release);
+    *h = e;
+}
+
+static void start_kernel_ch(cp_pctx *c, void **h, const ncclProfilerEventDescr_v5_t *d)
+{
+    void *ch = chain_start(c, d, d->type);
+    cp_pev *parent = ours(d->parentObj);
+    cp_pcall *p = parent && parent->kind == PEV_TASK ? parent->call : NULL;
+    cp_pev *e = p && !p->keep ? ev_new(PEV_KCH, p) : NULL;
+    if (!e) {
+        if (p && !p->keep) /* a channel we cannot follow: not waited for */
+            atomic_fetch_sub_explicit(&p->ch_expected, 1, memory_order_release);
+        *h = ch;
+        return;
+    }
+    e->chain = ch;
+    uint64_t gt = d->kernelCh.pTimer;
+    clk_sample(p->ctx, gt);
+    uint64_t cur = atomic_load_explicit(&p->gt_start, memory_order_relaxed);
+    while (gt < cur && !atomic_compare_exchange_weak_explicit(&p->gt_start, &cur, gt,
+                                                              memory_order_relaxed,
+                                                              memory_order_relaxed))
+        ;
+    atomic_fetch_add_explicit(&p->ch_started, 1, memory_order_release);
+    *h = e;
+}
+
+static ncclResult_t start_event(void *context, void **h, ncclProfilerEventDescr_v5_t *d, int v4)
+{
+    cp_pctx *c = context;
+    *h = NULL;
+    if (!c)
+        return ncclSuccess;
+    switch (d->type) {
+    case ncclProfileCollApi:
+        start_api(c, h, d, d->type, d->collApi.graphCaptured);
+        break;
+    case ncclProfileP2pApi:
+        start_api(c, h, d, d->type, d->p2pApi.graphCaptured);
+        break;
+    case ncclProfileColl:
+    case ncclProfileP2p:
+        start_task(c, h, d, v4);
+        break;
+    case ncclProfileKernelCh:
+        start_kernel_ch(c, h, d);
+        break;
+    default:
+        *h = chain_start(c, d, d->type);
+        break;
+    }
+    return ncclSuccess;
+}
+
+static ncclResult_t start_v5(void *context, void **h, ncclProfilerEventDescr_v5_t *d)
+{
+    return start_event(context, h, d, 0);
+}
+
+static ncclResult_t start_v6(void *context, void **h, ncclProfilerEventDescr_v6_t *d)
+{
+    return start_event(context, h, (ncclProfilerEventDescr_v5_t *)(void *)d, 0);
+}
+
+static ncclResult_t start_v4(void *context, void **h, ncclProfilerEventDescr_v4_t *d4)
+{
+    /* v4's descriptor is v5's with a one-byte type and no parentGroup: widen it */
+    ncclProfilerEventDescr_v5_t d;
+    memset(&d, 0, sizeof d);
+    d.type = d4->type;
+    d.parentObj = d4->parentObj;
+    d.rank = d4->rank;
+    memcpy(&d.coll, &d4->coll, sizeof d4->coll);
+    return start_event(context, h, &d, 1);
+}
+
+static ncclResult_t stop_event(void *h)
+{
+    cp_pev *e = ours(h);
+    if (!e) {
+        chain_stop(h);
+        return ncclSuccess;
+    }
+    chain_stop(e->chain);
+    if (e->kind == PEV_KCH) {
+        atomic_fetch_add_explicit(&e->call->ch_stopped, 1, memory_order_release);
+        ev_free(e);
+    }
+    return ncclSuccess;
+}
+
+static ncclResult_t record_state(void *h, ncclProfilerEventState_t s, void *args)
+{
+    cp_pev *e = ours(h);
+    if (!e) {
+        chain_state(h, s, args);
+        return ncclSuccess;
+    }
+    if (e->kind == PEV_KCH && s == ncclProfilerKernelChStop && args) {
+        uint64_t gt = ((ncclProfilerEventStateArgs_v5_t *)args)->kernelCh.pTimer;
+        cp_pcall *p = e->call;
+        clk_sample(p->ctx, gt);
+        uint64_t cur = atomic_load_explicit(&p->gt_end, memory_order_relaxed);
+        while (gt > cur && !atomic_compare_exchange_weak_explicit(&p->gt_end, &cur, gt,
+                                                                  memory_order_relaxed,
+                                                                  memory_order_relaxed))
+            ;
+    }
+    chain_state(e->chain, s, args);
+    return ncclSuccess;
+}
+
+static ncclResult_t record_v5(void *h, ncclProfilerEventState_t s,
+                              ncclProfilerEventStateArgs_v5_t *a)
+{
+    return record_state(h, s, a);
+}
+
+CP_EXPORT ncclProfiler_v6_t ncclProfiler_v6 = {"collprof", init_v5, start_v6, stop_event,
+                                               record_v5, finalize};
+CP_EXPORT ncclProfiler_v5_t ncclProfiler_v5 = {"collprof", init_v5, start_v5, stop_event,
+                                               record_v5, finalize};
+CP_EXPORT ncclProfiler_v4_t ncclProfiler_v4 = {"collprof", init_v4, start_v4, stop_event,
+                                               record_v5, finalize};
+
+/* ---- at load: make NCCL open us ---- */
+__attribute__((constructor)) static void cp_plugin_setup_env(void)
+{
+    /* Only the preloaded shim: a copy NCCL itself opened as a plugin (RTLD_LOCAL, in a
+     * process that does not preload us) sees NCCL's ncclAllReduce first, records nothing, and
+     * must leave the environment alone. */
+    g_interposing = dlsym(RTLD_DEFAULT, "ncclAllReduce") == (void *)ncclAllReduce;
+    Dl_info self;
+    if (!dladdr((void *)cp_plugin_setup_env, &self) || !self.dli_fname)
+        return;
+    if (!realpath(self.dli_fname, g_self_path))
+        snprintf(g_self_path, sizeof g_self_path, "%s", self.dli_fname);
+    if (!g_interposing)
+        return;
+    const char *enable = getenv("COLLPROF_ENABLE");
+    const char *mode = getenv("COLLPROF_GPU_TIMING");
+    if (enable && strcmp(enable, "0") == 0)
+        return;
+    /* Modes that take no time from NCCL leave its plugin as the job set it. */
+    if (mode && *mode && strcasecmp(mode, "auto") != 0 && strcasecmp(mode, "plugin") != 0)
+        return;
+    const char *cur = getenv("NCCL_PROFILER_PLUGIN");
+    char real[PATH_MAX];
+    if (cur && *cur && realpath(cur, real) && strcmp(real, g_self_path) == 0)
+        return; /* inherited from a parent that set it: COLLPROF_PROFILER_CHAIN came along */
+    /* The process is one thread while constructors run: setenv races no getenv. */
+    if (cur && *cur)
+        setenv("COLLPROF_PROFILER_CHAIN", cur, 1);
+    setenv("NCCL_PROFILER_PLUGIN", g_self_path, 1);
+}
+
+const char *cp_plugin_self_path(void) { return g_self_path; }
