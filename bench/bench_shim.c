@@ -14,7 +14,14 @@
  *             let the writer return every pair before the next batch, so each call is
  *             timed (the pool holds 4096 pairs per context). The figure is the shim's own
  *             work plus the emulation's cuEventRecord, not a real driver's.
- * Each child runs CALLS AllReduces after a warm-up, best of ROUNDS, and prints ns/call.
+ *   plugin    LD_PRELOAD=libcollprof.so, COLLPROF_GPU_TIMING=plugin, the stub making NCCL
+ *             2.28's profiler-plugin calls (STUB_NCCL_PROFILER=1: GroupApi, CollApi, Group,
+ *             Coll, KernelLaunch on the calling thread; kernel channels on its proxy thread).
+ *             The figure includes those callbacks, which NCCL makes only for a plugin.
+ *   auto      LD_PRELOAD=libcollprof.so, COLLPROF_GPU_TIMING=auto on the emulated driver and
+ *             a stub without the plugin: the events fallback under COLLPROF_OVERHEAD's budget.
+ * Each child runs CALLS AllReduces after a warm-up, best of ROUNDS, and prints ns/call. The
+ * comm has two ranks (the stub does not communicate): NCCL makes no plugin events for one.
  * The enabled run writes a trace to a scratch directory, whose size gives bytes per record.
  *
  * Instructions per call, without timer noise (valgrind):
@@ -87,7 +94,7 @@ static int child(long calls)
     ncclUniqueId id;
     memset(&id, 1, sizeof id);
     ncclComm_t comm;
-    if (ncclCommInitRank(&comm, 1, id, 0) != ncclSuccess)
+    if (ncclCommInitRank(&comm, 2, id, 0) != ncclSuccess)
         return 1;
     float x = 0;
     double best = 1e30;
@@ -200,11 +207,20 @@ int main(int argc, char **argv)
     double events = access(strchr(cuda_env, '=') + 1, R_OK) == 0
                         ? run_child(self, lib, events_env, EVENTS_CALLS)
                         : -2;
+    static char plugin_dir_env[4400], auto_dir_env[4400];
+    snprintf(plugin_dir_env, sizeof plugin_dir_env, "%s/plugin", dir_env);
+    snprintf(auto_dir_env, sizeof auto_dir_env, "%s/auto", dir_env);
+    const char *plugin_env[] = {plugin_dir_env, "COLLPROF_GPU_TIMING=plugin",
+                                "COLLPROF_BUFFER_MB=256", "STUB_NCCL_PROFILER=1", NULL};
+    const char *auto_env[] = {auto_dir_env, "COLLPROF_GPU_TIMING=auto", "COLLPROF_BUFFER_MB=256",
+                              cuda_env, NULL};
+    double plugin = run_child(self, lib, plugin_env, CALLS);
+    double budget = events >= 0 ? run_child(self, lib, auto_env, EVENTS_CALLS) : -2;
     char cmd[4400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "bench_shim: could not remove %s\n", dir);
-    if (bare < 0 || off < 0 || on < 0) {
+    if (bare < 0 || off < 0 || on < 0 || plugin < 0) {
         fprintf(stderr, "bench_shim: a child run failed\n");
         return 1;
     }
@@ -215,6 +231,16 @@ int main(int argc, char **argv)
     printf("shim.enabled_ns_per_call: %.2f ns\n", on);
     printf("shim.overhead_ns_per_call: %.2f ns\n", on - bare);
     printf("shim.bytes_per_record_on_disk: %.2f bytes\n", (double)bytes / records);
+    printf("shim.plugin_ns_per_call: %.2f ns\n", plugin);
+    printf("shim.plugin_overhead_ns_per_call: %.2f ns\n", plugin - bare);
+    /* the bar: the plugin's added host cost within 1.2x of timing off */
+    printf("shim.plugin_vs_off_added_ratio: %.2f x\n",
+           on - bare > 0 ? (plugin - bare) / (on - bare) : 0.0);
+    if (budget >= 0) {
+        printf("shim.auto_events_budget_ns_per_call: %.2f ns\n", budget);
+        printf("shim.auto_vs_off_added_ratio: %.2f x\n",
+               on - bare > 0 ? (budget - bare) / (on - bare) : 0.0);
+    }
     if (events >= 0)
         printf("shim.events_ns_per_call: %.2f ns\n", events);
     else

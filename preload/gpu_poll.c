@@ -177,7 +177,7 @@ static int g_final;
 
 /* Plugin calls given back only a while after their DONE: a chained plugin's late ProxyOp
  * start may still name their task event. */
-#define CP_PCALL_GRACE_NS 1000000000ull
+#define CP_PCALL_GRACE_NS 100000000ull
 struct retired {
     cp_pcall *p;
     uint64_t at;
@@ -210,6 +210,17 @@ static void give_back_retired(uint64_t now)
         g_retired_head = (g_retired_head + 1) % g_cap_retired;
         g_nretired--;
     }
+}
+
+void cp_gpu_plugin_add(const cp_rec_call *rec, uint32_t pcall_index)
+{
+    cp_pcall *p = cp_pcall_at(pcall_index);
+    if (!p)
+        return;
+    cp_pending_slot s = {.h = {CP_REC_SHIM_PENDING, sizeof s}, .comm_index = rec->comm_index,
+                         .seq = rec->seq, .peer = rec->peer, .op = rec->op, .recorded = 1,
+                         .pcall = p};
+    cp_gpu_pending_add(&s);
 }
 
 /* A call NCCL's plugin describes: NCCL_OP and DONE once every channel stopped (or at the

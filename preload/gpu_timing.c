@@ -289,21 +289,10 @@ static void push_pending(cp_gpu_ctx *c, uint32_t pair, int release, int recorded
     cp_ring_commit(r);
 }
 
-void cp_gpu_emit_plugin(const cp_gpu_mark *m, cp_comm *c, uint64_t seq, int32_t peer,
-                        uint8_t op, int accepted)
+void cp_gpu_discard_plugin(const cp_gpu_mark *m)
 {
-    cp_pcall *p = m->pcall;
-    int captured;
-    if (cp_pcall_kept(p, &captured))
-        return; /* NCCL may name it again at any later graph launch: it stays */
-    /* Events timed this call (its comm's first, before we knew NCCL covers it), or NCCL
-     * refused it: the writer frees the call once NCCL is done with it, writing nothing. */
-    int timed = accepted && m->pair < 0;
-    if (timed && c)
-        atomic_store_explicit(&c->plugin_cover,
-                              cp_pcall_version(p) == 4 ? CP_PLUGIN_UNGROUPED : CP_PLUGIN_ALL,
-                              memory_order_relaxed);
-    push_pending(NULL, 0, 0, timed, c ? c->comm_index : CP_COMM_NONE, seq, peer, op, p);
+    /* recorded = 0: the writer writes nothing for it, and gives it back when complete */
+    push_pending(NULL, 0, 0, 0, CP_COMM_NONE, CP_SEQ_NONE, -1, CP_OP_NONE, m->pcall);
 }
 
 static void after_timed(cp_gpu_mark *m, cudaStream_t stream, int accepted);

@@ -54,7 +54,7 @@
 #include "common/nccl_profiler_abi.h"
 #include "common/settings.h"
 
-#define CP_PCALL_MAX 16384u
+#define CP_PCALL_MAX 65536u
 #define CP_PEV_MAX 65536u
 #define CP_PCLK_WINDOW_NS 5000000000ull
 #define CP_OUR_MASK                                                                        \
@@ -82,13 +82,17 @@ typedef struct cp_pctx {
 } cp_pctx;
 
 struct cp_pcall {
+    /* Each counter has one writing thread, so a plain load and a release store do, without
+     * a locked instruction on the calling thread: the API events come on the call's thread,
+     * the tasks of one call on the one thread that launches its group, the channels on the
+     * comm's proxy thread. */
     _Atomic uint32_t parts_expected; /* API events (tasks to come) */
     _Atomic uint32_t parts_started;  /* Coll/P2p task events started */
     _Atomic uint32_t ch_expected;    /* channels of the started tasks */
+    _Atomic uint32_t ch_lost;        /* channels we could not follow (no event left) */
     _Atomic uint32_t ch_started, ch_stopped;
     _Atomic uint64_t gt_start;       /* earliest channel start, globaltimer; UINT64_MAX none */
     _Atomic uint64_t gt_end;         /* latest channel stop */
-    _Atomic int info_set;
     uint64_t nccl_seq;
     uint8_t algo, proto, nchannels, nwarps;
     uint8_t captured;                /* NCCL said graphCaptured */
@@ -294,20 +298,65 @@ void cp_plugin_tick(uint64_t now)
 }
 
 /* ---- calls ---- */
+static inline void bump(_Atomic uint32_t *v, uint32_t by)
+{
+    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + by,
+                          memory_order_release);
+}
+
 static cp_pcall *call_new(cp_pctx *ctx)
 {
     int i = pool_get(&g_call_pool);
     if (i < 0)
         return NULL;
     cp_pcall *p = &g_calls[i];
-    memset(p, 0, sizeof *p);
+    /* field by field: the hot path's cost, and the embedded events' links stay */
+    atomic_store_explicit(&p->parts_expected, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->parts_started, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->ch_expected, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->ch_started, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->ch_stopped, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->gt_start, UINT64_MAX, memory_order_relaxed);
+    atomic_store_explicit(&p->gt_end, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->ch_lost, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->extra, NULL, memory_order_relaxed);
+    p->nccl_seq = UINT64_MAX;
+    p->algo = p->proto = p->nchannels = p->nwarps = 0;
+    p->captured = p->keep = 0;
     p->index = (uint32_t)i;
     p->ctx = ctx;
-    p->nccl_seq = UINT64_MAX;
-    atomic_store_explicit(&p->gt_start, UINT64_MAX, memory_order_relaxed);
     p->api = (cp_pev){.kind = PEV_API, .embedded = 1, .call = p};
     p->task = (cp_pev){.kind = PEV_TASK, .embedded = 1, .call = p};
     return p;
+}
+
+/* NCCL passes its own static strings (ncclAlgoToString): a pointer seen before maps to its
+ * code without comparing text. */
+#define CP_NAME_CACHE 16
+typedef struct name_cache {
+    _Atomic(const char *) ptr[CP_NAME_CACHE];
+    _Atomic uint8_t code[CP_NAME_CACHE];
+} name_cache;
+static name_cache g_algo_cache, g_proto_cache;
+
+static uint8_t name_code(name_cache *nc, const char *s, int (*from_name)(const char *))
+{
+    if (!s)
+        return 0;
+    for (int i = 0; i < CP_NAME_CACHE; i++) {
+        const char *p = atomic_load_explicit(&nc->ptr[i], memory_order_acquire);
+        if (p == s)
+            return atomic_load_explicit(&nc->code[i], memory_order_relaxed);
+        if (!p) {
+            uint8_t code = (uint8_t)from_name(s);
+            atomic_store_explicit(&nc->code[i], code, memory_order_relaxed);
+            const char *expect = NULL;
+            atomic_compare_exchange_strong_explicit(&nc->ptr[i], &expect, s,
+                                                    memory_order_release, memory_order_relaxed);
+            return code;
+        }
+    }
+    return (uint8_t)from_name(s);
 }
 
 void cp_pcall_free(cp_pcall *p)
@@ -330,22 +379,17 @@ static void call_add_extra(cp_pcall *p, cp_pev *e)
                                                     memory_order_relaxed));
 }
 
-int cp_pcall_kept(const cp_pcall *p, int *captured)
-{
-    *captured = p->captured;
-    return p->keep;
-}
-
-int cp_pcall_version(const cp_pcall *p) { return p->ctx->version; }
+cp_pcall *cp_pcall_at(uint32_t index) { return index < CP_PCALL_MAX ? &g_calls[index] : NULL; }
 
 int cp_pcall_state(cp_pcall *p, cp_pcall_view *v)
 {
     uint32_t expected = atomic_load_explicit(&p->parts_expected, memory_order_acquire);
     uint32_t started = atomic_load_explicit(&p->parts_started, memory_order_acquire);
     uint32_t ch_exp = atomic_load_explicit(&p->ch_expected, memory_order_acquire);
-    uint32_t ch_stop = atomic_load_explicit(&p->ch_stopped, memory_order_acquire);
+    uint32_t ch_stop = atomic_load_explicit(&p->ch_stopped, memory_order_acquire) +
+                       atomic_load_explicit(&p->ch_lost, memory_order_acquire);
     v->ch_started = atomic_load_explicit(&p->ch_started, memory_order_acquire);
-    v->ch_stopped = ch_stop;
+    v->ch_stopped = atomic_load_explicit(&p->ch_stopped, memory_order_relaxed);
     v->gt_start = atomic_load_explicit(&p->gt_start, memory_order_relaxed);
     v->gt_end = atomic_load_explicit(&p->gt_end, memory_order_relaxed);
     v->nccl_seq = p->nccl_seq;
@@ -429,10 +473,14 @@ static cp_pctx *ctx_new(int nranks, int rank, int version)
     return c;
 }
 
-static int ours_active(void)
+/* At a comm's init (often before the process's first record, which starts the rest of the
+ * shim): the settings say whether we want NCCL's events at all. */
+static int ours_wanted(void)
 {
-    return g_interposing && atomic_load_explicit(&cp_plugin_wanted, memory_order_relaxed) &&
-           cp_mode_get() == CP_MODE_ON;
+    if (!g_interposing || cp_mode_get() != CP_MODE_ON)
+        return 0;
+    int m = cp_settings_get()->gpu_timing;
+    return m == CP_GPU_TIMING_AUTO || m == CP_GPU_TIMING_PLUGIN;
 }
 
 static ncclResult_t init_common(void **context, int *mask, int version, uint64_t comm_id,
@@ -462,7 +510,7 @@ static ncclResult_t init_common(void **context, int *mask, int version, uint64_t
         }
     }
     *context = c;
-    *mask = (ours_active() && g_pools_ok ? CP_OUR_MASK : 0) | chain_mask;
+    *mask = (ours_wanted() && g_pools_ok ? CP_OUR_MASK : 0) | chain_mask;
     return ncclSuccess;
 }
 
@@ -494,7 +542,7 @@ static ncclResult_t finalize(void *context)
 /* The call this thread's recording wrapper is making, made at its first API event. */
 static cp_pcall *open_call(cp_pctx *c)
 {
-    if (!cp_tls.plug_open || !ours_active())
+    if (!cp_tls.plug_open || !g_pools_ok)
         return NULL;
     cp_pcall *p = cp_tls.pcall;
     if (!p) {
@@ -505,6 +553,8 @@ static cp_pcall *open_call(cp_pctx *c)
             return NULL;
         }
         cp_tls.pcall = p;
+        cp_tls.pcall_index = p->index;
+        cp_tls.pcall_flags = c->version == 4 ? CP_PCALL_V4 : 0;
     }
     return p;
 }
@@ -522,13 +572,16 @@ static void start_api(cp_pctx *c, void **h, const void *d, uint64_t type, int ca
             /* an API event we cannot follow: its task would never be counted, and the
              * call's other events name it, so it stays out of the pool */
             p->keep = 1;
+            cp_tls.pcall_flags |= CP_PCALL_KEEP;
             cp_tls.plug_open = 0;
         } else {
-            atomic_fetch_add_explicit(&p->parts_expected, 1, memory_order_release);
+            bump(&p->parts_expected, 1);
             if (e != &p->api)
                 call_add_extra(p, e);
             p->captured |= (uint8_t)captured;
             p->keep |= (uint8_t)captured;
+            if (captured)
+                cp_tls.pcall_flags |= CP_PCALL_CAPTURED | CP_PCALL_KEEP;
         }
     }
     if (e) {
@@ -548,7 +601,7 @@ static void start_task(cp_pctx *c, void **h, const ncclProfilerEventDescr_v5_t *
         p = parent->call;
     } else if (v4 && !parent && (p = open_call(c)) != NULL) {
         /* v4 has no API events: an ungrouped call's tasks start inside its own wrapper */
-        atomic_fetch_add_explicit(&p->parts_expected, 1, memory_order_release);
+        bump(&p->parts_expected, 1);
     }
     cp_pev *e = NULL;
     if (p && !p->keep) {
@@ -564,19 +617,19 @@ static void start_task(cp_pctx *c, void **h, const ncclProfilerEventDescr_v5_t *
     e->chain = ch;
     int coll = d->type == ncclProfileColl;
     uint8_t nch = coll ? d->coll.nChannels : d->p2p.nChannels;
-    if (!atomic_exchange_explicit(&p->info_set, 1, memory_order_relaxed)) {
+    if (atomic_load_explicit(&p->parts_started, memory_order_relaxed) == 0) {
         if (coll) {
             p->nccl_seq = d->coll.seqNumber;
-            p->algo = (uint8_t)cp_algo_from_name(d->coll.algo);
-            p->proto = (uint8_t)cp_proto_from_name(d->coll.proto);
+            p->algo = name_code(&g_algo_cache, d->coll.algo, cp_algo_from_name);
+            p->proto = name_code(&g_proto_cache, d->coll.proto, cp_proto_from_name);
             p->nwarps = d->coll.nWarps;
         }
         p->nchannels = nch;
     } else if (nch > p->nchannels) {
         p->nchannels = nch;
     }
-    atomic_fetch_add_explicit(&p->ch_expected, nch, memory_order_relaxed);
-    atomic_fetch_add_explicit(&p->parts_started, 1, memory_order_release);
+    bump(&p->ch_expected, nch);
+    bump(&p->parts_started, 1); /* after ch_expected: the writer reads them in this order */
     *h = e;
 }
 
@@ -588,7 +641,7 @@ static void start_kernel_ch(cp_pctx *c, void **h, const ncclProfilerEventDescr_v
     cp_pev *e = p && !p->keep ? ev_new(PEV_KCH, p) : NULL;
     if (!e) {
         if (p && !p->keep) /* a channel we cannot follow: not waited for */
-            atomic_fetch_sub_explicit(&p->ch_expected, 1, memory_order_release);
+            atomic_fetch_add_explicit(&p->ch_lost, 1, memory_order_release);
         *h = ch;
         return;
     }

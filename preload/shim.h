@@ -97,6 +97,8 @@ typedef struct cp_tls_state {
     uint32_t sample_count;/* COLLPROF_GPU_TIMING=sample:N: this thread's timed-call countdown */
     const struct cp_nccl_caller *caller; /* real.c: the object this thread last called from */
     struct cp_pcall *pcall; /* profiler_plugin.c: the call NCCL's API events describe */
+    uint32_t pcall_index;   /* ... its index in the pool */
+    uint8_t pcall_flags;    /* ... CP_PCALL_CAPTURED, CP_PCALL_KEEP */
     uint8_t plug_open;      /* inside a recording wrapper: NCCL's API events are its call's */
     uint8_t budget_log2;    /* gpu_timing.c, auto mode: events on 1 in 2^k of a comm's seqs */
     uint64_t budget_t0;     /* ticks: the thread's first timed decision */
@@ -312,6 +314,7 @@ typedef struct cp_call_info {
     uint64_t stream;
     uint64_t enter_ticks;   /* cp_now_ticks() at entry */
     uint32_t site;          /* CP_SITE_UNKNOWN or a sites.c index */
+    uint32_t pcall;         /* profiler_plugin.c's call index + 1 that times it, 0 none */
 } cp_call_info;
 
 /* Whether this call records: tracing on and not nested inside another wrapper. When it
@@ -396,9 +399,11 @@ typedef struct cp_pcall_view {
 } cp_pcall_view;
 /* 1 when every task of the call started and every channel stopped; *v filled either way. */
 int cp_pcall_state(cp_pcall *p, cp_pcall_view *v);
-/* Whether the call must never go back to the pool (*captured: NCCL said graph-captured). */
-int cp_pcall_kept(const cp_pcall *p, int *captured);
-int cp_pcall_version(const cp_pcall *p);
+/* What the API callbacks tell the wrapper through cp_tls.pcall_flags. */
+enum { CP_PCALL_CAPTURED = 1, /* NCCL said graphCaptured */
+       CP_PCALL_KEEP = 2,     /* never given back: captured, or an event we could not follow */
+       CP_PCALL_V4 = 4 };     /* the comm's plugin API is v4: ungrouped calls only */
+cp_pcall *cp_pcall_at(uint32_t index);
 void cp_pcall_free(cp_pcall *p);
 /* A globaltimer value on this process's CLOCK_MONOTONIC: 0, or -1 while unknown. */
 int cp_plugin_clock(cp_pcall *p, uint64_t gt, uint64_t *host_ns);
@@ -425,7 +430,9 @@ typedef struct cp_gpu_mark {
     uint8_t flags;  /* CP_CALL_CAPTURED / CP_CALL_TIMED for the CALL */
     uint8_t grouped;
     uint8_t plug;   /* the plugin may describe this call */
+    uint8_t pflags; /* CP_PCALL_* of pcall */
     cp_pcall *pcall;
+    uint32_t pindex;
 } cp_gpu_mark;
 /* Inline, because they run on every call: without events (off, sampled out, no driver)
  * each is a load and a branch; the timed work is out of line in gpu_timing.c. */
@@ -434,9 +441,11 @@ void cp_gpu_before_events(cp_gpu_mark *m, cudaStream_t stream, cp_comm *c, uint8
 void cp_gpu_after_timed(cp_gpu_mark *m, cudaStream_t stream, int accepted);
 void cp_gpu_emit_timed(const cp_gpu_mark *m, uint32_t comm_index, uint64_t seq, int32_t peer,
                        uint8_t op);
-/* After the CALL: hands the plugin's call to the writer, or keeps it out of the way. */
-void cp_gpu_emit_plugin(const cp_gpu_mark *m, cp_comm *c, uint64_t seq, int32_t peer,
-                        uint8_t op, int accepted);
+/* A plugin call that times nothing (events timed the call, or NCCL refused it): the writer
+ * gives it back once NCCL is done with it. */
+void cp_gpu_discard_plugin(const cp_gpu_mark *m);
+/* Writer: a CALL that names a plugin call (cp_rec_call.reserved in the ring, index + 1). */
+void cp_gpu_plugin_add(const cp_rec_call *rec, uint32_t pcall_index);
 
 static inline void cp_gpu_before(cp_gpu_mark *m, cudaStream_t stream, uint32_t group_depth,
                                  cp_comm *c, uint8_t op, int32_t peer, uint64_t bytes)
@@ -450,6 +459,7 @@ static inline void cp_gpu_before(cp_gpu_mark *m, cudaStream_t stream, uint32_t g
     if (atomic_load_explicit(&cp_plugin_wanted, memory_order_relaxed)) {
         m->plug = 1;
         cp_tls.pcall = NULL;
+        cp_tls.pcall_flags = 0;
         cp_tls.plug_open = 1;
         int cover = c ? atomic_load_explicit(&c->plugin_cover, memory_order_relaxed) : 0;
         if (cover == CP_PLUGIN_ALL || (cover == CP_PLUGIN_UNGROUPED && !m->grouped))
@@ -464,6 +474,8 @@ static inline void cp_gpu_after(cp_gpu_mark *m, cudaStream_t stream, int accepte
 {
     if (m->plug) {
         m->pcall = cp_tls.pcall;
+        m->pindex = cp_tls.pcall_index;
+        m->pflags = cp_tls.pcall_flags;
         cp_tls.pcall = NULL;
         cp_tls.plug_open = 0;
     }

@@ -72,6 +72,8 @@ void cp_record_emit(const cp_call_info *ci)
         .result = (int8_t)ci->result,
         .group_depth = ci->group_depth > 255 ? 255 : (uint8_t)ci->group_depth,
         .thread = cp_tls.thread_no,
+        /* the writer takes the plugin call from here and zeroes it before the file */
+        .reserved = ci->pcall,
     };
     cp_ring_commit(ring);
 }
@@ -82,15 +84,25 @@ static void record_op(uint8_t op, cp_comm *comm, size_t count, ncclDataType_t dt
                       const void *recvbuff, int inplace, uint64_t enter_ticks, uint32_t gd,
                       ncclResult_t r, cp_gpu_mark *gm, void *ra)
 {
+    uint32_t pcall = 0;
     if (gm->pcall) {
         /* NCCL's plugin described the call: it is timed (a DONE follows) unless events
-         * timed it already, NCCL refused it, or NCCL said a graph captures it */
-        int captured;
-        cp_pcall_kept(gm->pcall, &captured);
-        if (captured)
+         * timed it already, NCCL refused it, or NCCL said a graph captures it (then NCCL
+         * may name the call again at any graph launch: it is kept) */
+        if (gm->pflags & CP_PCALL_CAPTURED)
             gm->flags |= CP_CALL_CAPTURED;
-        else if (gm->pair < 0 && cp_nccl_accepted(r) && !cp_pcall_kept(gm->pcall, &captured))
+        else if (gm->pflags & CP_PCALL_KEEP)
+            ;
+        else if (gm->pair < 0 && cp_nccl_accepted(r))
+            pcall = gm->pindex + 1;
+        else
+            cp_gpu_discard_plugin(gm);
+        if (pcall) {
             gm->flags |= CP_CALL_TIMED;
+            uint8_t cover = gm->pflags & CP_PCALL_V4 ? CP_PLUGIN_UNGROUPED : CP_PLUGIN_ALL;
+            if (comm && atomic_load_explicit(&comm->plugin_cover, memory_order_relaxed) != cover)
+                atomic_store_explicit(&comm->plugin_cover, cover, memory_order_relaxed);
+        }
     }
     cp_call_info ci = {
         .op = op,
@@ -106,6 +118,7 @@ static void record_op(uint8_t op, cp_comm *comm, size_t count, ncclDataType_t dt
         .stream = (uint64_t)(uintptr_t)stream,
         .enter_ticks = enter_ticks,
         .site = cp_site_of(ra),
+        .pcall = pcall,
     };
     cp_comm *c = ci.comm;
     if (c && cp_nccl_accepted(r)) {
@@ -132,8 +145,6 @@ static void record_op(uint8_t op, cp_comm *comm, size_t count, ncclDataType_t dt
     }
     cp_record_emit(&ci);
     cp_gpu_emit(gm, c ? c->comm_index : CP_COMM_NONE, ci.seq, peer, op);
-    if (gm->pcall)
-        cp_gpu_emit_plugin(gm, c, ci.seq, peer, op, cp_nccl_accepted(r));
 }
 
 /* The shape every recorded collective and p2p wrapper shares. The return address is read

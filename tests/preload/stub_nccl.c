@@ -12,8 +12,19 @@
  * comm is ready after one more ncclCommGetAsyncError. Only ncclX names are exported (no
  * pnccl twins), which exercises the shim's fallback; ncclBcast calls ncclBroadcast through
  * the PLT, as an NCCL calling its own API would, which exercises the shim's nesting guard.
+ *
+ * STUB_NCCL_PROFILER=1: the stub also opens NCCL_PROFILER_PLUGIN (v5) at its first comm and
+ * makes NCCL 2.28's profiler calls around each ungrouped ncclAllReduce of a comm of 2+ ranks,
+ * in NCCL's order on the calling thread (GroupApi start, GroupStartApiStop, CollApi start and
+ * stop, GroupEndApiStart, Group and Coll start, KernelLaunch, Coll and Group stop, GroupApi
+ * stop) and its kernel channels' start/KernelChStop/stop from a proxy thread of its own: what
+ * bench_shim needs to measure the plugin's cost on the calling thread against a call that
+ * costs nothing itself (the emulated NCCL, emu/nccl/profiler.c, is the faithful one).
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -21,6 +32,7 @@
 
 #include "common/nccl_abi.h"
 #include "common/nccl_api_list.h"
+#include "common/nccl_profiler_abi.h"
 
 #define STUB_EXPORT __attribute__((visibility("default")))
 #define STUB_DECLARE(ret, name, params, args) STUB_EXPORT ret name params;
@@ -35,7 +47,121 @@ struct ncclComm {
     unsigned magic;
     int nranks, rank, dev;
     int pending; /* non-blocking init: GetAsyncError calls until ready */
+    void *prof_ctx;
+    uint64_t seq_allreduce;
 };
+
+/* ---- STUB_NCCL_PROFILER ---- */
+static ncclProfiler_v5_t *g_prof;
+static int g_prof_mask;
+static pthread_once_t g_prof_once = PTHREAD_ONCE_INIT;
+#define STUB_PROXY_RING 65536
+static void *g_proxy_ring[STUB_PROXY_RING];
+static _Atomic uint64_t g_proxy_head, g_proxy_tail;
+
+static uint64_t stub_realtime(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The proxy: each task's two channels start and stop (pTimer: the realtime clock, as a
+ * GPU's globaltimer roughly is). */
+static void *stub_proxy(void *arg)
+{
+    void *ctx = arg;
+    for (;;) {
+        uint64_t t = atomic_load_explicit(&g_proxy_tail, memory_order_relaxed);
+        if (t == atomic_load_explicit(&g_proxy_head, memory_order_acquire)) {
+            nanosleep(&(struct timespec){0, 20000}, NULL);
+            continue;
+        }
+        void *task = g_proxy_ring[t % STUB_PROXY_RING];
+        atomic_store_explicit(&g_proxy_tail, t + 1, memory_order_release);
+        for (int ch = 0; ch < 2; ch++) {
+            ncclProfilerEventDescr_v5_t d = {.type = ncclProfileKernelCh, .parentObj = task};
+            d.kernelCh.channelId = (uint8_t)ch;
+            d.kernelCh.pTimer = stub_realtime();
+            void *h = NULL;
+            g_prof->startEvent(ctx, &h, &d);
+            if (h) {
+                ncclProfilerEventStateArgs_v5_t a = {.kernelCh = {stub_realtime()}};
+                g_prof->recordEventState(h, ncclProfilerKernelChStop, &a);
+                g_prof->stopEvent(h);
+            }
+        }
+    }
+    return NULL;
+}
+
+static void prof_load(void)
+{
+    const char *on = getenv("STUB_NCCL_PROFILER"), *name = getenv("NCCL_PROFILER_PLUGIN");
+    if (!on || strcmp(on, "1") != 0 || !name || !*name)
+        return;
+    void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    g_prof = lib ? dlsym(lib, "ncclProfiler_v5") : NULL;
+}
+
+static void prof_init(ncclComm_t c)
+{
+    pthread_once(&g_prof_once, prof_load);
+    if (!g_prof || g_prof->init(&c->prof_ctx, 0x1234, &g_prof_mask, NULL, 1, c->nranks,
+                                c->rank, NULL) != ncclSuccess) {
+        c->prof_ctx = NULL;
+        return;
+    }
+    pthread_t t;
+    if (pthread_create(&t, NULL, stub_proxy, c->prof_ctx) == 0)
+        pthread_detach(t);
+}
+
+static void prof_allreduce(ncclComm_t c, const void *sb, void *rb, size_t count, void *stream)
+{
+    if (!c->prof_ctx || c->nranks < 2 || !g_prof_mask)
+        return;
+    void *ctx = c->prof_ctx, *gapi = NULL, *capi = NULL, *grp = NULL, *task = NULL, *kl = NULL;
+    ncclProfilerEventDescr_v5_t d = {.type = ncclProfileGroupApi};
+    d.groupApi.groupDepth = 1;
+    g_prof->startEvent(ctx, &gapi, &d);
+    if (gapi)
+        g_prof->recordEventState(gapi, ncclProfilerGroupStartApiStop, NULL);
+    if (g_prof_mask & (ncclProfileCollApi | ncclProfileColl | ncclProfileKernelCh)) {
+        d = (ncclProfilerEventDescr_v5_t){.type = ncclProfileCollApi, .parentObj = gapi};
+        d.collApi = (cp_prof_coll_api){"AllReduce", count, "ncclFloat32", 0, stream, 0};
+        g_prof->startEvent(ctx, &capi, &d);
+        if (capi)
+            g_prof->stopEvent(capi);
+    }
+    if (gapi)
+        g_prof->recordEventState(gapi, ncclProfilerGroupEndApiStart, NULL);
+    d = (ncclProfilerEventDescr_v5_t){.type = ncclProfileGroup};
+    g_prof->startEvent(ctx, &grp, &d);
+    d = (ncclProfilerEventDescr_v5_t){.type = ncclProfileColl, .parentObj = capi,
+                                      .rank = c->rank};
+    d.coll = (cp_prof_coll){c->seq_allreduce++, "AllReduce", sb, rb, count, 0, "ncclFloat32",
+                            2, 16, "RING", "LL", grp};
+    g_prof->startEvent(ctx, &task, &d);
+    if (g_prof_mask & ncclProfileKernelLaunch) {
+        d = (ncclProfilerEventDescr_v5_t){.type = ncclProfileKernelLaunch, .parentObj = gapi};
+        g_prof->startEvent(ctx, &kl, &d);
+        if (kl)
+            g_prof->stopEvent(kl);
+    }
+    if (task) {
+        g_prof->stopEvent(task);
+        uint64_t h = atomic_load_explicit(&g_proxy_head, memory_order_relaxed);
+        while (h - atomic_load_explicit(&g_proxy_tail, memory_order_acquire) >= STUB_PROXY_RING)
+            nanosleep(&(struct timespec){0, 10000}, NULL);
+        g_proxy_ring[h % STUB_PROXY_RING] = task;
+        atomic_store_explicit(&g_proxy_head, h + 1, memory_order_release);
+    }
+    if (grp)
+        g_prof->stopEvent(grp);
+    if (gapi)
+        g_prof->stopEvent(gapi);
+}
 
 static __thread int g_group_depth;
 static int g_pre_mul_sum_next = ncclNumOps;
@@ -49,7 +175,8 @@ static ncclResult_t new_comm(ncclComm_t *out, int nranks, int rank, int dev, int
     ncclComm_t c = calloc(1, sizeof *c);
     if (!c)
         return ncclSystemError;
-    *c = (struct ncclComm){STUB_MAGIC, nranks, rank, dev, blocking ? 0 : 1};
+    *c = (struct ncclComm){STUB_MAGIC, nranks, rank, dev, blocking ? 0 : 1, NULL, 0};
+    prof_init(c);
     *out = c;
     return blocking ? ncclSuccess : ncclInProgress;
 }
@@ -263,7 +390,16 @@ ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int ro
         (void)sendbuff; (void)recvbuff; (void)stream;                                    \
         return coll_check(countname, datatype, comm, -1);                                \
     }
-STUB_COLL(ncclAllReduce, count, ncclRedOp_t op __attribute__((unused)),)
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t stream)
+{
+    (void)op;
+    ncclResult_t r = coll_check(count, datatype, comm, -1);
+    if (r == ncclSuccess && g_group_depth == 0)
+        prof_allreduce(comm, sendbuff, recvbuff, count, stream);
+    return r;
+}
 STUB_COLL(ncclReduceScatter, recvcount, ncclRedOp_t op __attribute__((unused)),)
 STUB_COLL(ncclAllGather, sendcount, )
 STUB_COLL(ncclAlltoAll, count, )
