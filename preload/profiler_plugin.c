@@ -419,8 +419,12 @@ static void *chain_start(cp_pctx *c, const void *descr, uint64_t type)
             return NULL;
         ncclProfilerEventDescr_v4_t d4;
         memcpy(&d4, descr, sizeof d4); /* same offsets: v4's u8 type is v5's low byte */
+        const ncclProfilerEventDescr_v5_t *d5 = descr;
         d4.type = (uint8_t)type;
-        d4.parentObj = chain_parent(((const ncclProfilerEventDescr_v5_t *)descr)->parentObj);
+        /* as NCCL's v4 adapter: a task's parent is its Group (a handle of theirs) */
+        d4.parentObj = type == ncclProfileColl  ? d5->coll.parentGroup
+                       : type == ncclProfileP2p ? d5->p2p.parentGroup
+                                                : chain_parent(d5->parentObj);
         g_chain.v4->startEvent(c->chain_ctx, &h, &d4);
         return h;
     }

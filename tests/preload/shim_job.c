@@ -8,6 +8,8 @@
  *   queries     only calls that are not recorded (GetVersion, GetErrorString)
  *   threads T C N   C comms, T threads, each thread N AllReduces on every comm (serialized per comm)
  *   burst N     N AllReduces on one comm as fast as possible
+ *   plugin N    N AllReduces on a comm of two ranks (the stub makes profiler-plugin calls for
+ *               those under STUB_NCCL_PROFILER=1), then the comm's destroy
  *   kill MS     a few calls, sleep MS (past a flush), then SIGKILL itself
  *   sigterm     a few calls, then SIGTERM itself (default action)
  *   sigterm-handled  the same with a handler installed before NCCL use: prints and goes on
@@ -353,6 +355,11 @@ int main(int argc, char **argv)
         printf("%s\n", ncclGetErrorString(ncclSuccess));
     } else if (!strcmp(what, "threads")) {
         threads(a1, a2, a3);
+    } else if (!strcmp(what, "plugin")) {
+        ncclComm_t c = make_comm(2, 0);
+        few_calls(c, a1);
+        ncclCommDestroy(c);
+        printf("plugin done\n");
     } else if (!strcmp(what, "burst")) {
         ncclComm_t c = make_comm(1, 0);
         few_calls(c, a1);

@@ -137,6 +137,8 @@ typedef struct trace_seen {
     cp_rec_end end;
     int nend;
     size_t ndones;
+    cp_rec_done *dones;     /* the first 4096 */
+    size_t nnccl_ops;
     cp_walk_result walk;
 } trace_seen;
 
@@ -166,8 +168,18 @@ static int st_on_process(void *ctx, const cp_rec_process *rec)
 }
 static int st_on_done(void *ctx, const cp_rec_done *rec)
 {
+    trace_seen *s = ctx;
+    if (!s->dones)
+        s->dones = calloc(4096, sizeof *s->dones);
+    if (s->dones && s->ndones < 4096)
+        s->dones[s->ndones] = *rec;
+    s->ndones++;
+    return 0;
+}
+static int st_on_nccl_op(void *ctx, const cp_rec_nccl_op *rec)
+{
     (void)rec;
-    ((trace_seen *)ctx)->ndones++;
+    ((trace_seen *)ctx)->nnccl_ops++;
     return 0;
 }
 static int st_on_end(void *ctx, const cp_rec_end *rec)
@@ -192,13 +204,19 @@ static inline int st_read_trace(const char *path, trace_seen *s)
     s->header = *cp_trace_reader_header(r);
     cp_trace_visitor v = {.ctx = s, .on_call = st_on_call, .on_comm = st_on_comm,
                           .on_process = st_on_process, .on_end = st_on_end,
-                          .on_done = st_on_done};
+                          .on_done = st_on_done, .on_nccl_op = st_on_nccl_op};
     cp_trace_walk(r, &v, &s->walk);
     cp_trace_reader_close(r);
     return 0;
 }
 
-static inline void st_free_trace(trace_seen *s) { free(s->calls); s->calls = NULL; }
+static inline void st_free_trace(trace_seen *s)
+{
+    free(s->calls);
+    free(s->dones);
+    s->calls = NULL;
+    s->dones = NULL;
+}
 
 /* The trace files in dir: count, and the paths (cp_trace_dir_free them). -1: no dir. */
 static inline int st_list(const char *dir, char ***paths)

@@ -56,7 +56,8 @@ static ncclProfiler_v5_t *g_prof;
 static int g_prof_mask;
 static pthread_once_t g_prof_once = PTHREAD_ONCE_INIT;
 #define STUB_PROXY_RING 65536
-static void *g_proxy_ring[STUB_PROXY_RING];
+static struct { void *ctx, *task; } g_proxy_ring[STUB_PROXY_RING];
+static pthread_once_t g_proxy_once = PTHREAD_ONCE_INIT;
 static _Atomic uint64_t g_proxy_head, g_proxy_tail;
 
 static uint64_t stub_realtime(void)
@@ -70,15 +71,15 @@ static uint64_t stub_realtime(void)
  * GPU's globaltimer roughly is). */
 static void *stub_proxy(void *arg)
 {
-    void *ctx = arg;
+    (void)arg;
     for (;;) {
         uint64_t t = atomic_load_explicit(&g_proxy_tail, memory_order_relaxed);
         if (t == atomic_load_explicit(&g_proxy_head, memory_order_acquire)) {
             nanosleep(&(struct timespec){0, 20000}, NULL);
             continue;
         }
-        void *task = g_proxy_ring[t % STUB_PROXY_RING];
-        atomic_store_explicit(&g_proxy_tail, t + 1, memory_order_release);
+        void *ctx = g_proxy_ring[t % STUB_PROXY_RING].ctx;
+        void *task = g_proxy_ring[t % STUB_PROXY_RING].task;
         for (int ch = 0; ch < 2; ch++) {
             ncclProfilerEventDescr_v5_t d = {.type = ncclProfileKernelCh, .parentObj = task};
             d.kernelCh.channelId = (uint8_t)ch;
@@ -91,8 +92,27 @@ static void *stub_proxy(void *arg)
                 g_prof->stopEvent(h);
             }
         }
+        atomic_store_explicit(&g_proxy_tail, t + 1, memory_order_release);
     }
     return NULL;
+}
+
+static void proxy_start(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, stub_proxy, NULL) == 0)
+        pthread_detach(t);
+}
+
+/* At a comm's end, as NCCL stops its proxy before the plugin's finalize. */
+static void prof_finalize(ncclComm_t c)
+{
+    if (!c->prof_ctx)
+        return;
+    while (atomic_load(&g_proxy_tail) != atomic_load(&g_proxy_head))
+        nanosleep(&(struct timespec){0, 100000}, NULL);
+    g_prof->finalize(c->prof_ctx);
+    c->prof_ctx = NULL;
 }
 
 static void prof_load(void)
@@ -112,9 +132,7 @@ static void prof_init(ncclComm_t c)
         c->prof_ctx = NULL;
         return;
     }
-    pthread_t t;
-    if (pthread_create(&t, NULL, stub_proxy, c->prof_ctx) == 0)
-        pthread_detach(t);
+    pthread_once(&g_proxy_once, proxy_start);
 }
 
 static void prof_allreduce(ncclComm_t c, const void *sb, void *rb, size_t count, void *stream)
@@ -154,7 +172,8 @@ static void prof_allreduce(ncclComm_t c, const void *sb, void *rb, size_t count,
         uint64_t h = atomic_load_explicit(&g_proxy_head, memory_order_relaxed);
         while (h - atomic_load_explicit(&g_proxy_tail, memory_order_acquire) >= STUB_PROXY_RING)
             nanosleep(&(struct timespec){0, 10000}, NULL);
-        g_proxy_ring[h % STUB_PROXY_RING] = task;
+        g_proxy_ring[h % STUB_PROXY_RING].ctx = ctx;
+        g_proxy_ring[h % STUB_PROXY_RING].task = task;
         atomic_store_explicit(&g_proxy_head, h + 1, memory_order_release);
     }
     if (grp)
@@ -268,6 +287,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
     if (!comm_ok(comm))
         return ncclInvalidArgument;
+    prof_finalize(comm);
     comm->magic = 0;
     free(comm);
     return ncclSuccess;

@@ -1,0 +1,220 @@
+/* The shim as NCCL's profiler plugin, against the stub NCCL making NCCL 2.28's plugin calls
+ * (STUB_NCCL_PROFILER=1; the emulated NCCL's own, faithful ones are tested end to end in
+ * test_preload_plugin_emu): NCCL opens the preloaded shim, every AllReduce of a two-rank comm
+ * gets NCCL_OP and a DONE timed by the plugin with no driver at all, and a plugin the job
+ * named itself (probe_plugin.c, v5 or v4) gets exactly the events it gets without collprof,
+ * with their parents intact; its failing init, "none", the modes that leave NCCL's plugin
+ * alone, and a shim NCCL opens without the preload behave as docs/ARCHITECTURE.md says. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "shim_test_util.h"
+
+#define CALLS 50
+
+static char *g_tmp;
+static job_result g_res;
+static char g_out[4300], g_out_env[4400], g_probe5[4300], g_probe4[4300];
+
+static int setup(void **state)
+{
+    (void)state;
+    g_tmp = st_tmpdir();
+    snprintf(g_out, sizeof g_out, "%s/probe.txt", g_tmp);
+    snprintf(g_out_env, sizeof g_out_env, "PROBE_OUT=%s", g_out);
+    snprintf(g_probe5, sizeof g_probe5, "%s/stub_nccl/libprobe_profiler_v5.so", st_build_dir());
+    snprintf(g_probe4, sizeof g_probe4, "%s/stub_nccl/libprobe_profiler_v4.so", st_build_dir());
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    st_rmtree(g_tmp);
+    free(g_tmp);
+    return 0;
+}
+
+/* Runs shim_job plugin CALLS in its own trace directory; the probe's line into `probe`. */
+static void run(const char *name, int preload, const char *const *extra, trace_seen *t,
+                char *probe, size_t cap)
+{
+    char dir[4300], dir_env[4400];
+    snprintf(dir, sizeof dir, "%s/%s", g_tmp, name);
+    snprintf(dir_env, sizeof dir_env, "COLLPROF_DIR=%s", dir);
+    unlink(g_out);
+    const char *env[16] = {dir_env, g_out_env, "STUB_NCCL_PROFILER=1"};
+    size_t n = 3;
+    for (; extra && *extra && n < 15; extra++)
+        env[n++] = *extra;
+    env[n] = NULL;
+    char calls[16];
+    snprintf(calls, sizeof calls, "%d", CALLS);
+    const char *argv[] = {"plugin", calls, NULL};
+    st_run(&g_res, preload, env, argv);
+    if (g_res.status != 0 || strstr(g_res.err, "collprof: WARN"))
+        fprintf(stderr, "%s: status %#x\n%s%s", name, g_res.status, g_res.out, g_res.err);
+    assert_int_equal(g_res.status, 0);
+    assert_string_equal(g_res.out, "plugin done\n");
+    if (probe) {
+        probe[0] = '\0';
+        FILE *f = fopen(g_out, "r");
+        if (f) {
+            if (!fgets(probe, (int)cap, f))
+                probe[0] = '\0';
+            fclose(f);
+        }
+    }
+    if (t) {
+        char **paths;
+        int nf = st_list(dir, &paths);
+        assert_int_equal(nf, 1);
+        assert_int_equal(st_read_trace(paths[0], t), 0);
+        cp_trace_dir_free(paths, nf);
+    }
+}
+
+/* Every AllReduce is TIMED, and its DONE says the plugin timed it, on the host's clock. */
+static void check_plugin_timed(const trace_seen *t)
+{
+    size_t ar = 0, plugin = 0;
+    for (size_t i = 0; i < t->ncalls; i++) {
+        if (t->calls[i].op != CP_OP_ALLREDUCE)
+            continue;
+        ar++;
+        assert_true(t->calls[i].flags & CP_CALL_TIMED);
+        assert_int_equal(t->calls[i].reserved, 0); /* the ring's use of it never reaches disk */
+    }
+    assert_int_equal(t->nnccl_ops, CALLS);
+    for (size_t i = 0; i < t->ndones; i++) {
+        const cp_rec_done *d = &t->dones[i];
+        assert_int_equal(d->timing, CP_TIMING_PLUGIN);
+        assert_true(d->gpu_end_ns >= d->gpu_start_ns);
+        assert_true(d->gpu_start_ns >= t->header.mono_anchor_ns);
+        plugin++;
+    }
+    assert_int_equal(ar, CALLS);
+    assert_int_equal(plugin, CALLS);
+}
+
+static void nccl_opens_the_preloaded_shim_and_every_call_is_timed_without_a_driver(void **s)
+{
+    (void)s;
+    trace_seen t;
+    run("plain", 1, NULL, &t, NULL, 0);
+    check_plugin_timed(&t);
+    assert_int_equal(st_count_lines(g_res.err, "collprof: WARN"), 0);
+    st_free_trace(&t);
+}
+
+static void the_jobs_own_plugin_gets_every_event_it_gets_without_collprof(void **s)
+{
+    (void)s;
+    char bare[512], shim[512];
+    char plugin_env[4400];
+    snprintf(plugin_env, sizeof plugin_env, "NCCL_PROFILER_PLUGIN=%s", g_probe5);
+    const char *env[] = {plugin_env, NULL};
+    run("bare", 0, env, NULL, bare, sizeof bare);
+    trace_seen t;
+    run("chained", 1, env, &t, shim, sizeof shim);
+    /* 50 calls: a GroupApi, a CollApi, a Group, a Coll and 2 channels each */
+    assert_non_null(strstr(bare, "coll=50 kernel_ch=100 kernel_ch_stop=100"));
+    assert_non_null(strstr(bare, "coll_parent_ok=50 kch_parent_ok=100 finalize=1"));
+    assert_string_equal(shim, bare);
+    check_plugin_timed(&t);
+    st_free_trace(&t);
+}
+
+static void a_v4_plugin_gets_what_nccls_v4_adapter_gives_it(void **s)
+{
+    (void)s;
+    char plugin_env[4400], probe[512];
+    snprintf(plugin_env, sizeof plugin_env, "NCCL_PROFILER_PLUGIN=%s", g_probe4);
+    const char *env[] = {plugin_env, NULL};
+    trace_seen t;
+    run("v4", 1, env, &t, probe, sizeof probe);
+    /* no API or launch events; a Coll's parent is its Group, a channel's its Coll */
+    assert_non_null(strstr(probe, "v=4 init=1 group_api=0 coll_api=0 group=50 coll=50 "
+                                  "kernel_ch=100 kernel_ch_stop=100"));
+    assert_non_null(strstr(probe, "coll_parent_ok=50 kch_parent_ok=100 finalize=1"));
+    check_plugin_timed(&t);
+    st_free_trace(&t);
+}
+
+static void a_plugin_that_fails_its_init_is_left_out_and_timing_goes_on(void **s)
+{
+    (void)s;
+    char plugin_env[4400], probe[512];
+    snprintf(plugin_env, sizeof plugin_env, "NCCL_PROFILER_PLUGIN=%s", g_probe5);
+    const char *env[] = {plugin_env, "PROBE_FAIL_INIT=1", NULL};
+    trace_seen t;
+    run("failing", 1, env, &t, probe, sizeof probe);
+    assert_string_equal(probe, ""); /* never finalized: it has no context */
+    assert_int_equal(st_count_lines(g_res.err, "collprof: WARN"), 1);
+    assert_non_null(strstr(g_res.err, "failed its init"));
+    check_plugin_timed(&t);
+    st_free_trace(&t);
+}
+
+static void none_and_a_missing_plugin_still_time_every_call(void **s)
+{
+    (void)s;
+    const char *none[] = {"NCCL_PROFILER_PLUGIN=none", NULL};
+    trace_seen t;
+    run("none", 1, none, &t, NULL, 0);
+    check_plugin_timed(&t);
+    assert_int_equal(st_count_lines(g_res.err, "collprof: WARN"), 0);
+    st_free_trace(&t);
+    const char *missing[] = {"NCCL_PROFILER_PLUGIN=/nonexistent/libx.so", NULL};
+    run("missing", 1, missing, &t, NULL, 0);
+    check_plugin_timed(&t);
+    /* named by the job and not there: said once */
+    assert_int_equal(st_count_lines(g_res.err, "collprof: WARN"), 1);
+    st_free_trace(&t);
+}
+
+static void modes_without_the_plugin_leave_nccls_plugin_as_the_job_set_it(void **s)
+{
+    (void)s;
+    char plugin_env[4400], bare[512], off[512];
+    snprintf(plugin_env, sizeof plugin_env, "NCCL_PROFILER_PLUGIN=%s", g_probe5);
+    const char *env[] = {plugin_env, "COLLPROF_GPU_TIMING=off", NULL};
+    run("bare-off", 0, env, NULL, bare, sizeof bare);
+    trace_seen t;
+    run("off", 1, env, &t, off, sizeof off);
+    assert_string_equal(off, bare); /* NCCL opened the job's plugin itself */
+    assert_int_equal(t.ndones, 0);
+    st_free_trace(&t);
+}
+
+static void a_shim_nccl_opens_without_the_preload_records_nothing(void **s)
+{
+    (void)s;
+    char shim_env[4400];
+    snprintf(shim_env, sizeof shim_env, "NCCL_PROFILER_PLUGIN=%s/lib/libcollprof.so",
+             st_build_dir());
+    const char *env[] = {shim_env, NULL};
+    run("unpreloaded", 0, env, NULL, NULL, 0);
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s/unpreloaded", g_tmp);
+    assert_false(st_exists(dir)); /* no trace: NCCL's calls are not ours to record */
+    assert_string_equal(g_res.err, "");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(nccl_opens_the_preloaded_shim_and_every_call_is_timed_without_a_driver),
+        cmocka_unit_test(the_jobs_own_plugin_gets_every_event_it_gets_without_collprof),
+        cmocka_unit_test(a_v4_plugin_gets_what_nccls_v4_adapter_gives_it),
+        cmocka_unit_test(a_plugin_that_fails_its_init_is_left_out_and_timing_goes_on),
+        cmocka_unit_test(none_and_a_missing_plugin_still_time_every_call),
+        cmocka_unit_test(modes_without_the_plugin_leave_nccls_plugin_as_the_job_set_it),
+        cmocka_unit_test(a_shim_nccl_opens_without_the_preload_records_nothing),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
