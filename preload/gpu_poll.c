@@ -172,8 +172,12 @@ static uint64_t to_host(const struct ref *r, float ms)
 }
 
 /* 1 when the slot is finished (its DONE written), 0 while its events are in flight. */
-/* Set while the process ends: every pair is converted with what there is. */
+/* Set while the process ends or flushes (exec, a comm's end): every pair is converted with
+ * what there is. */
 static int g_final;
+/* Set only while the process ends: a plugin call NCCL has not finished is written untimed.
+ * Not at a flush: NCCL goes on reporting the calls of the other comms. */
+static int g_plugin_final;
 
 /* Plugin calls given back only a while after their DONE: a chained plugin's late ProxyOp
  * start may still name their task event. */
@@ -229,7 +233,7 @@ static int finish_plugin(cp_trace_writer *w, const cp_pending_slot *p)
 {
     cp_pcall_view v;
     int complete = cp_pcall_state(p->pcall, &v);
-    if (!complete && !g_final)
+    if (!complete && !g_plugin_final)
         return 0;
     if (p->recorded) {
         cp_rec_nccl_op n = {.h = {CP_REC_NCCL_OP, sizeof n}, .comm_index = p->comm_index,
@@ -347,6 +351,15 @@ static void poll_once(cp_trace_writer *w)
     atomic_store_explicit(&g_want, g_n > 0, memory_order_relaxed);
 }
 
+/* Whether anything pending is worth a short wait: events' pairs, and at the end plugin calls. */
+static int waiting(int plugin_too)
+{
+    for (size_t i = 0; i < g_n; i++)
+        if (!g_q[i].pcall || plugin_too)
+            return 1;
+    return 0;
+}
+
 void cp_gpu_poll(cp_trace_writer *w, int final)
 {
     int st = atomic_load_explicit(&cp_gpu_state, memory_order_relaxed);
@@ -355,13 +368,19 @@ void cp_gpu_poll(cp_trace_writer *w, int final)
         atomic_store_explicit(&g_want, 0, memory_order_relaxed);
         return;
     }
-    g_final = final;
+    g_final = final != CP_POLL_TICK;
+    g_plugin_final = 0;
     poll_once(w);
     /* At exit the job has usually synchronized already; what is still in flight gets a
-     * short grace, polled, never a synchronize. */
+     * short grace, polled, never a synchronize (at a flush, only the events' pairs: the
+     * plugin's calls of other comms may run on for long). */
     uint64_t until = cp_mono_ns() + CP_FINAL_WAIT_NS;
-    while (final && g_n > 0 && cp_mono_ns() < until) {
+    while (final != CP_POLL_TICK && waiting(final == CP_POLL_END) && cp_mono_ns() < until) {
         nanosleep(&(struct timespec){0, 1000000}, NULL);
+        poll_once(w);
+    }
+    if (final == CP_POLL_END) {
+        g_plugin_final = 1;
         poll_once(w);
     }
 }

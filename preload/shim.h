@@ -512,7 +512,10 @@ typedef struct cp_pending_slot {
 typedef struct cp_trace_writer cp_trace_writer;
 void cp_gpu_pending_add(const cp_pending_slot *slot);
 /* Polls every pending pair in order without blocking, writes DONE for the completed.
- * `final`: the process is ending: waits up to a short bound for what is still in flight. */
+ * `final`: CP_POLL_END, the process is ending: waits up to a short bound for what is still
+ * in flight, then writes the rest untimed; CP_POLL_FLUSH (exec, a comm's end): converts what
+ * completed and waits briefly for the events' pairs only. */
+enum { CP_POLL_TICK = 0, CP_POLL_END = 1, CP_POLL_FLUSH = 2 };
 void cp_gpu_poll(cp_trace_writer *w, int final);
 int cp_gpu_poll_wanted(void);
 /* Pairs still waiting for their DONE (token holder): what a fatal signal's flush loses. */

@@ -208,7 +208,7 @@ static void *writer_main(void *arg)
         }
         if (wanted || flush_due || gpu)
             drain(0);
-        cp_gpu_poll(g_w, 0);
+        cp_gpu_poll(g_w, CP_POLL_TICK);
         cp_live_tick(g_w);
         if (flush_due) {
             if (cp_trace_writer_flush(g_w) != 0)
@@ -288,7 +288,7 @@ void cp_writer_stop(int end_signal)
     if (!g_w)
         return;
     drain(0);
-    cp_gpu_poll(g_w, 1);
+    cp_gpu_poll(g_w, CP_POLL_END);
     append_end(end_signal);
     if (cp_trace_writer_close(g_w) != 0)
         warn_write_failed();
@@ -375,7 +375,7 @@ void cp_writer_flush_now(void)
         drain(0);
         /* before an exec or a communicator's end: the context may be gone next, so every
          * completed pair is converted now, with the reference there is */
-        cp_gpu_poll(g_w, 1);
+        cp_gpu_poll(g_w, CP_POLL_FLUSH);
         if (cp_trace_writer_flush(g_w) != 0)
             warn_write_failed();
     }

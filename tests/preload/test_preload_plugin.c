@@ -86,12 +86,20 @@ static void check_plugin_timed(const trace_seen *t)
         if (t->calls[i].op != CP_OP_ALLREDUCE)
             continue;
         ar++;
+        if (!(t->calls[i].flags & CP_CALL_TIMED))
+            fprintf(stderr, "untimed: seq %llu flags %#x result %d; %zu DONE, %zu NCCL_OP\n%s",
+                    (unsigned long long)t->calls[i].seq, t->calls[i].flags,
+                    t->calls[i].result, t->ndones, t->nnccl_ops, g_res.err);
         assert_true(t->calls[i].flags & CP_CALL_TIMED);
         assert_int_equal(t->calls[i].reserved, 0); /* the ring's use of it never reaches disk */
     }
     assert_int_equal(t->nnccl_ops, CALLS);
     for (size_t i = 0; i < t->ndones; i++) {
         const cp_rec_done *d = &t->dones[i];
+        if (d->timing != CP_TIMING_PLUGIN)
+            fprintf(stderr, "DONE seq %llu timing %u start %llu end %llu\n",
+                    (unsigned long long)d->seq, d->timing,
+                    (unsigned long long)d->gpu_start_ns, (unsigned long long)d->gpu_end_ns);
         assert_int_equal(d->timing, CP_TIMING_PLUGIN);
         assert_true(d->gpu_end_ns >= d->gpu_start_ns);
         assert_true(d->gpu_start_ns >= t->header.mono_anchor_ns);
