@@ -1,6 +1,8 @@
 /* lifecycle: the shim's life inside the job's process.
  *
- *   load        nothing: no thread, no file, no signal handler, no settings read
+ *   load        no thread, no file, no signal handler, no settings read; one environment
+ *               variable set: NCCL_PROFILER_PLUGIN, so that NCCL opens the shim as its
+ *               profiler plugin (profiler_plugin.c says when and why)
  *   first call  settings read once (COLLPROF_ENABLE=0 makes every wrapper a pure forward)
  *   first record  the trace directory and file, the writer thread, atexit, signal handlers,
  *               fork handlers; any failure: one WARN, tracing off, the job runs on

@@ -15,9 +15,10 @@
  *   identity.c      who this process is: launcher env, host, job id, file name
  *   lifecycle.c     settings (once), start at the first recorded call, exit, signals, fork
  *   cuda_driver.c   the job's CUDA driver, found at run time (never a DT_NEEDED)
- *   gpu_timing.c    the hot path's GPU timing: events around calls and groups, sampling
+ *   profiler_plugin.c  the shim as NCCL's profiler plugin: GPU times without events
+ *   gpu_timing.c    the hot path's GPU timing: which calls get events, events around them
  *   event_pool.c    per-context pools of event pairs, lock-free, bounded
- *   gpu_poll.c      the writer's side: in-order polling, reference events, DONE records
+ *   gpu_poll.c      the writer's side: polling, reference events, DONE and NCCL_OP records
  *   sites.c         call sites: return address -> index (one probe), stacks captured once
  *   site_symbols.c  the writer's side: symbolizing a new site's stack into a SITE record
  *   unwind.c        stacks and names: libunwind opened at run time when present, else glibc
