@@ -180,13 +180,22 @@ def cmd_trace(a):
     timed = [c for c in calls if "timed" in c["flags"]]
     untimed_done = [c for c in timed
                     if (c["rank"], c["comm"], c["op"], c["seq"], c.get("peer")) not in done]
-    if a.timing == "events":
-        if calls and not timed:
-            fail("COLLPROF_GPU_TIMING=events, yet none of %d calls is timed" % len(calls))
+    sources = collections.Counter(r.get("timing") for r in dump if r["kind"] == "DONE")
+    if a.timing in ("events", "auto", "plugin"):
+        # events: every call; auto: NCCL's plugin on comms of 2+ ranks, events (the comm's
+        # first calls, then under COLLPROF_OVERHEAD) elsewhere; plugin: comms of 2+ ranks only
+        # (a one-GPU job's comm has one rank: NCCL makes no kernel, so nothing is timed)
+        if a.timing == "events" and calls and len(timed) != len(calls):
+            fail("COLLPROF_GPU_TIMING=events, yet %d of %d calls are not timed"
+                 % (len(calls) - len(timed), len(calls)))
+        if a.timing == "auto" and calls and not timed:
+            fail("COLLPROF_GPU_TIMING=auto, yet none of %d calls is timed" % len(calls))
         if untimed_done:
             c = untimed_done[0]
             fail("%d of %d timed calls have no GPU times (first: rank %d %s seq %d)"
                  % (len(untimed_done), len(timed), c["rank"], c["op"], c["seq"]))
+        if a.timing == "events" and set(sources) - {"events"}:
+            fail("COLLPROF_GPU_TIMING=events, yet DONE timings %s" % dict(sources))
     elif timed:
         fail("COLLPROF_GPU_TIMING=off, yet %d calls are timed" % len(timed))
 
@@ -341,7 +350,7 @@ def main():
     p.add_argument("--logs", required=True)
     p.add_argument("--ranks", type=int, required=True)
     p.add_argument("--named", action="store_true", help="files are rankNNNNN-*, not norank")
-    p.add_argument("--timing", choices=("events", "off"), default="events")
+    p.add_argument("--timing", choices=("events", "off", "auto", "plugin"), default="events")
     p.add_argument("--sim-counts", help="collprof-sim's stdout: its count lines")
     p.add_argument("--ddp-expect", help="ddp_train.py's stdout: its expect line")
     p.add_argument("--min-calls", help="OP:COUNT:N: at least N calls of OP with COUNT")

@@ -451,7 +451,7 @@ step_nccltests() {
   # Interleaved, so that a GPU clock or a neighbour's load changing during the run weighs on
   # every mode alike.
   for i in 1 2 3; do
-    for mode in none events off; do
+    for mode in none events off plugin auto; do
       base=$d/$mode-$i
       local pre=()
       [ "$mode" = none ] || pre=(env "LD_PRELOAD=$(preload_value)" "COLLPROF_GPU_TIMING=$mode" "COLLPROF_DIR=$base.trace")
@@ -475,7 +475,7 @@ step_nccltests() {
       fi
     done
   done
-  for mode in none events off; do
+  for mode in none events off plugin auto; do
     [ -n "${OOP[$mode]:-}" ] || continue
     # shellcheck disable=SC2086 # the lists are numbers, split on purpose
     oop=$("$PYTHON" "$HERE/gpu_check.py" median ${OOP[$mode]})
