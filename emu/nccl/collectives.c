@@ -136,7 +136,14 @@ static ncclResult_t task_append(cpn_op *op)
         if (r != ncclSuccess)
             return r;
     }
-    return cpn_group_add_op(op);
+    if (CPN_PROF_ON())
+        cpn_prof_task_append(op);
+    ncclResult_t r = cpn_group_add_op(op);
+    if (r != ncclSuccess) {
+        cpn_prof_op_free(op->prof);
+        op->prof = NULL;
+    }
+    return r;
 }
 
 static ncclResult_t enqueue_check(cpn_op *op)
@@ -152,6 +159,8 @@ static ncclResult_t enqueue_check(cpn_op *op)
         cpn_group_error(ncclInvalidUsage);
         return ncclInvalidUsage;
     }
+    if (CPN_PROF_ON())
+        cpn_prof_enqueue_enter();
     cpn_group_start();
     r = cpn_comm_ensure_ready(comm);
     if (r == ncclSuccess)

@@ -215,6 +215,7 @@ void cpn_core_release(cpn_core *core)
 
 void cpn_comm_free(ncclComm_t comm)
 {
+    cpn_prof_comm_fini(comm);   /* commFree's ncclProfilerPluginFinalize */
     registry_remove(comm);
     comm->magic = 0;
     for (cpn_reg *r = comm->regs, *n; r; r = n) {

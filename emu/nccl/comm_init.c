@@ -330,6 +330,8 @@ ncclResult_t cpn_init_run(cpn_init_job *job)
     }
     core_setup(comm, mine.host);
     cpn_log_transports(comm);
+    /* init.cc: the profiler's context is made before the proxy thread, in initTransportsRank */
+    cpn_prof_comm_init(comm);
     atomic_store(&comm->init_state, ncclSuccess);
     if (comm->blocking)
         atomic_store(&comm->async_state, ncclSuccess);

@@ -253,6 +253,26 @@ void cpn_warn_at(const char *file, int line, const char *fmt, ...)
     pthread_mutex_unlock(&log_lock);
 }
 
+void cpn_log_v(int level, unsigned long flags, const char *file, int line, const char *fmt,
+               va_list ap)
+{
+    if (level < CPN_LOG_VERSION || level > CPN_LOG_TRACE)
+        return;   /* a plugin's bad level: nothing to print */
+    pthread_mutex_lock(&log_lock);
+    if (log_level < 0)
+        log_init_locked();
+    if (level == CPN_LOG_WARN) {
+        va_list aq;
+        va_copy(aq, ap);
+        vsnprintf(last_error, sizeof last_error, fmt, aq);
+        va_end(aq);
+    }
+    int subsys_ok = level == CPN_LOG_WARN || level == CPN_LOG_VERSION || (flags & log_mask);
+    if (log_level >= level && subsys_ok)
+        emit_locked(level, -1, file, line, fmt, ap);
+    pthread_mutex_unlock(&log_lock);
+}
+
 const char *cpn_last_error(void)
 {
     /* NCCL hands out its buffer itself; a concurrent WARN may rewrite it, as in NCCL */

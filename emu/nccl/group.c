@@ -32,6 +32,11 @@ typedef struct group_state {
 
 static _Thread_local group_state G = {0, ncclSuccess, -1, {NULL, NULL, NULL, 0, 0}, NULL, NULL};
 
+int cpn_group_depth(void)
+{
+    return G.depth;
+}
+
 ncclResult_t cpn_group_start(void)
 {
     G.depth++;
@@ -125,6 +130,7 @@ static void free_job_lists(group_job *j)
 {
     for (cpn_op *o = j->ops, *n; o; o = n) {
         n = o->next;
+        cpn_prof_op_free(o->prof);   /* the group's list owns the tasks; issue copied them */
         free(o);
     }
     for (cpn_init_job *i = j->inits, *n; i; i = n) {
@@ -254,7 +260,21 @@ static double simulate(group_job *j, double *us)
     return any;
 }
 
+static ncclResult_t group_end(ncclSimInfo_t *sim);
+
+/* ncclGroupEndInternal: the profiler's group API state first, the GroupApi event's stop at
+ * every exit (group.cc). */
 ncclResult_t cpn_group_end(ncclSimInfo_t *sim)
+{
+    if (CPN_PROF_ON() && G.depth > 0)
+        cpn_prof_group_end_enter();
+    ncclResult_t r = group_end(sim);
+    if (CPN_PROF_ON())
+        cpn_prof_group_end_exit();
+    return r;
+}
+
+static ncclResult_t group_end(ncclSimInfo_t *sim)
 {
     if (G.depth == 0) {
         cpn_warn("ncclGroupEnd: not in a group call.");

@@ -40,6 +40,7 @@ typedef struct cpn_item {
     double delay_ms;
     int ncoll, np2p;
     cpn_op *ops;                 /* ncoll collectives then np2p sends/receives */
+    cpn_prof_plan *prof;         /* the profiler's view of the unit, NULL without one */
 } cpn_item;
 
 static void join_unref(cpn_join *j)
@@ -99,6 +100,7 @@ static void item_unref(cpn_item *it)
         return;
     cpn_core *core = it->core;
     join_unref(it->join);
+    cpn_prof_plan_release(it->prof);
     free(it->ops);
     free(it);
     if (atomic_fetch_sub(&core->inflight, 1) == 1)
@@ -168,14 +170,26 @@ static uint64_t item_run(void *arg, uint64_t start_ns)
         w = CPN_WAIT_ABORTED;
         goto out;
     }
-    for (int i = 0; i < it->ncoll && w == CPN_WAIT_OK; i++)
+    /* the profiler's kernel channels: each op's channels begin at its model start and end
+     * at its model end, or when it gave up (the kernel's abort path still stamps its end) */
+    for (int i = 0; i < it->ncoll && w == CPN_WAIT_OK; i++) {
+        if (it->prof)
+            cpn_prof_kernel_begin(it->prof, i, t);
         w = fail_item(core, cpn_exec_coll(core, &it->ops[i], &t));
+        if (it->prof)
+            cpn_prof_kernel_end(it->prof, i, w == CPN_WAIT_OK ? t : cpn_now_ns());
+    }
     if (w == CPN_WAIT_OK && it->np2p) {
         cpn_op **p = malloc((size_t)it->np2p * sizeof *p);
         if (p) {
-            for (int i = 0; i < it->np2p; i++)
+            for (int i = 0; i < it->np2p; i++) {
                 p[i] = &it->ops[it->ncoll + i];
+                if (it->prof)
+                    cpn_prof_kernel_begin(it->prof, it->ncoll + i, t);
+            }
             w = fail_item(core, cpn_exec_p2p(core, p, it->np2p, &t));
+            for (int i = 0; it->prof && i < it->np2p; i++)
+                cpn_prof_kernel_end(it->prof, it->ncoll + i, w == CPN_WAIT_OK ? t : cpn_now_ns());
             free(p);
         }
     }
@@ -311,6 +325,13 @@ ncclResult_t cpn_issue_comm_ops(ncclComm_t comm, cpn_op *ops)
     }
     it->ncoll = ncoll;
     it->np2p = np2p;
+    /* the profiler's plan, from the ops in unit order; the tasks were copied, the ops'
+     * pointers to them belong to the group */
+    cpn_prof_plan *prof = NULL;
+    if (CPN_PROF_ON())
+        prof = it->prof = cpn_prof_plan_new(comm, it->ops, ncoll + np2p);
+    for (int i = 0; i < ncoll + np2p; i++)
+        it->ops[i].prof = NULL;
     it->delay_ms = cpemu_fault_delay_ms(&core->topo, core->fault_rank);
     it->ticket = (uint32_t)comm->issue_ticket++;
 
@@ -329,6 +350,8 @@ ncclResult_t cpn_issue_comm_ops(ncclComm_t comm, cpn_op *ops)
             else if (it->delay_ms > 0)
                 cpemu_stream_delay(streams[i], (uint64_t)(it->delay_ms * 1e6));
         }
+        if (prof)
+            cpn_prof_launch_start(prof, streams[0]);
         res = enqueue(it, streams[0]);
         for (int i = 1; i < nstreams; i++) {
             cpn_item *j = item_new(comm, join, 0);
@@ -341,8 +364,12 @@ ncclResult_t cpn_issue_comm_ops(ncclComm_t comm, cpn_op *ops)
             if (res == ncclSuccess)
                 res = r2;
         }
+        /* ncclLaunchKernel's KernelLaunch stop, then hostStreamPlanTask's events */
+        if (prof)
+            cpn_prof_launch_stop(prof);
         cpn_pop_device();
     }
+    cpn_prof_plan_release(prof);   /* the issuer's reference */
     join_unref(join);
     return res;
 }

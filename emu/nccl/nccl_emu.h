@@ -12,6 +12,7 @@
 #define COLLPROF_EMU_NCCL_EMU_H
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -106,6 +107,9 @@ void cpn_warn_at(const char *file, int line, const char *fmt, ...)
 void cpn_log_version_once(int myrank);
 const char *cpn_last_error(void);
 void cpn_log_reset(void);   /* ncclResetDebugInit */
+/* ncclDebugLog's form, for a plugin's logger: a line at any level (WARN remembered). */
+void cpn_log_v(int level, unsigned long flags, const char *file, int line, const char *fmt,
+               va_list ap);
 
 /* ---- the emulated machine as this library sees it (netinfo.c) ---- */
 
@@ -205,6 +209,12 @@ void cpn_core_wake(_Atomic uint32_t *waiters, _Atomic uint32_t *w);
 /* ---- communicators (comm.c, comm_init.c, comm_child.c) ---- */
 
 #define CPN_COMM_MAGIC 0x0ccc1cafe0c0ffeeull
+
+/* The profiler plugin's objects (profiler.c): a communicator's plugin context, an op's
+ * tasks as its API events saw them, a unit's launch and kernel-channel state. */
+typedef struct cpn_prof_comm cpn_prof_comm;
+typedef struct cpn_prof_op cpn_prof_op;
+typedef struct cpn_prof_plan cpn_prof_plan;
 #define CPN_MAX_USER_OPS 256
 
 typedef struct cpn_user_op {
@@ -266,6 +276,9 @@ struct ncclComm {
     uint64_t coll_issued;         /* collectives issued: the SEQ of COLLPROF_EMU_HANG */
     uint64_t op_count;            /* calls, for the COLL log line's opCount */
     _Atomic uint32_t group_jobs;  /* non-blocking group or finalize threads in flight */
+    int nnodes;                   /* hosts of the comm, channels of its ring and whether */
+    int nchannels, nvlink_ring;   /* every hop is NVLink (cpn_log_transports) */
+    cpn_prof_comm *prof;          /* the profiler plugin's context, NULL: no events */
     cpn_core *core;
     CUcontext ctx;                /* the device's primary context, retained */
     cpn_user_op user_ops[CPN_MAX_USER_OPS];
@@ -333,6 +346,7 @@ typedef struct cpn_op {
     int root;                 /* root, or the peer of Send/Recv */
     CUstream stream;
     ncclComm_t comm;
+    cpn_prof_op *prof;        /* the profiler's tasks (NULL without a plugin); group.c frees */
     struct cpn_op *next;
 } cpn_op;
 
@@ -344,6 +358,7 @@ void cpn_group_error(ncclResult_t res);        /* ncclGroupErrCheck */
 ncclResult_t cpn_group_add_op(const cpn_op *op);
 ncclResult_t cpn_group_add_init(cpn_init_job *job);
 ncclResult_t cpn_group_note_comm(ncclComm_t comm);   /* blocking mode consistency */
+int cpn_group_depth(void);                           /* NCCL's ncclGroupDepth */
 
 /* Issues every op of one communicator as one unit of work on its stream(s). */
 ncclResult_t cpn_issue_comm_ops(ncclComm_t comm, cpn_op *ops);
@@ -362,5 +377,37 @@ int cpn_exec_p2p(cpn_core *core, cpn_op **ops, int nops, uint64_t *t);
 void cpn_exec_local(const cpn_op *op, uint64_t scalar_bits);
 /* The PreMulSum scalar's bytes, read now for a device-resident one. */
 uint64_t cpn_scalar_for(const cpn_redop *op, int dtype);
+
+/* ---- the profiler plugin (profiler.c; emu/nccl/README.md, "Profiler plugin") ---- */
+
+/* Non-NULL while a plugin is loaded: with none, each hook costs this one branch. */
+extern _Atomic(void *) cpn_prof_plugin;
+#define CPN_PROF_ON() \
+    __builtin_expect(atomic_load_explicit(&cpn_prof_plugin, memory_order_relaxed) != NULL, 0)
+#define CPN_PROF_MAX_CH 32
+
+/* init.cc's ncclProfilerPluginInit (the plugin loaded at the first, refcounted) at the end
+ * of a successful init, and ncclProfilerPluginFinalize in the comm's free. */
+void cpn_prof_comm_init(ncclComm_t comm);
+void cpn_prof_comm_fini(ncclComm_t comm);
+/* The calling thread's API events: ncclEnqueueCheck's group depth bump, taskAppend's
+ * GroupApi/CollApi/P2pApi events (op->prof gets the op's tasks), GroupEnd's state and
+ * the GroupApi stop at its end. */
+void cpn_prof_enqueue_enter(void);
+void cpn_prof_task_append(cpn_op *op);
+void cpn_prof_op_free(cpn_prof_op *po);
+void cpn_prof_group_end_enter(void);
+void cpn_prof_group_end_exit(void);
+/* A unit's launch (issue.c): the plan of its tasks (NULL: nothing to report; holds a
+ * reference for the issuer and one for the item), KernelLaunch around the enqueue, then
+ * hostStreamPlanTask's Group and task events. */
+cpn_prof_plan *cpn_prof_plan_new(ncclComm_t comm, cpn_op *ops, int nops);
+void cpn_prof_launch_start(cpn_prof_plan *p, CUstream stream);
+void cpn_prof_launch_stop(cpn_prof_plan *p);
+void cpn_prof_plan_release(cpn_prof_plan *p);
+/* On the stream worker: unit op `op` began / ended at this model time (CLOCK_MONOTONIC
+ * ns); the proxy thread delivers its KernelCh events once that time has passed. */
+void cpn_prof_kernel_begin(cpn_prof_plan *p, int op, uint64_t start_ns);
+void cpn_prof_kernel_end(cpn_prof_plan *p, int op, uint64_t end_ns);
 
 #endif

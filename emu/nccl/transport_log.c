@@ -159,15 +159,21 @@ void cpn_log_transports(ncclComm_t comm)
     cpn_info(CPN_INIT, comm->dev,
              "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d",
              (void *)comm, me, n, nodes, local, local_rank, 0);
+    comm->nnodes = nodes;
+    comm->nchannels = 1;
+    comm->nvlink_ring = 0;
     if (n < 2)
         return;
     /* the ring runs in rank order; its slowest kind of hop sets the channel count */
-    int nch = 16, gdr = !ni.use_socket;
+    int nch = 16, gdr = !ni.use_socket, nvlink = 1;
     for (int r = 0; r < n; r++) {
         hop h = hop_between(comm, &ni, r, (r + 1) % n);
         if (h.channels < nch)
             nch = h.channels;
+        nvlink &= h.kind == HOP_P2P && h.nvlink;
     }
+    comm->nchannels = nch;
+    comm->nvlink_ring = nvlink;   /* the profiler's tuner model (profiler.c) */
     if (me == 0) {
         char line[128];
         for (int c = 0; c < nch; c++) {
