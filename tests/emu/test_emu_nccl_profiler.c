@@ -490,6 +490,70 @@ static void delayed_rank_starts_its_kernel_late(void **state)
     unlink(log_path);
 }
 
+/* Captured work: API events with graphCaptured = 1, no task or kernel events (NCCL's come at
+ * each graph launch, which the emulation never makes), and no seqNumber used up. A hung rank
+ * (COLLPROF_EMU_HANG, released by ncclCommAbort) gets no KernelCh start for that op. */
+static int captured_then_hung(int rank, int nranks, const ncclUniqueId *id, void *arg)
+{
+    (void)arg;
+    CUstream s;
+    if (tn_device(rank, &s))
+        return 1;
+    ncclComm_t comm;
+    TN_NCCL(ncclCommInitRank(&comm, nranks, *id, rank));
+    say_caller(rank);
+    static float a[4096], b[4096];
+    CUgraph g;
+    TN_CU(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    TN_NCCL(ncclAllReduce(a, b, 100, ncclFloat32, ncclSum, comm, s));
+    TN_CU(cuStreamEndCapture(s, &g));
+    TN_NCCL(ncclAllReduce(a, b, 100, ncclFloat32, ncclSum, comm, s));
+    TN_CU(cuStreamSynchronize(s));
+    /* the third AllReduce issued (the captured one counts) hangs on rank 1 */
+    TN_NCCL(ncclAllReduce(a, b, 100, ncclFloat32, ncclSum, comm, s));
+    tn_sleep_ms(300);
+    TN_NCCL(ncclCommAbort(comm));
+    return 0;
+}
+
+static void captured_and_hung_ops_get_no_kernel_events(void **state)
+{
+    (void)state;
+    assert_int_equal(run("libnccl-profiler-probe.so", "COLLPROF_EMU_HANG=1:2", 2,
+                         captured_then_hung), 0);
+    evlog L = read_log(log_path);
+    int pids[4];
+    assert_int_equal(pids_of(&L, pids, 4), 2);
+    for (int p = 0; p < 2; p++) {
+        int pid = pids[p], rank = -1, captured = 0, api = 0;
+        for (int i = 0; i < L.n; i++) {
+            const ev *e = &L.e[i];
+            if (e->pid != pid)
+                continue;
+            if (!strcmp(e->kind, "init"))
+                rank = e->rank;
+            if (!strcmp(e->kind, "start") && e->type == ncclProfileCollApi) {
+                api++;
+                captured += e->captured;
+                assert_int_equal(e->captured, api == 1);
+            }
+            if (!strcmp(e->kind, "start") && e->type == ncclProfileColl)
+                assert_true(e->seq < 2);   /* the captured one used none */
+        }
+        assert_int_equal(api, 3);
+        assert_int_equal(captured, 1);
+        assert_int_equal(count(&L, pid, "start", ncclProfileColl), 2);
+        /* rank 1 never began its hung AllReduce: one op's channels only; rank 0 began both
+         * (the second gave up at the abort) */
+        int kch = count(&L, pid, "start", ncclProfileKernelCh);
+        int coll_ch = 1;   /* 400 bytes: one channel */
+        assert_int_equal(kch, rank == 1 ? coll_ch : 2 * coll_ch);
+        assert_int_equal(count(&L, pid, "fini", -1), 1);
+    }
+    free(L.e);
+    unlink(log_path);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -511,6 +575,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(plugin_names_follow_nccl_rules),
         cmocka_unit_test(one_rank_comm_gets_no_task_events),
         cmocka_unit_test(delayed_rank_starts_its_kernel_late),
+        cmocka_unit_test(captured_and_hung_ops_get_no_kernel_events),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
