@@ -97,12 +97,12 @@ static void record_op(uint8_t op, cp_comm *comm, size_t count, ncclDataType_t dt
             pcall = gm->pindex + 1;
         else
             cp_gpu_discard_plugin(gm);
-        if (pcall) {
+        if (pcall)
             gm->flags |= CP_CALL_TIMED;
-            uint8_t cover = gm->pflags & CP_PCALL_V4 ? CP_PLUGIN_UNGROUPED : CP_PLUGIN_ALL;
-            if (comm && atomic_load_explicit(&comm->plugin_cover, memory_order_relaxed) != cover)
-                atomic_store_explicit(&comm->plugin_cover, cover, memory_order_relaxed);
-        }
+        /* NCCL reports on this comm: its next calls need no events */
+        uint8_t cover = gm->pflags & CP_PCALL_V4 ? CP_PLUGIN_UNGROUPED : CP_PLUGIN_ALL;
+        if (comm && atomic_load_explicit(&comm->plugin_cover, memory_order_relaxed) != cover)
+            atomic_store_explicit(&comm->plugin_cover, cover, memory_order_relaxed);
     }
     cp_call_info ci = {
         .op = op,
