@@ -298,6 +298,7 @@ static int print_nccl_op(void *ctx, const cp_rec_nccl_op *rec)
     if (rec->nwarps)
         dump_line_u64(l, "warps", rec->nwarps);
     dump_line_u64(l, "kernel_channels", rec->kernel_channels);
+    dump_line_u64(l, "kernel_started", rec->kernel_started);
     return end(d);
 }
 

@@ -202,7 +202,9 @@ typedef struct cp_rec_nccl_op {
     uint8_t nchannels;    /* channels NCCL ran it on */
     uint8_t nwarps;       /* warps per channel, 0 unknown */
     uint8_t kernel_channels; /* channels whose kernel start and stop NCCL reported */
-    uint8_t reserved[6];  /* must be zero */
+    uint8_t kernel_started;  /* channels whose start NCCL reported: 0 with no DONE, the GPU
+                              * never began the operation (a hang's rank that never joined) */
+    uint8_t reserved[5];  /* must be zero */
 } cp_rec_nccl_op;
 
 enum cp_comm_origin {

@@ -227,8 +227,9 @@ void cp_gpu_plugin_add(const cp_rec_call *rec, uint32_t pcall_index)
     cp_gpu_pending_add(&s);
 }
 
-/* A call NCCL's plugin describes: NCCL_OP and DONE once every channel stopped (or at the
- * process's end, with what came). */
+/* A call NCCL's plugin describes: NCCL_OP and DONE once every channel stopped. At the
+ * process's end a call still in flight gets its NCCL_OP (what NCCL said of it) but no DONE,
+ * as an events pair in flight gets none: its CALL on disk says it never finished. */
 static int finish_plugin(cp_trace_writer *w, const cp_pending_slot *p)
 {
     cp_pcall_view v;
@@ -241,21 +242,26 @@ static int finish_plugin(cp_trace_writer *w, const cp_pending_slot *p)
                             .op = p->op, .algo = v.algo, .proto = v.proto,
                             .nchannels = v.nchannels, .nwarps = v.nwarps,
                             .kernel_channels = (uint8_t)(v.ch_stopped > 255 ? 255
-                                                                            : v.ch_stopped)};
+                                                                            : v.ch_stopped),
+                            .kernel_started = (uint8_t)(v.ch_started > 255 ? 255
+                                                                           : v.ch_started)};
         cp_trace_writer_append(w, &n);
-        cp_rec_done d = {.h = {CP_REC_DONE, sizeof d}, .comm_index = p->comm_index,
-                         .seq = p->seq, .peer = p->peer, .op = p->op,
-                         .timing = CP_TIMING_NONE};
-        uint64_t a, b;
-        if (complete && v.ch_stopped > 0 && v.gt_start != UINT64_MAX && v.gt_end >= v.gt_start &&
-            cp_plugin_clock(p->pcall, v.gt_start, &a) == 0 &&
-            cp_plugin_clock(p->pcall, v.gt_end, &b) == 0) {
-            d.gpu_start_ns = a;
-            d.gpu_end_ns = b;
-            d.timing = CP_TIMING_PLUGIN;
+        if (complete) {
+            cp_rec_done d = {.h = {CP_REC_DONE, sizeof d}, .comm_index = p->comm_index,
+                             .seq = p->seq, .peer = p->peer, .op = p->op,
+                             .timing = CP_TIMING_NONE};
+            uint64_t a, b;
+            /* no channel (a task NCCL ran on none) or no clock yet: done, untimed */
+            if (v.ch_stopped > 0 && v.gt_start != UINT64_MAX && v.gt_end >= v.gt_start &&
+                cp_plugin_clock(p->pcall, v.gt_start, &a) == 0 &&
+                cp_plugin_clock(p->pcall, v.gt_end, &b) == 0) {
+                d.gpu_start_ns = a;
+                d.gpu_end_ns = b;
+                d.timing = CP_TIMING_PLUGIN;
+            }
+            cp_trace_writer_append(w, &d);
+            cp_live_done(&d);
         }
-        cp_trace_writer_append(w, &d);
-        cp_live_done(&d);
     }
     if (complete)
         retire(p->pcall);

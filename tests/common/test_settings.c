@@ -59,7 +59,9 @@ static void defaults_match_the_contract(void **state)
     cp_settings_defaults(&s);
     assert_string_equal(s.dir, "");
     assert_int_equal(s.enable, 1);
-    assert_int_equal(s.gpu_timing, CP_GPU_TIMING_EVENTS);
+    /* the contract's default was events; issue 16 made it auto (docs/ARCHITECTURE.md) */
+    assert_int_equal(s.gpu_timing, CP_GPU_TIMING_AUTO);
+    assert_true(s.overhead_pct == 0.5);
     assert_int_equal(s.stack_depth, 8);
     assert_int_equal(s.live, 1);
     assert_true(s.hang_s == 60.0);
@@ -74,7 +76,8 @@ static void good_values_are_taken(void **state)
     const char *env[] = {"COLLPROF_DIR=/tmp/x y", "COLLPROF_ENABLE=0",
                          "COLLPROF_GPU_TIMING=sample:16", "COLLPROF_STACK=0",
                          "COLLPROF_LIVE=off", "COLLPROF_HANG_S=2.5", "COLLPROF_FLUSH_MS=1",
-                         "COLLPROF_BUFFER_MB=4096", "COLLPROF_DEBUG=trace", NULL};
+                         "COLLPROF_BUFFER_MB=4096", "COLLPROF_DEBUG=trace", "COLLPROF_OVERHEAD=2.5%",
+                         NULL};
     cp_settings s;
     char err[4096];
     assert_int_equal(load_capturing(&s, env, err, sizeof err), 0);
@@ -83,6 +86,7 @@ static void good_values_are_taken(void **state)
     assert_int_equal(s.enable, 0);
     assert_int_equal(s.gpu_timing, CP_GPU_TIMING_SAMPLE);
     assert_int_equal(s.gpu_timing_sample_n, 16);
+    assert_true(s.overhead_pct == 2.5);
     assert_int_equal(s.stack_depth, 0);
     assert_int_equal(s.live, 0);
     assert_true(s.hang_s == 2.5);
@@ -99,8 +103,12 @@ static void each_bad_value_warns_once_and_keeps_the_default(void **state)
         const char *expect; /* in the warning */
     } cases[] = {
         {"COLLPROF_ENABLE=maybe", "COLLPROF_ENABLE='maybe' is not 0 or 1; using 1"},
-        {"COLLPROF_GPU_TIMING=sample:0", "COLLPROF_GPU_TIMING='sample:0' is not events, cupti, off"},
-        {"COLLPROF_GPU_TIMING=gpu", "using events"},
+        {"COLLPROF_GPU_TIMING=sample:0",
+         "COLLPROF_GPU_TIMING='sample:0' is not auto, plugin, events, cupti, off"},
+        {"COLLPROF_GPU_TIMING=gpu", "using auto"},
+        {"COLLPROF_OVERHEAD=0", "COLLPROF_OVERHEAD='0' is not a percentage above 0"},
+        {"COLLPROF_OVERHEAD=101", "using 0.5"},
+        {"COLLPROF_OVERHEAD=1%x", "using 0.5"},
         {"COLLPROF_STACK=65", "COLLPROF_STACK='65' is not an integer from 0 to 64; using 8"},
         {"COLLPROF_STACK=8x", "COLLPROF_STACK='8x'"},
         {"COLLPROF_HANG_S=-1", "COLLPROF_HANG_S='-1'"},
