@@ -30,11 +30,12 @@ typedef uint64_t (*cpemu_work_fn)(void *arg, uint64_t start_ns);
 CUresult cpemu_stream_enqueue(CUstream s, cpemu_work_fn fn, void *arg, void (*free_fn)(void *));
 
 /* COLLPROF_EMU_DELAY: the stream spends ns more right before the work about to be enqueued,
- * as a kernel running late would. When the last item enqueued on the stream is an event
- * record (a profiler's start event), the delay goes before that record: the record's stamp
- * moves ns later, so the late start shows in the events around the collective. (With
- * sampled timing, a lone trailing record may be the previous operation's end event; it then
- * moves too.) Model time and wall time both. */
+ * as a kernel running late would: the work starts no earlier than ns after this call. When
+ * the last item enqueued on the stream is an event record (a profiler's start event), the
+ * delay goes before that record: the record's stamp moves to the hold's end, so the late
+ * start shows in the events around the collective. (With sampled timing, or a job's own
+ * event, the trailing record may be an older one; it then moves too, and the delay still
+ * counts from this call: an idle stream does not absorb it.) Model time and wall time both. */
 CUresult cpemu_stream_delay(CUstream s, uint64_t ns);
 
 /* COLLPROF_EMU_HANG: as cpemu_stream_delay, but the stream is held until *until becomes

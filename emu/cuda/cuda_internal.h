@@ -107,6 +107,8 @@ typedef struct cu_item {
     uint64_t gen;
     uint64_t stamp;          /* a record's model time, set when reached */
     uint64_t hold_ns;        /* ITEM_HOLD: how long the stream is held */
+    uint64_t hold_from;      /* ITEM_HOLD: when the hold was asked for: it ends no earlier
+                              * than hold_ns after this */
     const _Atomic uint32_t *until; /* ITEM_HOLD: held until this word is non-zero instead */
 } cu_item;
 

@@ -71,7 +71,10 @@ static void run_item(struct CUstream_st *s, cu_item *it)
     case ITEM_HOLD: {
         /* Enqueued as of the held record's own enqueue time, so it starts right where that
          * record stood; the record then completes where the hold ends. */
-        uint64_t end = start + it->hold_ns;
+        /* Late by hold_ns from the operation's issue, whenever the held record stood: a
+         * trailing record enqueued long before (a job's own event, not a profiler's start
+         * event) must not let an idle stream absorb the delay. */
+        uint64_t end = (start > it->hold_from ? start : it->hold_from) + it->hold_ns;
         if (it->until) {
             /* COLLPROF_EMU_HANG: a kernel that never starts; only an abort lets it go. */
             struct timespec ms = {0, 1000000};
@@ -379,6 +382,7 @@ static CUresult hold(CUstream h, uint64_t ns, const _Atomic uint32_t *until)
     if (!it)
         return CUDA_ERROR_OUT_OF_MEMORY;
     it->hold_ns = ns;
+    it->hold_from = it->enq_ns;
     it->until = until;
     pthread_mutex_lock(&s->mu);
     if (s->last_rec && (it->ev = cu_event_ref_live(s->last_rec)) != NULL) {

@@ -240,6 +240,30 @@ static void events_recorded_on_an_idle_stream_are_wall_time_apart(void **state)
     cuEventDestroy_v2(b);
 }
 
+/* COLLPROF_EMU_DELAY's hold makes the operation after it late by its length from the issue,
+ * even when the record trailing the stream is the job's own, from long before (the hold
+ * attaches to a trailing record, so that a profiler's start event shows the lateness): an
+ * idle stream once absorbed the whole delay, and a GPU straggler timed without a start event
+ * (NCCL's profiler plugin) looked on time. */
+static void a_delay_counts_from_the_issue_even_after_an_old_record(void **state)
+{
+    (void)state;
+    CUstream s;
+    assert_int_equal(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    CUevent old;
+    assert_int_equal(cuEventCreate(&old, 0), CUDA_SUCCESS);
+    assert_int_equal(cuEventRecord(old, s), CUDA_SUCCESS);
+    test_sleep_ms(20); /* the stream sits idle, the old record long complete */
+    work w = {.model_ms = 1};
+    uint64_t issue = test_now_ns();
+    assert_int_equal(cpemu_stream_delay(s, 10000000), CUDA_SUCCESS);
+    assert_int_equal(cpemu_stream_enqueue(s, work_fn, &w, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+    assert_true(w.start_ns >= issue + 10000000);
+    cuEventDestroy_v2(old);
+    cuStreamDestroy_v2(s);
+}
+
 static void event_flags_and_unrecorded_events(void **state)
 {
     (void)state;
@@ -451,6 +475,7 @@ int main(void)
         cmocka_unit_test(elapsed_time_is_the_models_when_the_cpu_is_slower),
         cmocka_unit_test(queued_items_start_when_the_previous_ends_in_model_time),
         cmocka_unit_test(events_recorded_on_an_idle_stream_are_wall_time_apart),
+        cmocka_unit_test(a_delay_counts_from_the_issue_even_after_an_old_record),
         cmocka_unit_test(event_flags_and_unrecorded_events),
         cmocka_unit_test(rerecording_resets_and_destroy_with_pending_record_is_safe),
         cmocka_unit_test(stream_waits_for_an_event_of_another_stream),
