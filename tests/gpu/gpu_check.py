@@ -350,7 +350,7 @@ def main():
     p.add_argument("--logs", required=True)
     p.add_argument("--ranks", type=int, required=True)
     p.add_argument("--named", action="store_true", help="files are rankNNNNN-*, not norank")
-    p.add_argument("--timing", choices=("events", "off", "auto", "plugin"), default="events")
+    p.add_argument("--timing", choices=("events", "off", "auto", "plugin"), default="auto")
     p.add_argument("--sim-counts", help="collprof-sim's stdout: its count lines")
     p.add_argument("--ddp-expect", help="ddp_train.py's stdout: its expect line")
     p.add_argument("--min-calls", help="OP:COUNT:N: at least N calls of OP with COUNT")
