@@ -179,8 +179,10 @@ static int g_final;
  * Not at a flush: NCCL goes on reporting the calls of the other comms. */
 static int g_plugin_final;
 
-/* Plugin calls given back only a while after their DONE: a chained plugin's late ProxyOp
- * start may still name their task event. */
+/* With a job's own plugin chained, calls are given back only a while after their DONE: its
+ * late ProxyOp start may still name their task event. Without one, at once: the grace held
+ * 100 ms of calls out of the pool, and a process making a million calls a second ran it dry
+ * (bench_shim: half its calls untimed). */
 #define CP_PCALL_GRACE_NS 100000000ull
 struct retired {
     cp_pcall *p;
@@ -263,8 +265,12 @@ static int finish_plugin(cp_trace_writer *w, const cp_pending_slot *p)
             cp_live_done(&d);
         }
     }
-    if (complete)
-        retire(p->pcall);
+    if (complete) {
+        if (cp_plugin_chained())
+            retire(p->pcall);
+        else
+            cp_pcall_free(p->pcall); /* no one else names its events any more */
+    }
     return 1;
 }
 

@@ -171,7 +171,18 @@ static inline int is_ev(const void *h)
  * plugin's handle that we returned as it is. */
 static inline cp_pev *ours(void *h)
 {
-    return h && g_pools_ok && (is_ev(h) || is_call(h)) ? h : NULL;
+    return h && g_pools_ok && (is_ev(h) || is_call(h)) && !((uintptr_t)h & 1) ? h : NULL;
+}
+
+/* A kernel channel's handle when no plugin is chained: its call's address, odd. It needs no
+ * event of its own (an allocation on the proxy thread per channel, and a line it would share
+ * with no one): only the call's counters change. */
+static inline void *kch_handle(cp_pcall *p) { return (char *)p + 1; }
+static inline cp_pcall *kch_call(void *h)
+{
+    return h && ((uintptr_t)h & 1) && g_pools_ok && is_call(h)
+               ? (cp_pcall *)((uintptr_t)h & ~(uintptr_t)1)
+               : NULL;
 }
 
 static cp_pev *ev_new(uint8_t kind, cp_pcall *call)
@@ -277,6 +288,10 @@ int cp_plugin_clock(cp_pcall *p, uint64_t gt, uint64_t *host_ns)
 {
     cp_pctx *c = p->ctx;
     int64_t a = atomic_load(&c->clk_min[0]), b = atomic_load(&c->clk_min[1]);
+    /* The minimum over a window: every sample is the offset plus a latency, never less, so
+     * a converted time is never early and never before its call entered NCCL. (The other
+     * bound, a kernel starts after its call's entry, is no estimate: for a rank whose stream
+     * is always late, the GPU straggler we look for, it is off by exactly that lateness.) */
     int64_t off = a < b ? a : b;
     if (off == INT64_MAX)
         return -1;
@@ -304,9 +319,46 @@ static inline void bump(_Atomic uint32_t *v, uint32_t by)
                           memory_order_release);
 }
 
+/* Up to CP_PCALL_BATCH free calls taken off the shared stack in one CAS: the calling thread
+ * then takes them from a chain of its own with no atomic at all (a CAS on a line the writer
+ * had just written was a tenth of the plugin's cost, perf on bench_shim). A thread that
+ * exits leaves at most a batch behind. */
+#define CP_PCALL_BATCH 64
+
+static int pool_take_batch(pool *p)
+{
+    uint64_t t = atomic_load_explicit(&p->top, memory_order_acquire);
+    while ((uint32_t)t != 0) {
+        uint32_t first = (uint32_t)t, last = first, n = 1;
+        while (n < CP_PCALL_BATCH && p->next[last - 1]) {
+            last = p->next[last - 1];
+            n++;
+        }
+        uint64_t rest = ((t >> 32) + 1) << 32 | p->next[last - 1];
+        if (atomic_compare_exchange_weak_explicit(&p->top, &t, rest, memory_order_acquire,
+                                                  memory_order_acquire)) {
+            p->next[last - 1] = 0; /* the taken chain ends here */
+            return (int)first;   /* index + 1 */
+        }
+    }
+    return 0;
+}
+
+static int call_index_get(void)
+{
+    uint32_t head = cp_tls.pcall_cache;
+    if (!head) {
+        head = (uint32_t)pool_take_batch(&g_call_pool);
+        if (!head)
+            return pool_get(&g_call_pool); /* fresh ones, or none */
+    }
+    cp_tls.pcall_cache = g_call_pool.next[head - 1];
+    return (int)head - 1;
+}
+
 static cp_pcall *call_new(cp_pctx *ctx)
 {
-    int i = pool_get(&g_call_pool);
+    int i = call_index_get();
     if (i < 0)
         return NULL;
     cp_pcall *p = &g_calls[i];
@@ -642,23 +694,28 @@ static void start_kernel_ch(cp_pctx *c, void **h, const ncclProfilerEventDescr_v
     void *ch = chain_start(c, d, d->type);
     cp_pev *parent = ours(d->parentObj);
     cp_pcall *p = parent && parent->kind == PEV_TASK ? parent->call : NULL;
-    cp_pev *e = p && !p->keep ? ev_new(PEV_KCH, p) : NULL;
-    if (!e) {
-        if (p && !p->keep) /* a channel we cannot follow: not waited for */
-            atomic_fetch_add_explicit(&p->ch_lost, 1, memory_order_release);
+    if (!p || p->keep) {
         *h = ch;
         return;
     }
-    e->chain = ch;
+    cp_pev *e = NULL;
+    if (ch && !(e = ev_new(PEV_KCH, p))) {
+        /* a channel we cannot follow (the job's plugin needs its handle kept): not waited
+         * for */
+        atomic_fetch_add_explicit(&p->ch_lost, 1, memory_order_release);
+        *h = ch;
+        return;
+    }
+    if (e)
+        e->chain = ch;
     uint64_t gt = d->kernelCh.pTimer;
-    clk_sample(p->ctx, gt);
     uint64_t cur = atomic_load_explicit(&p->gt_start, memory_order_relaxed);
     while (gt < cur && !atomic_compare_exchange_weak_explicit(&p->gt_start, &cur, gt,
                                                               memory_order_relaxed,
                                                               memory_order_relaxed))
         ;
     atomic_fetch_add_explicit(&p->ch_started, 1, memory_order_release);
-    *h = e;
+    *h = e ? (void *)e : kch_handle(p);
 }
 
 static ncclResult_t start_event(void *context, void **h, ncclProfilerEventDescr_v5_t *d, int v4)
@@ -712,6 +769,11 @@ static ncclResult_t start_v4(void *context, void **h, ncclProfilerEventDescr_v4_
 
 static ncclResult_t stop_event(void *h)
 {
+    cp_pcall *kp = kch_call(h);
+    if (kp) {
+        atomic_fetch_add_explicit(&kp->ch_stopped, 1, memory_order_release);
+        return ncclSuccess;
+    }
     cp_pev *e = ours(h);
     if (!e) {
         chain_stop(h);
@@ -725,23 +787,34 @@ static ncclResult_t stop_event(void *h)
     return ncclSuccess;
 }
 
+static void kch_stop_time(cp_pcall *p, const void *args)
+{
+    uint64_t gt = ((const ncclProfilerEventStateArgs_v5_t *)args)->kernelCh.pTimer;
+    /* one clock sample per channel, at its stop: the proxy is as late to a stop as to a
+     * start, and a sample is a clock read on the proxy's thread */
+    clk_sample(p->ctx, gt);
+    uint64_t cur = atomic_load_explicit(&p->gt_end, memory_order_relaxed);
+    while (gt > cur && !atomic_compare_exchange_weak_explicit(&p->gt_end, &cur, gt,
+                                                              memory_order_relaxed,
+                                                              memory_order_relaxed))
+        ;
+}
+
 static ncclResult_t record_state(void *h, ncclProfilerEventState_t s, void *args)
 {
+    cp_pcall *kp = kch_call(h);
+    if (kp) {
+        if (s == ncclProfilerKernelChStop && args)
+            kch_stop_time(kp, args);
+        return ncclSuccess;
+    }
     cp_pev *e = ours(h);
     if (!e) {
         chain_state(h, s, args);
         return ncclSuccess;
     }
-    if (e->kind == PEV_KCH && s == ncclProfilerKernelChStop && args) {
-        uint64_t gt = ((ncclProfilerEventStateArgs_v5_t *)args)->kernelCh.pTimer;
-        cp_pcall *p = e->call;
-        clk_sample(p->ctx, gt);
-        uint64_t cur = atomic_load_explicit(&p->gt_end, memory_order_relaxed);
-        while (gt > cur && !atomic_compare_exchange_weak_explicit(&p->gt_end, &cur, gt,
-                                                                  memory_order_relaxed,
-                                                                  memory_order_relaxed))
-            ;
-    }
+    if (e->kind == PEV_KCH && s == ncclProfilerKernelChStop && args)
+        kch_stop_time(e->call, args);
     chain_state(e->chain, s, args);
     return ncclSuccess;
 }
@@ -790,4 +863,4 @@ __attribute__((constructor)) static void cp_plugin_setup_env(void)
     setenv("NCCL_PROFILER_PLUGIN", g_self_path, 1);
 }
 
-const char *cp_plugin_self_path(void) { return g_self_path; }
+int cp_plugin_chained(void) { return g_chain.version != 0; }

@@ -99,6 +99,7 @@ typedef struct cp_tls_state {
     const struct cp_nccl_caller *caller; /* real.c: the object this thread last called from */
     struct cp_pcall *pcall; /* profiler_plugin.c: the call NCCL's API events describe */
     uint32_t pcall_index;   /* ... its index in the pool */
+    uint32_t pcall_cache;   /* free calls this thread took from the pool: index + 1, chained */
     uint8_t pcall_flags;    /* ... CP_PCALL_CAPTURED, CP_PCALL_KEEP */
     uint8_t plug_open;      /* inside a recording wrapper: NCCL's API events are its call's */
     uint8_t budget_log2;    /* gpu_timing.c, auto mode: events on 1 in 2^k of a comm's seqs */
@@ -410,7 +411,8 @@ void cp_pcall_free(cp_pcall *p);
 int cp_plugin_clock(cp_pcall *p, uint64_t gt, uint64_t *host_ns);
 /* Writer, each tick: the clock offset's windows. */
 void cp_plugin_tick(uint64_t now_ns);
-const char *cp_plugin_self_path(void);
+/* Whether a job's own plugin gets NCCL's events through us. */
+int cp_plugin_chained(void);
 
 /* ---- gpu_timing.c: the hot path ---- */
 enum cp_gpu_state {

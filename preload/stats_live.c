@@ -34,6 +34,10 @@
 
 #define CP_LIVE_COMMS 1024 /* comm_index -> comm_id; later indexes show comm id 0 */
 #define CP_LIVE_HIST 64    /* recent GPU durations per op, for the watchdog's "typical" */
+/* An index of recent[] by operation: each DONE looks its operation up, and a linear scan of
+ * the 256 entries was a tenth of a busy process's writer time (perf, bench_shim's plugin
+ * run). Open addressing, linear probing, four times the entries. */
+#define CP_LIVE_RECENT_SLOTS (4 * CP_STATS_RECENT)
 #define CP_HANG_FACTOR 10  /* in flight this many times the typical duration, at least */
 
 typedef struct pending_key {
@@ -50,6 +54,7 @@ static struct {
     int dirty;
     cp_stats_block local;     /* the writer's copy, published under the seqlock */
     uint32_t recent_comm_index[CP_STATS_RECENT]; /* comm_index of each recent[] entry */
+    uint16_t recent_index[CP_LIVE_RECENT_SLOTS]; /* key -> recent[] index + 1 (0 empty) */
     uint64_t comm_ids[CP_LIVE_COMMS];
     uint64_t hist[CP_STATS_OPS][CP_LIVE_HIST];
     uint32_t hist_n[CP_STATS_OPS];
@@ -149,10 +154,64 @@ void cp_live_start(const cp_identity *id, const char *trace_path, uint32_t nccl_
     errno = saved;
 }
 
+static unsigned key_slot(uint32_t comm_index, uint64_t seq, int32_t peer, uint8_t op)
+{
+    uint64_t h = seq * 0x9e3779b97f4a7c15ull ^ ((uint64_t)comm_index << 32 | (uint32_t)peer) ^
+                 (uint64_t)op << 56;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 32;
+    return (unsigned)(h % CP_LIVE_RECENT_SLOTS);
+}
+
+static int entry_is(unsigned i, uint32_t comm_index, uint64_t seq, int32_t peer, uint8_t op)
+{
+    const cp_stats_entry *e = &g.local.recent[i];
+    return e->seq == seq && e->op == op && e->peer == peer &&
+           g.recent_comm_index[i] == comm_index;
+}
+
+/* The index slot holding recent[] entry i's key, or -1. */
+static int index_slot_of(unsigned i)
+{
+    const cp_stats_entry *e = &g.local.recent[i];
+    unsigned k = key_slot(g.recent_comm_index[i], e->seq, e->peer, e->op);
+    for (unsigned n = 0; n < CP_LIVE_RECENT_SLOTS && g.recent_index[k]; n++) {
+        if (g.recent_index[k] == i + 1)
+            return (int)k;
+        k = (k + 1) % CP_LIVE_RECENT_SLOTS;
+    }
+    return -1;
+}
+
+/* Backward-shift deletion: no tombstones, so a probe stops at the first empty slot. */
+static void index_remove(unsigned hole)
+{
+    g.recent_index[hole] = 0;
+    for (unsigned k = (hole + 1) % CP_LIVE_RECENT_SLOTS; g.recent_index[k];
+         k = (k + 1) % CP_LIVE_RECENT_SLOTS) {
+        unsigned i = g.recent_index[k] - 1u;
+        const cp_stats_entry *e = &g.local.recent[i];
+        unsigned home = key_slot(g.recent_comm_index[i], e->seq, e->peer, e->op);
+        /* may the entry at k move back to the hole? only if its home is not in (hole, k] */
+        int between = hole <= k ? (home > hole && home <= k) : (home > hole || home <= k);
+        if (!between) {
+            g.recent_index[hole] = g.recent_index[k];
+            g.recent_index[k] = 0;
+            hole = k;
+        }
+    }
+}
+
 static void recent_push(const cp_rec_call *c)
 {
     cp_stats_block *b = &g.local;
     unsigned i = (unsigned)(b->recent_total % CP_STATS_RECENT);
+    if (b->recent_count == CP_STATS_RECENT) {
+        int old = index_slot_of(i); /* the entry this one overwrites leaves the index */
+        if (old >= 0)
+            index_remove((unsigned)old);
+    }
     b->recent[i] = (cp_stats_entry){
         .comm_id = comm_id_of(c->comm_index), .seq = c->seq,
         .bytes = c->count * cp_dtype_size(c->dtype), .enter_ns = c->enter_ns,
@@ -161,18 +220,23 @@ static void recent_push(const cp_rec_call *c)
     b->recent_total++;
     if (b->recent_count < CP_STATS_RECENT)
         b->recent_count++;
+    /* the newest entry of a key wins: an older one with the same key is replaced */
+    unsigned k = key_slot(c->comm_index, c->seq, c->peer, c->op);
+    while (g.recent_index[k] &&
+           !entry_is(g.recent_index[k] - 1u, c->comm_index, c->seq, c->peer, c->op))
+        k = (k + 1) % CP_LIVE_RECENT_SLOTS;
+    g.recent_index[k] = (uint16_t)(i + 1);
 }
 
 /* The newest recent[] entry of an operation, or -1 (pushed out by 256 newer ones). */
-static int recent_find(const pending_key *k)
+static int recent_find(const pending_key *key)
 {
-    const cp_stats_block *b = &g.local;
-    for (uint32_t n = 0; n < b->recent_count; n++) {
-        unsigned i = (unsigned)((b->recent_total - 1 - n) % CP_STATS_RECENT);
-        const cp_stats_entry *e = &b->recent[i];
-        if (e->seq == k->seq && e->op == k->op && e->peer == k->peer &&
-            g.recent_comm_index[i] == k->comm_index)
+    unsigned k = key_slot(key->comm_index, key->seq, key->peer, key->op);
+    for (unsigned n = 0; n < CP_LIVE_RECENT_SLOTS && g.recent_index[k]; n++) {
+        unsigned i = g.recent_index[k] - 1u;
+        if (entry_is(i, key->comm_index, key->seq, key->peer, key->op))
             return (int)i;
+        k = (k + 1) % CP_LIVE_RECENT_SLOTS;
     }
     return -1;
 }
