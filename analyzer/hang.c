@@ -311,6 +311,15 @@ static int judge(finder *f, const comm_view *cv, uint64_t seq)
         if (k >= 0 && h->gpu_state == CP_HANG_GPU_NOT_STARTED)
             f->flag[k] |= F_NOT_STARTED;
     }
+    /* NCCL's plugin said no kernel channel of it had begun by the process's end (the rank's
+     * stream never reached it), and it never finished. */
+    for (uint32_t p = 0; o && p < o->nparts; p++) {
+        const cpa_part *pt = &f->mt->parts[o->first_part + p];
+        const cpa_call *c = call_of(f, pt);
+        member *mb = cpa_hg_find_member(cv, c->comm_rank, pt->rank_idx);
+        if (mb && (c->nccl & CPA_NCCL_NOT_STARTED) && !c->done)
+            f->flag[mb - cv->mem] |= F_NOT_STARTED;
+    }
     /* A rank's abort released its GPU into the operation: it had not started it before
      * (its start is the abort's, to within the 1 ms the release and the clock allow). */
     int aborted = 0;

@@ -336,6 +336,7 @@ static int on_call(void *ctx, const cp_rec_call *c)
     k->flags = c->flags;
     k->done = 0;
     k->gpu_timed = 0;
+    k->algo = k->proto = k->nchannels = k->nccl = 0;
     r->ncalls++;
     saw_time(r, c->enter_ns + c->host_ns);
     saw_time(r, c->enter_ns);
@@ -366,6 +367,27 @@ static int on_done(void *ctx, const cp_rec_done *d)
         }
     }
     cpa_done_marked(&x->done, x->r, c);
+    return 0;
+}
+
+/* NCCL_OP precedes its operation's DONE (or stands alone for one still in flight at the
+ * end): it goes to the call that DONE goes to, the oldest one of its key without a DONE. */
+static int on_nccl_op(void *ctx, const cp_rec_nccl_op *n)
+{
+    load_ctx *x = ctx;
+    cp_rec_done key = {.comm_index = n->comm_index, .seq = n->seq, .peer = n->peer,
+                       .op = n->op};
+    cpa_call *c = cpa_done_find(&x->done, x->r, &key, &x->oom);
+    if (x->oom)
+        return 1;
+    if (!c) {
+        x->r->unmatched_nccl_op++;
+        return 0;
+    }
+    c->algo = n->algo < CP_ALGO_COUNT ? n->algo : CP_ALGO_UNKNOWN;
+    c->proto = n->proto < CP_PROTO_COUNT ? n->proto : CP_PROTO_UNKNOWN;
+    c->nchannels = n->nchannels;
+    c->nccl = CPA_NCCL_SEEN | (n->kernel_started == 0 ? CPA_NCCL_NOT_STARTED : 0);
     return 0;
 }
 
@@ -468,6 +490,9 @@ static void walk_warnings(cpa_model *m, const cpa_rank *r, const cp_walk_result 
     if (r->unmatched_done)
         cpa_model_warn(m, "'%s': %" PRIu64 " DONE records match no CALL", r->path,
                        r->unmatched_done);
+    if (r->unmatched_nccl_op)
+        cpa_model_warn(m, "'%s': %" PRIu64 " NCCL_OP records match no CALL", r->path,
+                       r->unmatched_nccl_op);
     if (r->bad_clocks)
         cpa_model_warn(m, "'%s': %" PRIu64 " clock samples rejected: a time past 2^62 ns",
                        r->path, r->bad_clocks);
@@ -545,7 +570,7 @@ static int load_file(cpa_model *wm, cpa_rank *r, const char *path, const cpa_mem
     }
 
     cp_trace_visitor v = {.ctx = &x, .on_process = on_process, .on_comm = on_comm,
-                          .on_site = on_site, .on_call = on_call, .on_done = on_done,
+                          .on_site = on_site, .on_call = on_call, .on_done = on_done, .on_nccl_op = on_nccl_op,
                           .on_clock = on_clock, .on_lost = on_lost, .on_hang = on_hang,
                           .on_end = on_end};
     cp_walk_result res;

@@ -76,7 +76,15 @@ typedef struct cpa_call {
     uint8_t flags;         /* enum cp_call_flags */
     uint8_t done;          /* a DONE record was matched to this call */
     uint8_t gpu_timed;     /* ... and it carried usable GPU times (end >= start > 0) */
+    uint8_t algo, proto;   /* NCCL's, from an NCCL_OP record: enum cp_algo, cp_proto */
+    uint8_t nchannels;     /* ... the channels NCCL ran it on */
+    uint8_t nccl;          /* CPA_NCCL_*: what NCCL's profiler plugin said of it */
 } cpa_call;
+
+enum {
+    CPA_NCCL_SEEN = 1,        /* an NCCL_OP record was matched to this call */
+    CPA_NCCL_NOT_STARTED = 2, /* ... and no kernel channel of it had started by the end */
+};
 
 typedef struct cpa_rank {
     char *path;
@@ -110,6 +118,7 @@ typedef struct cpa_rank {
     uint64_t records;      /* valid records read */
     uint64_t lost_records; /* the writer's own count of records it dropped */
     uint64_t unmatched_done; /* DONE records with no CALL to go to */
+    uint64_t unmatched_nccl_op; /* NCCL_OP records with no CALL to go to */
     uint64_t bad_clocks;   /* clock samples (header anchor, CLOCK) left out: past CPA_TIME_MAX */
     uint64_t bad_times;    /* CALL and HANG records left out, DONE GPU times and END times
                               unused: past CPA_TIME_MAX, or a GPU end before its start */
