@@ -63,6 +63,8 @@ typedef struct sample {
     double time_ns;
     double bus_bytes; /* bytes * factor: a bucket may mix communicators of different n */
     uint8_t op;
+    uint8_t source;   /* 0 host, 1 events, 2 plugin */
+    uint8_t algo, proto, nchannels;
 } sample;
 
 static int cmp_sample(const void *x, const void *y)
@@ -162,14 +164,24 @@ static int rank_shares(const cpa_rank *rk, float **out)
  * nccl-tests averages over ranks that a barrier has just lined up, which is the same thing.
  * Host times (no GPU) are the mean. -1 when the op has no time. */
 static double op_time_ns(const cpa_model *m, const cpa_matched *mt, const cpa_op *o,
-                         float *const *shares)
+                         float *const *shares, sample *smp)
 {
     double gpu = -1, host = 0;
     unsigned ngpu = 0, nhost = 0;
     for (uint32_t i = 0; i < o->nparts; i++) {
         const cpa_part *p = &mt->parts[o->first_part + i];
         const cpa_call *c = &m->ranks[p->rank_idx].calls[p->call_idx];
+        if (c->nccl & CPA_NCCL_SEEN) {
+            smp->algo = c->algo;
+            smp->proto = c->proto;
+            if (c->nchannels > smp->nchannels)
+                smp->nchannels = c->nchannels;
+        }
         if (c->gpu_timed) {
+            /* NCCL_OP comes only with a plugin's times */
+            uint8_t src = c->nccl & CPA_NCCL_SEEN ? 2 : 1;
+            if (src > smp->source)
+                smp->source = src;
             double d = (double)(c->gpu_end_ns - c->gpu_start_ns);
             if (shares[p->rank_idx])
                 d *= shares[p->rank_idx][p->call_idx];
@@ -218,7 +230,8 @@ int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_stats *out,
         const cpa_op *o = &mt->ops[i];
         if (!o->nparts)
             continue;
-        double t = op_time_ns(m, mt, o, shares);
+        sample one = {0};
+        double t = op_time_ns(m, mt, o, shares, &one);
         if (t < 0)
             continue;
         const cpa_part *p0 = &mt->parts[o->first_part];
@@ -231,7 +244,8 @@ int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_stats *out,
         }
         s[ns++] = (sample){.bucket = pow2_floor(bytes), .bytes = bytes, .time_ns = t,
                            .bus_bytes = (double)bytes * cpa_busbw_factor(o->op, n),
-                           .op = o->op};
+                           .op = o->op, .source = one.source, .algo = one.algo,
+                           .proto = one.proto, .nchannels = one.nchannels};
     }
     qsort(s, ns, sizeof *s, cmp_sample);
     size_t cap = 0;
@@ -247,11 +261,22 @@ int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_stats *out,
         if (cpa_grow((void **)&out->rows, &cap, out->nrows + 1, sizeof *out->rows))
             goto oom;
         /* bytes per ns is GB/s (1e9 B/s). A bucket of zero-time operations has no rate. */
-        out->rows[out->nrows++] = (cpa_stat){
+        cpa_stat *row = &out->rows[out->nrows++];
+        *row = (cpa_stat){
             .op = s[i].op, .bucket = s[i].bucket, .calls = j - i, .bytes = bytes,
             .time_us_total = t / 1e3, .time_us_p50 = percentile(s + i, j - i, 50) / 1e3,
             .time_us_p99 = percentile(s + i, j - i, 99) / 1e3,
             .algbw_gbps = t > 0 ? (double)bytes / t : 0, .busbw_gbps = t > 0 ? bus / t : 0};
+        for (size_t k = i; k < j; k++) {
+            row->timed_plugin += s[k].source == 2;
+            row->timed_events += s[k].source == 1;
+            row->timed_host += s[k].source == 0;
+            if (s[k].algo < CP_ALGO_COUNT && s[k].proto < CP_PROTO_COUNT &&
+                (s[k].algo || s[k].proto) && row->algo_proto[s[k].algo][s[k].proto] < UINT32_MAX)
+                row->algo_proto[s[k].algo][s[k].proto]++;
+            if (s[k].nchannels > row->channels_max)
+                row->channels_max = s[k].nchannels;
+        }
         i = j;
     }
     free(s);

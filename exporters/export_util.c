@@ -260,3 +260,28 @@ const char *cpx_signal_name(int sig, char *buf)
         snprintf(buf, 16, "signal %d", sig);
     return buf;
 }
+
+void cpx_fmt_algo_proto(char *buf, size_t len, const cpa_stat *row)
+{
+    uint64_t total = 0, best = 0;
+    unsigned ba = 0, bp = 0;
+    for (unsigned a = 0; a < CP_ALGO_COUNT; a++)
+        for (unsigned p = 0; p < CP_PROTO_COUNT; p++) {
+            uint32_t n = row->algo_proto[a][p];
+            total += n;
+            if (n > best) {
+                best = n;
+                ba = a;
+                bp = p;
+            }
+        }
+    if (!total) {
+        snprintf(buf, len, "-");
+        return;
+    }
+    if (best == total)
+        snprintf(buf, len, "%s/%s", cp_algo_name(ba), cp_proto_name(bp));
+    else
+        snprintf(buf, len, "%s/%s %.0f%%", cp_algo_name(ba), cp_proto_name(bp),
+                 100.0 * (double)best / (double)total);
+}

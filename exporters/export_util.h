@@ -23,6 +23,9 @@ const char *cpx_signal_name(int sig, char *buf);
 
 /* "1 MiB", "512 B", "3 GiB": exact powers of two stay whole. */
 void cpx_fmt_size(char *buf, size_t len, uint64_t bytes);
+/* A row's most used NCCL algorithm/protocol, "RING/SIMPLE", with its share when it is not the
+ * only one ("RING/LL 96%"); "-" when NCCL's plugin said nothing of the row. */
+void cpx_fmt_algo_proto(char *buf, size_t len, const cpa_stat *row);
 
 /* Ascending ranks as "0-4,6,7"; cut with "..." when longer than len. */
 void cpx_fmt_ranks(char *buf, size_t len, const int32_t *ranks, size_t n);

@@ -307,6 +307,13 @@ static void call_events(pw *p, size_t ri, size_t ci)
     else if (cp_op_is_p2p(c->op))
         put(&oom, args, "peer", chk(&oom, json_object_new_int(c->peer)));
     put(&oom, args, "timing", sstr(p, &oom, c->gpu_timed ? "gpu" : "host"));
+    if (c->nccl & CPA_NCCL_SEEN) { /* what NCCL's profiler plugin said it ran it with */
+        if (c->algo)
+            put(&oom, args, "algo", sstr(p, &oom, cp_algo_name(c->algo)));
+        if (c->proto)
+            put(&oom, args, "proto", sstr(p, &oom, cp_proto_name(c->proto)));
+        put(&oom, args, "channels", chk(&oom, json_object_new_int(c->nchannels)));
+    }
     if (unfinished)
         put(&oom, args, "unfinished", yes(p, &oom));
     uint64_t enter = cpa_clock_job_ns(a->model, &a->clock, ri, c->enter_ns);

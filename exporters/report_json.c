@@ -152,6 +152,23 @@ static json_object *ops(jb *b, const cpa_analysis *a, size_t top)
         put(b, o, "bytes_total", chk(b, json_object_new_uint64(r->bytes)));
         put(b, o, "time_us_total", num(b, r->time_us_total, 3));
         put(b, o, "send_recv_pairs", chk(b, json_object_new_boolean(r->op == CP_OP_SEND)));
+        json_object *src = chk(b, json_object_new_object());
+        put(b, src, "plugin", chk(b, json_object_new_uint64(r->timed_plugin)));
+        put(b, src, "events", chk(b, json_object_new_uint64(r->timed_events)));
+        put(b, src, "host", chk(b, json_object_new_uint64(r->timed_host)));
+        put(b, o, "timing", src);
+        json_object *algos = chk(b, json_object_new_object());
+        for (unsigned al = 0; al < CP_ALGO_COUNT; al++)
+            for (unsigned pr = 0; pr < CP_PROTO_COUNT; pr++)
+                if (r->algo_proto[al][pr]) {
+                    char key[48];
+                    snprintf(key, sizeof key, "%s/%s", cp_algo_name(al), cp_proto_name(pr));
+                    put(b, algos, key, chk(b, json_object_new_uint64(r->algo_proto[al][pr])));
+                }
+        json_object *nccl = chk(b, json_object_new_object());
+        put(b, nccl, "algo_proto", algos);
+        put(b, nccl, "channels_max", chk(b, json_object_new_int(r->channels_max)));
+        put(b, o, "nccl", nccl);
         push(b, arr, o);
     }
     free(order);

@@ -264,6 +264,41 @@ static void section_ops(tw *w, const cpa_analysis *a)
     if (s->nrows > shown)
         line(w, PLAIN, "... %zu more rows (--top N, or --json)", s->nrows - shown);
     ops_oversized(w, s);
+    /* what the times rest on: NCCL's plugin, CUDA events, or the host's enqueue only */
+    uint64_t plugin = 0, events = 0, host = 0;
+    for (size_t i = 0; i < s->nrows; i++) {
+        plugin += s->rows[i].timed_plugin;
+        events += s->rows[i].timed_events;
+        host += s->rows[i].timed_host;
+    }
+    uint64_t all = plugin + events + host;
+    if (all) {
+        char text[256];
+        snprintf(text, sizeof text,
+                 "(times: on the GPU by NCCL's profiler plugin for %.0f%% of the operations, by "
+                 "CUDA events for %.0f%%, the host's enqueue only for %.0f%%)",
+                 100.0 * (double)plugin / (double)all, 100.0 * (double)events / (double)all,
+                 100.0 * (double)host / (double)all);
+        wrapped(w, "", text, 2);
+    }
+    int nccl = 0;
+    for (size_t i = 0; i < shown; i++)
+        nccl |= order[i]->channels_max > 0;
+    if (nccl) {
+        line(w, PLAIN, "%s", "");
+        line(w, TITLE, "nccl (algorithm/protocol and channels NCCL chose, by its plugin)");
+        line(w, PLAIN, "%-13s %9s  %-24s %8s", "op", "size", "algo/proto", "channels");
+        for (size_t i = 0; i < shown; i++) {
+            const cpa_stat *r = order[i];
+            if (!r->channels_max)
+                continue;
+            char size[24], algo[48];
+            cpx_fmt_size(size, sizeof size, r->bucket);
+            cpx_fmt_algo_proto(algo, sizeof algo, r);
+            line(w, PLAIN, "%-13s %9s  %-24s %8u", cpx_op_label(r->op, 1), size, algo,
+                 (unsigned)r->channels_max);
+        }
+    }
     free(order);
 }
 

@@ -330,16 +330,26 @@ int cpv_draw_detail(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int y1
     }
     size_t oi = s->detail_op;
     const cpa_op *o = &a->matched.ops[oi];
-    char comm[17], size[24] = "?";
+    char comm[17], size[24] = "?", nccl[64] = "";
     cpx_fmt_comm(comm, o->comm_id);
     if (o->nparts) {
         const cpa_part *p0 = &a->matched.parts[o->first_part];
         const cpa_call *c0 = &a->model->ranks[p0->rank_idx].calls[p0->call_idx];
         cpx_fmt_size(size, sizeof size, cpa_op_bytes(o->op, c0->count, c0->dtype, o->nranks));
     }
+    /* what NCCL's profiler plugin said it ran it with (any rank's: they agree) */
+    for (uint32_t i = 0; i < o->nparts && !nccl[0]; i++) {
+        const cpa_part *p = &a->matched.parts[o->first_part + i];
+        const cpa_call *c = &a->model->ranks[p->rank_idx].calls[p->call_idx];
+        if ((c->nccl & CPA_NCCL_SEEN) && (c->algo || c->proto))
+            snprintf(nccl, sizeof nccl, "NCCL ran it %s/%s on %u channels",
+                     cp_algo_name(c->algo), cp_proto_name(c->proto), (unsigned)c->nchannels);
+    }
     cpt_grid_putf_utf8(g, 0, y++, CPV_TITLE, "%s seq %" PRIu64 ", comm %s, %u of %d ranks, %s%s",
                        cpx_op_label(o->op, 1), o->seq, comm, o->nparts, (int)o->nranks, size,
                        o->complete ? "" : ", INCOMPLETE");
+    if (nccl[0])
+        cpt_grid_put_utf8(g, 0, y++, CPV_NORMAL, nccl);
     double latest = cpx_job_ns_us(a, d->tl.latest_ns[oi]);
     double base = o->nparts ? part_start_us(a, &a->matched.parts[o->first_part +
                                                                   d->tl.first_part[oi]])

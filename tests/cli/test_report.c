@@ -81,7 +81,7 @@ static void json_report_of_a_job(void **state)
     assert_int_equal(json_object_get_int(key(j, "version")), 1);
     json_object *job = key(j, "job");
     assert_int_equal(json_object_get_int(key(job, "ranks")), 4);
-    assert_int_equal(json_object_get_int(key(job, "records")), 131);
+    assert_int_equal(json_object_get_int(key(job, "records")), 151);
     assert_int_equal(json_object_get_int(key(job, "lost_records")), 0);
     json_object *ops = key(j, "ops");
     assert_int_equal(json_object_array_length(ops), 3);

@@ -10,6 +10,8 @@
  *     t + 15 us, all end at t + 20 us: durations 20, 20, 20, 5 (the op's time: 5 us, the
  *     last arrival's);
  *   1 Send (rank 0) / Recv (rank 1) of 1024 float32, untimed: 3 us of host time each.
+ * The AllReduces are timed by CUDA events; the AllGathers by NCCL's profiler plugin: each
+ * DONE (timing plugin) follows its NCCL_OP (RING/LL on 4 channels, NCCL's seq 0..4).
  * Timed calls start on the GPU as they are entered (idle streams), so the analyzer has no
  * GPU clock error to correct and job times are the trace's own, from AllReduce 0's entry.
  * Rank 0's calls carry a call site whose frames hold a comma and a quote. Each file is two
@@ -102,13 +104,30 @@ static inline void exp_put_call(cp_trace_writer *w, int r, uint8_t op, uint64_t 
     exp_put(w, &c);
 }
 
-static inline void exp_put_done(cp_trace_writer *w, uint8_t op, uint64_t seq, int peer,
-                                uint64_t start, uint64_t end)
+static inline void exp_put_done_by(cp_trace_writer *w, uint8_t op, uint64_t seq, int peer,
+                                   uint64_t start, uint64_t end, uint8_t timing)
 {
     cp_rec_done d = {.h = {CP_REC_DONE, sizeof d}, .comm_index = 0, .seq = seq,
                      .gpu_start_ns = start, .gpu_end_ns = end, .peer = peer, .op = op,
-                     .timing = CP_TIMING_EVENTS};
+                     .timing = timing};
     exp_put(w, &d);
+}
+
+static inline void exp_put_done(cp_trace_writer *w, uint8_t op, uint64_t seq, int peer,
+                                uint64_t start, uint64_t end)
+{
+    exp_put_done_by(w, op, seq, peer, start, end, CP_TIMING_EVENTS);
+}
+
+static inline void exp_put_nccl_op(cp_trace_writer *w, uint8_t op, uint64_t seq,
+                                   uint64_t nccl_seq, uint8_t algo, uint8_t proto,
+                                   uint8_t channels)
+{
+    cp_rec_nccl_op n = {.h = {CP_REC_NCCL_OP, sizeof n}, .comm_index = 0, .seq = seq,
+                        .nccl_seq = nccl_seq, .peer = -1, .op = op, .algo = algo,
+                        .proto = proto, .nchannels = channels, .nwarps = 16,
+                        .kernel_channels = channels, .kernel_started = channels};
+    exp_put(w, &n);
 }
 
 /* text (NULL: none) is also the header's job id and launcher and rank 0's first frame,
@@ -139,7 +158,10 @@ static inline void exp_write_rank_text(const char *dir, int r, const char *host,
         uint64_t t = exp_ag_start(i);
         uint64_t start = r == 3 ? t + 15000 : t;
         exp_put_call(w, r, CP_OP_ALLGATHER, (uint64_t)(EXP_N_AR + i), 65536, -1, start, 1);
-        exp_put_done(w, CP_OP_ALLGATHER, (uint64_t)(EXP_N_AR + i), -1, start, t + 20000);
+        exp_put_nccl_op(w, CP_OP_ALLGATHER, (uint64_t)(EXP_N_AR + i), (uint64_t)i, CP_ALGO_RING,
+                        CP_PROTO_LL, 4);
+        exp_put_done_by(w, CP_OP_ALLGATHER, (uint64_t)(EXP_N_AR + i), -1, start, t + 20000,
+                        CP_TIMING_PLUGIN);
     }
     if (r == 0 || r == 1)
         exp_put_call(w, r, r == 0 ? CP_OP_SEND : CP_OP_RECV, 0, 1024, r == 0 ? 1 : 0,

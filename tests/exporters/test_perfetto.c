@@ -220,7 +220,14 @@ static void the_wait_before_the_last_arrival_is_a_nested_slice(void **state)
         assert_us(arg(s, "wait_us"), r == 3 ? 0.0 : 15.0);
         assert_int_equal(json_object_get_int(arg(s, "late_rank")), 3);
         assert_us(arg(s, "late_us"), 15.0);
+        /* what NCCL's profiler plugin said it ran it with (exp_job.h) */
+        assert_string_equal(json_object_get_string(arg(s, "algo")), "RING");
+        assert_string_equal(json_object_get_string(arg(s, "proto")), "LL");
+        assert_int_equal(json_object_get_int(arg(s, "channels")), 4);
     }
+    /* an AllReduce, timed by events, has no NCCL_OP: no such args */
+    json_object *ar = slice(f, 0, "AllReduce", 1), *none = NULL;
+    assert_false(json_object_object_get_ex(field(ar, "args"), "algo", &none));
     int waits = 0;
     for (size_t i = 0; i < json_object_array_length(f->events); i++) {
         json_object *ev = json_object_array_get_idx(f->events, i);

@@ -398,7 +398,7 @@ static void the_export_passes_and_holds_the_jobs_numbers(void **state)
     assert_valid(t);
     static const char *const lines[] = {
         "collprof_ranks 4\n",
-        "collprof_records_total 131\n",
+        "collprof_records_total 151\n",
         "collprof_lost_records_total 0\n",
         "collprof_ops_total{op=\"AllReduce\"} 10\n",
         "collprof_ops_total{op=\"AllGather\"} 5\n",

@@ -46,7 +46,7 @@ static char *text_of(const cpa_analysis *a, size_t top, int color, const char *t
 static const char expected_with_findings[] =
     "collprof report: /data/job-42\n"
     "job      4 ranks on 1 host (node-a), 0.009 s\n"
-    "         131 records (none lost), 62 calls in 16 operations\n"
+    "         151 records (none lost), 62 calls in 16 operations\n"
     "         time in NCCL 2.0% mean, 1.4% rank 3 (least), 2.3% rank 0 (most)\n"
     "clock    one host: one clock, nothing to align\n"
     "\n"
@@ -55,6 +55,12 @@ static const char expected_with_findings[] =
     "AllReduce         1 MiB        10      10.0      10.0      104.86      157.29\n"
     "AllGather         1 MiB         5       5.0       5.0      209.72      157.29\n"
     "Send/Recv         4 KiB         1       3.0       3.0        1.37        1.37\n"
+    "(times: on the GPU by NCCL's profiler plugin for 31% of the operations, by CUDA\n"
+    "events for 62%, the host's enqueue only for 6%)\n"
+    "\n"
+    "nccl (algorithm/protocol and channels NCCL chose, by its plugin)\n"
+    "op                 size  algo/proto               channels\n"
+    "AllGather         1 MiB  RING/LL                         4\n"
     "\n"
     "stragglers   persistent: rank 3 was the late one in 5 of 15 collectives\n"
     "  rank  host               late late total ms    p50 us   share   waited ms\n"
@@ -255,7 +261,7 @@ static void json_report_has_the_contract_keys_and_values(void **state)
     assert_num(j, "job.ranks", 4);
     assert_len(j, "job.hosts", 1);
     assert_str(j, "job.hosts.0", "node-a");
-    assert_num(j, "job.records", 131);
+    assert_num(j, "job.records", 151);
     assert_num(j, "job.lost_records", 0);
     assert_num(j, "job.duration_s", 0.009);
 
@@ -274,6 +280,15 @@ static void json_report_has_the_contract_keys_and_values(void **state)
     assert_str(j, "ops.2.op", "Send");
     assert_num(j, "ops.2.bytes", 4096);
     assert_true(json_object_get_boolean(get(j, "ops.2.send_recv_pairs")));
+    /* where the times come from, and what NCCL's plugin said (exp_job.h) */
+    assert_num(j, "ops.0.timing.events", 10);
+    assert_num(j, "ops.0.timing.plugin", 0);
+    assert_num(j, "ops.0.nccl.channels_max", 0);
+    assert_num(j, "ops.1.timing.plugin", 5);
+    assert_num(j, "ops.1.timing.events", 0);
+    assert_num(j, "ops.1.nccl.algo_proto.RING/LL", 5);
+    assert_num(j, "ops.1.nccl.channels_max", 4);
+    assert_num(j, "ops.2.timing.host", 1);
 
     assert_len(j, "stragglers", 2);
     assert_num(j, "stragglers.0.rank", 3);
