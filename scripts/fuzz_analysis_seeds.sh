@@ -25,10 +25,16 @@ seed() { # NAME ENV... -- SIM-ARGS...
 }
 
 mkdir -p "$out"
-seed ddp-straggler COLLPROF_EMU_DELAY=3:5 -- --launch 4 --pattern ddp
-seed two-hosts COLLPROF_EMU_HOSTS=2 COLLPROF_EMU_CLOCK_OFFSET_US=1:3000 -- --launch 4 --pattern ddp
-seed tp-mismatch -- --launch 4 --pattern tp --mismatch 1:3:count=7 --timeout 3
-seed pp-send-recv -- --launch 4 --pattern pp
-seed ddp-hang COLLPROF_EMU_HANG=2:3 COLLPROF_HANG_S=1 -- --launch 4 --pattern ddp --timeout 3
+# GPU times from CUDA events (the seeds written before NCCL's profiler plugin) ...
+ev=COLLPROF_GPU_TIMING=events
+seed ddp-straggler $ev COLLPROF_EMU_DELAY=3:5 -- --launch 4 --pattern ddp
+seed two-hosts $ev COLLPROF_EMU_HOSTS=2 COLLPROF_EMU_CLOCK_OFFSET_US=1:3000 -- --launch 4 --pattern ddp
+seed tp-mismatch $ev -- --launch 4 --pattern tp --mismatch 1:3:count=7 --timeout 3
+seed pp-send-recv $ev -- --launch 4 --pattern pp
+seed ddp-hang $ev COLLPROF_EMU_HANG=2:3 COLLPROF_HANG_S=1 -- --launch 4 --pattern ddp --timeout 3
 # collprof demo's job, smaller: mixed pattern on two emulated hosts, rank 5 late
-seed mixed-demo COLLPROF_EMU_DELAY=5:2 COLLPROF_EMU_HOSTS=2 -- --launch 8 --pattern mixed
+seed mixed-demo $ev COLLPROF_EMU_DELAY=5:2 COLLPROF_EMU_HOSTS=2 -- --launch 8 --pattern mixed
+# ... and from NCCL's profiler plugin (the default, auto): NCCL_OP records, DONE timing plugin,
+# and a watchdog abort whose never-started rank has an NCCL_OP without DONE
+seed plugin-moe-straggler COLLPROF_EMU_DELAY=1:2 -- --launch 4 --pattern moe
+seed plugin-watchdog-abort COLLPROF_EMU_HANG=1:3 -- --launch 4 --pattern ddp --timeout 2
