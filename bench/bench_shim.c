@@ -20,6 +20,8 @@
  *             The figure includes those callbacks, which NCCL makes only for a plugin.
  *   auto      LD_PRELOAD=libcollprof.so, COLLPROF_GPU_TIMING=auto on the emulated driver and
  *             a stub without the plugin: the events fallback under COLLPROF_OVERHEAD's budget.
+ *   null      no shim, the stub calling a built-in plugin that does nothing
+ *             (STUB_NCCL_PROFILER=null): what NCCL pays for any plugin, the plugin mode's floor.
  * Each child runs CALLS AllReduces after a warm-up, best of ROUNDS, and prints ns/call. The
  * comm has two ranks (the stub does not communicate): NCCL makes no plugin events for one.
  * The enabled run writes a trace to a scratch directory, whose size gives bytes per record.
@@ -225,12 +227,16 @@ int main(int argc, char **argv)
     const char *auto_env[] = {auto_dir_env, "COLLPROF_GPU_TIMING=auto", "COLLPROF_BUFFER_MB=256",
                               cuda_env, NULL};
     double plugin = run_child(self, lib, plugin_env, CALLS), plugin_cpu = g_last_cpu;
+    /* NCCL's own price for calling a plugin: the same calls into one that does nothing, no
+     * shim. What collprof adds in plugin mode is the rest. */
+    const char *null_env[] = {"STUB_NCCL_PROFILER=null", NULL};
+    double null = run_child(self, NULL, null_env, CALLS), null_cpu = g_last_cpu;
     double budget = events >= 0 ? run_child(self, lib, auto_env, EVENTS_CALLS) : -2;
     char cmd[4400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "bench_shim: could not remove %s\n", dir);
-    if (bare < 0 || off < 0 || on < 0 || plugin < 0) {
+    if (bare < 0 || off < 0 || on < 0 || plugin < 0 || null < 0) {
         fprintf(stderr, "bench_shim: a child run failed\n");
         return 1;
     }
@@ -248,6 +254,11 @@ int main(int argc, char **argv)
     printf("shim.plugin_cpu_ns_per_call: %.2f ns\n", plugin_cpu);
     printf("shim.plugin_vs_off_added_cpu_ratio: %.2f x\n",
            on_cpu - bare_cpu > 0 ? (plugin_cpu - bare_cpu) / (on_cpu - bare_cpu) : 0.0);
+    printf("shim.nccl_null_plugin_cpu_ns_per_call: %.2f ns\n", null_cpu);
+    printf("shim.nccl_null_plugin_ns_per_call: %.2f ns\n", null);
+    /* collprof's own share: plugin mode less what NCCL pays for any plugin, against off */
+    printf("shim.plugin_own_vs_off_added_cpu_ratio: %.2f x\n",
+           on_cpu - bare_cpu > 0 ? (plugin_cpu - null_cpu) / (on_cpu - bare_cpu) : 0.0);
     printf("shim.plugin_ns_per_call: %.2f ns\n", plugin);
     printf("shim.plugin_overhead_ns_per_call: %.2f ns\n", plugin - bare);
     /* the bar: the plugin's added host cost within 1.2x of timing off */

@@ -82,10 +82,10 @@ typedef struct cp_pctx {
 } cp_pctx;
 
 struct cp_pcall {
-    /* Each counter has one writing thread, so a plain load and a release store do, without
-     * a locked instruction on the calling thread: the API events come on the call's thread,
-     * the tasks of one call on the one thread that launches its group, the channels on the
-     * comm's proxy thread. */
+    /* Each field has one writing thread, so a plain load and a release store do, without a
+     * locked instruction: the API events come on the call's thread, the tasks of one call on
+     * the one thread that launches its group, all its channels on its comm's proxy thread
+     * (one per communicator in NCCL). */
     _Atomic uint32_t parts_expected; /* API events (tasks to come) */
     _Atomic uint32_t parts_started;  /* Coll/P2p task events started */
     _Atomic uint32_t ch_expected;    /* channels of the started tasks */
@@ -356,13 +356,11 @@ static int call_index_get(void)
     return (int)head - 1;
 }
 
-static cp_pcall *call_new(cp_pctx *ctx)
+/* A call fresh for use: what call_new and the writer's cp_pcall_free both leave. The writer
+ * does it when it gives a call back, off the hot path; a never used one (mmap's zeros) gets it
+ * at its first use. */
+static void call_reset(cp_pcall *p, uint32_t index)
 {
-    int i = call_index_get();
-    if (i < 0)
-        return NULL;
-    cp_pcall *p = &g_calls[i];
-    /* field by field: the hot path's cost, and the embedded events' links stay */
     atomic_store_explicit(&p->parts_expected, 0, memory_order_relaxed);
     atomic_store_explicit(&p->parts_started, 0, memory_order_relaxed);
     atomic_store_explicit(&p->ch_expected, 0, memory_order_relaxed);
@@ -375,10 +373,20 @@ static cp_pcall *call_new(cp_pctx *ctx)
     p->nccl_seq = UINT64_MAX;
     p->algo = p->proto = p->nchannels = p->nwarps = 0;
     p->captured = p->keep = 0;
-    p->index = (uint32_t)i;
-    p->ctx = ctx;
+    p->index = index;
     p->api = (cp_pev){.kind = PEV_API, .embedded = 1, .call = p};
     p->task = (cp_pev){.kind = PEV_TASK, .embedded = 1, .call = p};
+}
+
+static cp_pcall *call_new(cp_pctx *ctx)
+{
+    int i = call_index_get();
+    if (i < 0)
+        return NULL;
+    cp_pcall *p = &g_calls[i];
+    if (p->api.call != p) /* never used: still mmap's zeros */
+        call_reset(p, (uint32_t)i);
+    p->ctx = ctx;
     return p;
 }
 
@@ -419,7 +427,9 @@ void cp_pcall_free(cp_pcall *p)
         ev_free(e);
         e = n;
     }
-    pool_put(&g_call_pool, p->index);
+    uint32_t index = p->index;
+    call_reset(p, index);
+    pool_put(&g_call_pool, index);
 }
 
 static void call_add_extra(cp_pcall *p, cp_pev *e)
@@ -702,19 +712,16 @@ static void start_kernel_ch(cp_pctx *c, void **h, const ncclProfilerEventDescr_v
     if (ch && !(e = ev_new(PEV_KCH, p))) {
         /* a channel we cannot follow (the job's plugin needs its handle kept): not waited
          * for */
-        atomic_fetch_add_explicit(&p->ch_lost, 1, memory_order_release);
+        bump(&p->ch_lost, 1);
         *h = ch;
         return;
     }
     if (e)
         e->chain = ch;
     uint64_t gt = d->kernelCh.pTimer;
-    uint64_t cur = atomic_load_explicit(&p->gt_start, memory_order_relaxed);
-    while (gt < cur && !atomic_compare_exchange_weak_explicit(&p->gt_start, &cur, gt,
-                                                              memory_order_relaxed,
-                                                              memory_order_relaxed))
-        ;
-    atomic_fetch_add_explicit(&p->ch_started, 1, memory_order_release);
+    if (gt < atomic_load_explicit(&p->gt_start, memory_order_relaxed))
+        atomic_store_explicit(&p->gt_start, gt, memory_order_relaxed);
+    bump(&p->ch_started, 1);
     *h = e ? (void *)e : kch_handle(p);
 }
 
@@ -771,7 +778,7 @@ static ncclResult_t stop_event(void *h)
 {
     cp_pcall *kp = kch_call(h);
     if (kp) {
-        atomic_fetch_add_explicit(&kp->ch_stopped, 1, memory_order_release);
+        bump(&kp->ch_stopped, 1);
         return ncclSuccess;
     }
     cp_pev *e = ours(h);
@@ -781,7 +788,7 @@ static ncclResult_t stop_event(void *h)
     }
     chain_stop(e->chain);
     if (e->kind == PEV_KCH) {
-        atomic_fetch_add_explicit(&e->call->ch_stopped, 1, memory_order_release);
+        bump(&e->call->ch_stopped, 1);
         ev_free(e);
     }
     return ncclSuccess;
@@ -793,11 +800,8 @@ static void kch_stop_time(cp_pcall *p, const void *args)
     /* one clock sample per channel, at its stop: the proxy is as late to a stop as to a
      * start, and a sample is a clock read on the proxy's thread */
     clk_sample(p->ctx, gt);
-    uint64_t cur = atomic_load_explicit(&p->gt_end, memory_order_relaxed);
-    while (gt > cur && !atomic_compare_exchange_weak_explicit(&p->gt_end, &cur, gt,
-                                                              memory_order_relaxed,
-                                                              memory_order_relaxed))
-        ;
+    if (gt > atomic_load_explicit(&p->gt_end, memory_order_relaxed))
+        atomic_store_explicit(&p->gt_end, gt, memory_order_relaxed);
 }
 
 static ncclResult_t record_state(void *h, ncclProfilerEventState_t s, void *args)

@@ -20,6 +20,7 @@
  * stop) and its kernel channels' start/KernelChStop/stop from a proxy thread of its own: what
  * bench_shim needs to measure the plugin's cost on the calling thread against a call that
  * costs nothing itself (the emulated NCCL, emu/nccl/profiler.c, is the faithful one).
+ * STUB_NCCL_PROFILER=null makes the same calls into a built-in plugin that does nothing.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -115,9 +116,42 @@ static void prof_finalize(ncclComm_t c)
     c->prof_ctx = NULL;
 }
 
+/* STUB_NCCL_PROFILER=null: a plugin that does nothing, built in, asking for what collprof
+ * asks for: the price NCCL itself pays for calling any plugin (bench_shim's floor). */
+static char g_null_token;
+static ncclResult_t null_init(void **ctx, uint64_t id, int *mask, const char *name, int nnodes,
+                              int nranks, int rank, ncclDebugLogger_t logfn)
+{
+    (void)id; (void)name; (void)nnodes; (void)nranks; (void)rank; (void)logfn;
+    *ctx = &g_null_token;
+    *mask = ncclProfileCollApi | ncclProfileP2pApi | ncclProfileColl | ncclProfileP2p |
+            ncclProfileKernelCh;
+    return ncclSuccess;
+}
+static ncclResult_t null_start(void *ctx, void **h, ncclProfilerEventDescr_v5_t *d)
+{
+    (void)ctx;
+    *h = d->type == ncclProfileGroupApi || d->type == ncclProfileGroup ? NULL : &g_null_token;
+    return ncclSuccess;
+}
+static ncclResult_t null_stop(void *h) { (void)h; return ncclSuccess; }
+static ncclResult_t null_record(void *h, ncclProfilerEventState_t s,
+                                ncclProfilerEventStateArgs_v5_t *a)
+{
+    (void)h; (void)s; (void)a;
+    return ncclSuccess;
+}
+static ncclResult_t null_finalize(void *ctx) { (void)ctx; return ncclSuccess; }
+static ncclProfiler_v5_t g_null_profiler = {"stub-null", null_init, null_start, null_stop,
+                                            null_record, null_finalize};
+
 static void prof_load(void)
 {
     const char *on = getenv("STUB_NCCL_PROFILER"), *name = getenv("NCCL_PROFILER_PLUGIN");
+    if (on && strcmp(on, "null") == 0) {
+        g_prof = &g_null_profiler;
+        return;
+    }
     if (!on || strcmp(on, "1") != 0 || !name || !*name)
         return;
     void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
