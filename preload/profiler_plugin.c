@@ -403,6 +403,9 @@ static uint8_t name_code(name_cache *nc, const char *s, int (*from_name)(const c
 {
     if (!s)
         return 0;
+    /* most calls of a job use one algorithm and one protocol: the first entry, no loop */
+    if (atomic_load_explicit(&nc->ptr[0], memory_order_acquire) == s)
+        return atomic_load_explicit(&nc->code[0], memory_order_relaxed);
     for (int i = 0; i < CP_NAME_CACHE; i++) {
         const char *p = atomic_load_explicit(&nc->ptr[i], memory_order_acquire);
         if (p == s)

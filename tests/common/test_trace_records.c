@@ -63,11 +63,35 @@ static void dtypes_follow_nccl_numbering(void **state)
     assert_string_equal(cp_redop_name(6), "?");
 }
 
+/* NCCL's own spellings both ways; an unknown name or number is "?" / 0, never refused. */
+static void algorithm_and_protocol_names(void **state)
+{
+    (void)state;
+    const char *algos[] = {"?", "TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS",
+                           "NVLS_TREE", "PAT"};
+    for (unsigned a = 0; a < CP_ALGO_COUNT; a++) {
+        assert_string_equal(cp_algo_name(a), algos[a]);
+        if (a)
+            assert_int_equal(cp_algo_from_name(algos[a]), (int)a);
+    }
+    const char *protos[] = {"?", "LL", "LL128", "SIMPLE"};
+    for (unsigned p = 0; p < CP_PROTO_COUNT; p++) {
+        assert_string_equal(cp_proto_name(p), protos[p]);
+        if (p)
+            assert_int_equal(cp_proto_from_name(protos[p]), (int)p);
+    }
+    assert_string_equal(cp_algo_name(CP_ALGO_COUNT), "?");
+    assert_string_equal(cp_proto_name(200), "?");
+    assert_int_equal(cp_algo_from_name("ring"), CP_ALGO_UNKNOWN); /* NCCL's case only */
+    assert_int_equal(cp_algo_from_name(NULL), CP_ALGO_UNKNOWN);
+    assert_int_equal(cp_proto_from_name("LL129"), CP_PROTO_UNKNOWN);
+}
+
 static void record_type_names(void **state)
 {
     (void)state;
     const char *names[] = {NULL, "PROCESS", "COMM", "SITE", "CALL", "DONE",
-                           "CLOCK", "LOST", "HANG", "END"};
+                           "CLOCK", "LOST", "HANG", "END", "NCCL_OP"};
     assert_null(cp_record_type_name(0));
     for (unsigned t = 1; t <= CP_REC_TYPE_MAX_KNOWN; t++)
         assert_string_equal(cp_record_type_name(t), names[t]);
@@ -224,6 +248,7 @@ int main(void)
         cmocka_unit_test(op_names_are_nccls_without_the_prefix),
         cmocka_unit_test(dtypes_follow_nccl_numbering),
         cmocka_unit_test(record_type_names),
+        cmocka_unit_test(algorithm_and_protocol_names),
         cmocka_unit_test(a_site_record_holds_its_frames_padded_to_8),
         cmocka_unit_test(long_strings_are_cut_and_huge_records_refused),
         cmocka_unit_test(a_process_record_leaves_out_trailing_absent_strings),
