@@ -2,9 +2,10 @@
  * (STUB_NCCL_PROFILER=1; the emulated NCCL's own, faithful ones are tested end to end in
  * test_preload_plugin_emu): NCCL opens the preloaded shim, every AllReduce of a two-rank comm
  * gets NCCL_OP and a DONE timed by the plugin with no driver at all, and a plugin the job
- * named itself (probe_plugin.c, v5 or v4) gets exactly the events it gets without collprof,
- * with their parents intact; its failing init, "none", the modes that leave NCCL's plugin
- * alone, and a shim NCCL opens without the preload behave as docs/ARCHITECTURE.md says. */
+ * named itself (tests/emu/profiler_plugin_probe.c, v5 or v4, which logs every callback) gets
+ * exactly the events it gets without collprof, with their parents intact; its failing init,
+ * "none", the modes that leave NCCL's plugin alone, and a shim NCCL opens without the preload
+ * behave as docs/ARCHITECTURE.md says. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,21 +15,90 @@
 
 #include "shim_test_util.h"
 
+#include "common/nccl_profiler_abi.h"
+
 #define CALLS 50
 
 static char *g_tmp;
 static job_result g_res;
-static char g_out[4300], g_out_env[4400], g_probe5[4300], g_probe4[4300];
+static char g_out[4300], g_out_env[4400], g_probe5[4300], g_probe4[4300], g_probefail[4300];
 
 static int setup(void **state)
 {
     (void)state;
     g_tmp = st_tmpdir();
-    snprintf(g_out, sizeof g_out, "%s/probe.txt", g_tmp);
-    snprintf(g_out_env, sizeof g_out_env, "PROBE_OUT=%s", g_out);
-    snprintf(g_probe5, sizeof g_probe5, "%s/stub_nccl/libprobe_profiler_v5.so", st_build_dir());
-    snprintf(g_probe4, sizeof g_probe4, "%s/stub_nccl/libprobe_profiler_v4.so", st_build_dir());
+    snprintf(g_out, sizeof g_out, "%s/probe.log", g_tmp);
+    snprintf(g_out_env, sizeof g_out_env, "CPPROBE_LOG=%s", g_out);
+    const char *b = st_build_dir();
+    snprintf(g_probe5, sizeof g_probe5, "%s/tests/emu/prof/libnccl-profiler-probe.so", b);
+    snprintf(g_probe4, sizeof g_probe4, "%s/tests/emu/prof/libnccl-profiler-probev4.so", b);
+    snprintf(g_probefail, sizeof g_probefail, "%s/tests/emu/prof/libnccl-profiler-probefail.so",
+             b);
     return 0;
+}
+
+/* The probe's log (profiler_plugin_probe.c), summed up as one line: its version, callbacks
+ * by kind and event type, and the parents it saw (a Coll's: its CollApi, or under v4 its
+ * Group; a channel's: its Coll). Handles are the probe's own, so only parents it gave out
+ * count. */
+static void probe_summary(char *out, size_t cap)
+{
+    enum { MAXH = 4096 };
+    static unsigned long handle[MAXH];
+    static int htype[MAXH];
+    size_t nh = 0;
+    unsigned long count[16] = {0}, stops = 0, kch_stop = 0, coll_ok = 0, kch_ok = 0, init = 0,
+                  fini = 0;
+    int v = 0;
+    out[0] = '\0';
+    FILE *f = fopen(g_out, "r");
+    if (!f)
+        return;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        char word[16];
+        unsigned long h = 0, parent = 0;
+        int type = 0, st = 0;
+        if (sscanf(line, "%15s", word) != 1)
+            continue;
+        if (!strcmp(word, "init")) {
+            init++;
+            const char *p = strstr(line, " v=");
+            v = p ? atoi(p + 3) : 0;
+        } else if (!strcmp(word, "fini")) {
+            fini++;
+        } else if (!strcmp(word, "stop")) {
+            stops++;
+        } else if (!strcmp(word, "state") &&
+                   sscanf(line, "%*s %*d %*d h=%lx st=%d", &h, &st) == 2) {
+            kch_stop += st == ncclProfilerKernelChStop;
+        } else if (!strcmp(word, "start") &&
+                   sscanf(line, "%*s %*d %*d h=%lx type=%d parent=%lx", &h, &type, &parent) >= 2) {
+            int k = 0;
+            while ((1 << k) < type && k < 15)
+                k++;
+            count[k]++;
+            int ptype = 0;
+            for (size_t i = 0; i < nh; i++)
+                if (handle[i] == parent && parent)
+                    ptype = htype[i];
+            if (type == ncclProfileColl &&
+                ptype == (v >= 5 ? ncclProfileCollApi : ncclProfileGroup))
+                coll_ok++;
+            if (type == ncclProfileKernelCh && ptype == ncclProfileColl)
+                kch_ok++;
+            if (nh < MAXH) {
+                handle[nh] = h;
+                htype[nh++] = type;
+            }
+        }
+    }
+    fclose(f);
+    snprintf(out, cap,
+             "v=%d init=%lu group_api=%lu coll_api=%lu group=%lu coll=%lu kernel_ch=%lu "
+             "kernel_ch_stop=%lu stops=%lu coll_parent_ok=%lu kch_parent_ok=%lu finalize=%lu",
+             v, init, count[8], count[9], count[0], count[1], count[6], kch_stop, stops, coll_ok,
+             kch_ok, fini);
 }
 
 static int teardown(void **state)
@@ -60,15 +130,8 @@ static void run(const char *name, int preload, const char *const *extra, trace_s
         fprintf(stderr, "%s: status %#x\n%s%s", name, g_res.status, g_res.out, g_res.err);
     assert_int_equal(g_res.status, 0);
     assert_string_equal(g_res.out, "plugin done\n");
-    if (probe) {
-        probe[0] = '\0';
-        FILE *f = fopen(g_out, "r");
-        if (f) {
-            if (!fgets(probe, (int)cap, f))
-                probe[0] = '\0';
-            fclose(f);
-        }
-    }
+    if (probe)
+        probe_summary(probe, cap);
     if (t) {
         char **paths;
         int nf = st_list(dir, &paths);
@@ -157,11 +220,13 @@ static void a_plugin_that_fails_its_init_is_left_out_and_timing_goes_on(void **s
 {
     (void)s;
     char plugin_env[4400], probe[512];
-    snprintf(plugin_env, sizeof plugin_env, "NCCL_PROFILER_PLUGIN=%s", g_probe5);
-    const char *env[] = {plugin_env, "PROBE_FAIL_INIT=1", NULL};
+    snprintf(plugin_env, sizeof plugin_env, "NCCL_PROFILER_PLUGIN=%s", g_probefail);
+    const char *env[] = {plugin_env, NULL};
     trace_seen t;
     run("failing", 1, env, &t, probe, sizeof probe);
-    assert_string_equal(probe, ""); /* never finalized: it has no context */
+    /* its init was called and failed: no event, never finalized */
+    assert_non_null(strstr(probe, "init=1 group_api=0 coll_api=0 group=0 coll=0 kernel_ch=0"));
+    assert_non_null(strstr(probe, "finalize=0"));
     assert_int_equal(st_count_lines(g_res.err, "collprof: WARN"), 1);
     assert_non_null(strstr(g_res.err, "failed its init"));
     check_plugin_timed(&t);
