@@ -172,6 +172,8 @@ static struct group_stream *group_stream_of(cudaStream_t stream)
  * budget and shrinking when well under it. Sequence numbers, not a per-thread count: every
  * rank of a communicator then times the same operations (a rank with a larger k times a
  * subset of a smaller k's), which is what a straggler or a hang question compares. */
+/* 1: time it within the budget; 2: time it whatever the budget says (a first call, whose
+ * cost, the context's event pool made at the first, is not counted against the budget). */
 static int budget_hit(cp_comm *c, uint8_t op, int32_t peer, uint64_t bytes, uint64_t now)
 {
     if (cp_tls.budget_t0 == 0)
@@ -181,7 +183,7 @@ static int budget_hit(cp_comm *c, uint8_t op, int32_t peer, uint64_t bytes, uint
         unsigned bucket = 63u - (unsigned)__builtin_clzll(bytes | 1);
         if (op < CP_OP_COUNT && !(c->timed_sizes[op] & (1ull << bucket))) {
             c->timed_sizes[op] |= 1ull << bucket;
-            return 1;
+            return 2;
         }
         if (op == CP_OP_SEND || op == CP_OP_RECV) {
             if (atomic_load_explicit(&c->ready, memory_order_acquire) && peer >= 0 &&
@@ -217,10 +219,14 @@ void cp_gpu_before_events(cp_gpu_mark *m, cudaStream_t stream, cp_comm *c, uint8
     }
     /* In auto mode even the capture check waits for the budget: it is a driver call. */
     uint64_t t0 = cp_now_ticks();
-    if (!budget_hit(c, op, peer, bytes, t0))
+    int hit = budget_hit(c, op, peer, bytes, t0);
+    if (!hit)
         return;
     before_events(m, stream);
-    cp_tls.budget_spent += cp_now_ticks() - t0;
+    if (hit == 1)
+        cp_tls.budget_spent += cp_now_ticks() - t0;
+    else
+        m->unbudgeted = 1;
 }
 
 static void before_events(cp_gpu_mark *m, cudaStream_t stream)
@@ -305,7 +311,8 @@ void cp_gpu_after_timed(cp_gpu_mark *m, cudaStream_t stream, int accepted)
     }
     uint64_t t0 = cp_now_ticks();
     after_timed(m, stream, accepted);
-    cp_tls.budget_spent += cp_now_ticks() - t0;
+    if (!m->unbudgeted)
+        cp_tls.budget_spent += cp_now_ticks() - t0;
 }
 
 static void after_timed(cp_gpu_mark *m, cudaStream_t stream, int accepted)

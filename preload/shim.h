@@ -434,6 +434,7 @@ typedef struct cp_gpu_mark {
     uint8_t grouped;
     uint8_t plug;   /* the plugin may describe this call */
     uint8_t pflags; /* CP_PCALL_* of pcall */
+    uint8_t unbudgeted; /* auto: timed as a first call, its cost outside the budget */
     cp_pcall *pcall;
     uint32_t pindex;
 } cp_gpu_mark;
@@ -458,6 +459,7 @@ static inline void cp_gpu_before(cp_gpu_mark *m, cudaStream_t stream, uint32_t g
     m->flags = 0;
     m->grouped = group_depth > 0;
     m->plug = 0;
+    m->unbudgeted = 0;
     m->pcall = NULL;
     if (atomic_load_explicit(&cp_plugin_wanted, memory_order_relaxed)) {
         m->plug = 1;

@@ -14,9 +14,9 @@
 
 typedef struct seen {
     cp_file_header header;
-    cp_rec_call calls[256];
+    cp_rec_call calls[4096];
     size_t ncalls;
-    cp_rec_done dones[256];
+    cp_rec_done dones[4096];
     size_t ndones;
     uint32_t site_index[16];
     char site_frames[16][2048];
@@ -31,14 +31,14 @@ static seen g_seen;
 static int on_call(void *ctx, const cp_rec_call *r)
 {
     seen *s = ctx;
-    if (s->ncalls < 256)
+    if (s->ncalls < 4096)
         s->calls[s->ncalls++] = *r;
     return 0;
 }
 static int on_done(void *ctx, const cp_rec_done *r)
 {
     seen *s = ctx;
-    if (s->ndones < 256)
+    if (s->ndones < 4096)
         s->dones[s->ndones++] = *r;
     return 0;
 }
@@ -161,6 +161,42 @@ static void sample_n_times_every_nth_call(void **state)
     }
     assert_int_equal(timed, 6); /* calls 0, 4, 8, 12, 16, 20 of 23 */
     assert_int_equal(g_seen.ndones, timed);
+}
+
+/* auto with no profiler plugin from NCCL (the stub makes no plugin calls): events under
+ * COLLPROF_OVERHEAD. The first call of each (comm, op, size) is always timed; then, at the
+ * default 0.5 %, an event pair (~1 µs on the emulation) beside calls that cost about as much
+ * leaves most calls untimed; at 100 % every call is. Every timed call has its DONE. */
+static void auto_without_the_plugin_times_within_its_budget(void **state)
+{
+    (void)state;
+    const char *argv[] = {"events", "3000", NULL};
+    size_t total[2] = {0}, timed[2] = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        const char *env[] = {"COLLPROF_GPU_TIMING=auto",
+                             pass ? "COLLPROF_OVERHEAD=100" : "COLLPROF_OVERHEAD=0.5", NULL};
+        run("shim_gpu_job", env, argv);
+        int first = 1;
+        for (size_t i = 0; i < g_seen.ncalls; i++) {
+            const cp_rec_call *c = &g_seen.calls[i];
+            if (!is_op(c))
+                continue;
+            total[pass]++;
+            if (first)
+                assert_true(c->flags & CP_CALL_TIMED); /* the comm's first AllReduce */
+            first = 0;
+            if (c->flags & CP_CALL_TIMED) {
+                timed[pass]++;
+                assert_non_null(done_of(c));
+            }
+        }
+        assert_int_equal(g_seen.ndones, timed[pass]);
+    }
+    fprintf(stderr, "auto: %zu of %zu calls timed at 0.5%%, %zu of %zu at 100%%\n", timed[0],
+            total[0], timed[1], total[1]);
+    assert_int_equal(total[0], 3003);
+    assert_true(timed[0] * 4 < total[0]);
+    assert_int_equal(timed[1], total[1]);
 }
 
 static void off_gives_no_done(void **state)
@@ -409,6 +445,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_timed_call_has_one_done_in_stream_order),
         cmocka_unit_test(sample_n_times_every_nth_call),
+        cmocka_unit_test(auto_without_the_plugin_times_within_its_budget),
         cmocka_unit_test(off_gives_no_done),
         cmocka_unit_test(a_captured_stream_gets_no_events_and_its_capture_survives),
         cmocka_unit_test(grouped_ops_carry_their_groups_times),
