@@ -37,70 +37,6 @@ static int setup(void **state)
     return 0;
 }
 
-/* The probe's log (profiler_plugin_probe.c), summed up as one line: its version, callbacks
- * by kind and event type, and the parents it saw (a Coll's: its CollApi, or under v4 its
- * Group; a channel's: its Coll). Handles are the probe's own, so only parents it gave out
- * count. */
-static void probe_summary(char *out, size_t cap)
-{
-    enum { MAXH = 4096 };
-    static unsigned long handle[MAXH];
-    static int htype[MAXH];
-    size_t nh = 0;
-    unsigned long count[16] = {0}, stops = 0, kch_stop = 0, coll_ok = 0, kch_ok = 0, init = 0,
-                  fini = 0;
-    int v = 0;
-    out[0] = '\0';
-    FILE *f = fopen(g_out, "r");
-    if (!f)
-        return;
-    char line[1024];
-    while (fgets(line, sizeof line, f)) {
-        char word[16];
-        unsigned long h = 0, parent = 0;
-        int type = 0, st = 0;
-        if (sscanf(line, "%15s", word) != 1)
-            continue;
-        if (!strcmp(word, "init")) {
-            init++;
-            const char *p = strstr(line, " v=");
-            v = p ? atoi(p + 3) : 0;
-        } else if (!strcmp(word, "fini")) {
-            fini++;
-        } else if (!strcmp(word, "stop")) {
-            stops++;
-        } else if (!strcmp(word, "state") &&
-                   sscanf(line, "%*s %*d %*d h=%lx st=%d", &h, &st) == 2) {
-            kch_stop += st == ncclProfilerKernelChStop;
-        } else if (!strcmp(word, "start") &&
-                   sscanf(line, "%*s %*d %*d h=%lx type=%d parent=%lx", &h, &type, &parent) >= 2) {
-            int k = 0;
-            while ((1 << k) < type && k < 15)
-                k++;
-            count[k]++;
-            int ptype = 0;
-            for (size_t i = 0; i < nh; i++)
-                if (handle[i] == parent && parent)
-                    ptype = htype[i];
-            if (type == ncclProfileColl &&
-                ptype == (v >= 5 ? ncclProfileCollApi : ncclProfileGroup))
-                coll_ok++;
-            if (type == ncclProfileKernelCh && ptype == ncclProfileColl)
-                kch_ok++;
-            if (nh < MAXH) {
-                handle[nh] = h;
-                htype[nh++] = type;
-            }
-        }
-    }
-    fclose(f);
-    snprintf(out, cap,
-             "v=%d init=%lu group_api=%lu coll_api=%lu group=%lu coll=%lu kernel_ch=%lu "
-             "kernel_ch_stop=%lu stops=%lu coll_parent_ok=%lu kch_parent_ok=%lu finalize=%lu",
-             v, init, count[8], count[9], count[0], count[1], count[6], kch_stop, stops, coll_ok,
-             kch_ok, fini);
-}
-
 static int teardown(void **state)
 {
     (void)state;
@@ -131,7 +67,7 @@ static void run(const char *name, int preload, const char *const *extra, trace_s
     assert_int_equal(g_res.status, 0);
     assert_string_equal(g_res.out, "plugin done\n");
     if (probe)
-        probe_summary(probe, cap);
+        st_probe_summary(g_out, probe, cap);
     if (t) {
         char **paths;
         int nf = st_list(dir, &paths);

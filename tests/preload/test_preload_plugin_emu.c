@@ -1,0 +1,191 @@
+/* The shim as NCCL's profiler plugin on the emulation: collprof-sim's ranks on the emulated
+ * NCCL (which opens and calls a profiler plugin as NCCL 2.28.9 does, emu/nccl/profiler.c)
+ * and the emulated driver. With COLLPROF_GPU_TIMING=plugin every collective of every
+ * communicator of two ranks or more gets its GPU times from NCCL's kernel channels (DONE
+ * timing plugin, an NCCL_OP with NCCL's algorithm and protocol) and no CUDA event at all; in
+ * auto mode only each communicator's first call is timed by events (NCCL has not yet said it
+ * reports on it); and a job's own plugin chained behind the shim receives what it receives
+ * without collprof. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "shim_test_util.h"
+
+#define RANKS 4
+
+static char *g_tmp;
+static job_result g_res;
+static trace_seen g_t[RANKS];
+static int g_nt;
+
+static int setup(void **state)
+{
+    (void)state;
+    g_tmp = st_tmpdir();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    st_rmtree(g_tmp);
+    free(g_tmp);
+    return 0;
+}
+
+static void free_traces(void)
+{
+    for (int i = 0; i < g_nt; i++)
+        st_free_trace(&g_t[i]);
+    g_nt = 0;
+}
+
+/* collprof-sim --launch RANKS on `pattern`, with the shim when `preload`; the ranks' traces
+ * into g_t when traced. */
+static void run_sim(const char *name, int preload, const char *pattern,
+                    const char *const *extra)
+{
+    char sim[4200], lib_path[4300], dir[4300], dir_env[4400];
+    snprintf(sim, sizeof sim, "%s/bin/collprof-sim", st_build_dir());
+    if (!st_exists(sim))
+        skip();
+    snprintf(lib_path, sizeof lib_path, "LD_LIBRARY_PATH=%s/emu", st_build_dir());
+    snprintf(dir, sizeof dir, "%s/%s", g_tmp, name);
+    snprintf(dir_env, sizeof dir_env, "COLLPROF_DIR=%s", dir);
+    const char *env[16] = {dir_env, lib_path};
+    size_t n = 2;
+    for (; extra && *extra && n < 15; extra++)
+        env[n++] = *extra;
+    env[n] = NULL;
+    char ranks[8];
+    snprintf(ranks, sizeof ranks, "%d", RANKS);
+    const char *argv[] = {"--launch", ranks, "--pattern", pattern, "--steps", "2",
+                          "--scale", "0.001", "--check", NULL};
+    st_run_prog(&g_res, "collprof-sim", preload, env, argv);
+    if (g_res.status != 0)
+        fprintf(stderr, "%s: %#x\n%s%s", name, g_res.status, g_res.out, g_res.err);
+    assert_int_equal(g_res.status, 0);
+    if (!preload)
+        return;
+    char **paths;
+    int nf = st_list(dir, &paths);
+    assert_int_equal(nf, RANKS);
+    for (int i = 0; i < nf; i++)
+        assert_int_equal(st_read_trace(paths[i], &g_t[i]), 0);
+    g_nt = nf;
+    cp_trace_dir_free(paths, nf);
+}
+
+static int32_t comm_size(const trace_seen *t, uint32_t comm_index)
+{
+    for (size_t i = 0; i < t->ncomms; i++)
+        if (t->comms[i].comm_index == comm_index)
+            return t->comms[i].nranks;
+    return -1;
+}
+
+static const cp_rec_done *done_of(const trace_seen *t, const cp_rec_call *c)
+{
+    for (size_t i = 0; i < t->ndones && i < 4096; i++) {
+        const cp_rec_done *d = &t->dones[i];
+        if (d->comm_index == c->comm_index && d->seq == c->seq && d->op == c->op &&
+            d->peer == c->peer)
+            return d;
+    }
+    return NULL;
+}
+
+/* Per rank: how many collectives and p2p calls of multi-rank comms were timed by the plugin
+ * and by events, and how many of those comms there are. */
+static void tally(const trace_seen *t, size_t *plugin, size_t *events, size_t *calls,
+                  size_t *comms)
+{
+    *plugin = *events = *calls = *comms = 0;
+    for (size_t i = 0; i < t->ncomms; i++)
+        *comms += t->comms[i].nranks > 1;
+    for (size_t i = 0; i < t->ncalls; i++) {
+        const cp_rec_call *c = &t->calls[i];
+        if (!(cp_op_is_collective(c->op) || cp_op_is_p2p(c->op)) ||
+            comm_size(t, c->comm_index) < 2 || c->result != 0)
+            continue;
+        (*calls)++;
+        assert_true(c->flags & CP_CALL_TIMED);
+        const cp_rec_done *d = done_of(t, c);
+        assert_non_null(d);
+        assert_true(d->gpu_start_ns > 0 && d->gpu_end_ns >= d->gpu_start_ns);
+        /* no kernel starts before its call entered NCCL */
+        assert_true(d->gpu_start_ns >= c->enter_ns);
+        *plugin += d->timing == CP_TIMING_PLUGIN;
+        *events += d->timing == CP_TIMING_EVENTS;
+    }
+}
+
+static void plugin_mode_times_every_collective_with_no_event(void **state)
+{
+    (void)state;
+    const char *env[] = {"COLLPROF_GPU_TIMING=plugin", NULL};
+    run_sim("plugin", 1, "mixed", env);
+    for (int r = 0; r < g_nt; r++) {
+        size_t plugin, events, calls, comms;
+        tally(&g_t[r], &plugin, &events, &calls, &comms);
+        assert_true(calls > 20);
+        assert_int_equal(events, 0);
+        assert_int_equal(plugin, calls);
+        assert_int_equal(g_t[r].nnccl_ops, calls);
+        assert_int_equal(st_count_lines(g_res.err, "collprof: WARN"), 0);
+    }
+    free_traces();
+}
+
+static void auto_mode_times_only_each_comms_first_call_by_events(void **state)
+{
+    (void)state;
+    run_sim("auto", 1, "mixed", NULL);
+    for (int r = 0; r < g_nt; r++) {
+        size_t plugin, events, calls, comms;
+        tally(&g_t[r], &plugin, &events, &calls, &comms);
+        assert_true(events >= 1 && events <= comms); /* a comm's first call at most */
+        assert_int_equal(plugin + events, calls);
+    }
+    free_traces();
+}
+
+static void a_jobs_own_plugin_gets_what_it_gets_without_collprof(void **state)
+{
+    (void)state;
+    char log[4300], log_env[4400], plugin_env[4400], bare[512], shim[512];
+    snprintf(log, sizeof log, "%s/probe.log", g_tmp);
+    snprintf(log_env, sizeof log_env, "CPPROBE_LOG=%s", log);
+    snprintf(plugin_env, sizeof plugin_env,
+             "NCCL_PROFILER_PLUGIN=%s/tests/emu/prof/libnccl-profiler-probe.so", st_build_dir());
+    const char *env[] = {log_env, plugin_env, NULL};
+    run_sim("probe-bare", 0, "ddp", env);
+    st_probe_summary(log, bare, sizeof bare);
+    unlink(log);
+    run_sim("probe-shim", 1, "ddp", env);
+    st_probe_summary(log, shim, sizeof shim);
+    fprintf(stderr, "probe without collprof: %s\nprobe behind collprof:  %s\n", bare, shim);
+    assert_non_null(strstr(bare, "init=4 ")); /* one comm on each of 4 ranks */
+    assert_null(strstr(bare, " coll=0 "));
+    assert_string_equal(shim, bare);
+    for (int r = 0; r < g_nt; r++) {
+        size_t plugin, events, calls, comms;
+        tally(&g_t[r], &plugin, &events, &calls, &comms);
+        assert_true(plugin > 0);
+    }
+    free_traces();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(plugin_mode_times_every_collective_with_no_event),
+        cmocka_unit_test(auto_mode_times_only_each_comms_first_call_by_events),
+        cmocka_unit_test(a_jobs_own_plugin_gets_what_it_gets_without_collprof),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
