@@ -229,14 +229,61 @@ void cp_gpu_plugin_add(const cp_rec_call *rec, uint32_t pcall_index)
     cp_gpu_pending_add(&s);
 }
 
+/* The last events DONEs: a comm's first call is timed by events and described by the plugin
+ * too, and the two together calibrate the plugin's GPU clock (cp_plugin_calibrate). */
+#define CP_RECENT_EV 64
+static struct {
+    uint32_t comm_index;
+    uint64_t seq;
+    int32_t peer;
+    uint8_t op;
+    uint64_t start, end;
+} g_recent_ev[CP_RECENT_EV];
+static unsigned g_recent_ev_n;
+
+static void note_events_done(const cp_rec_done *d)
+{
+    unsigned i = g_recent_ev_n++ % CP_RECENT_EV;
+    g_recent_ev[i].comm_index = d->comm_index;
+    g_recent_ev[i].seq = d->seq;
+    g_recent_ev[i].peer = d->peer;
+    g_recent_ev[i].op = d->op;
+    g_recent_ev[i].start = d->gpu_start_ns;
+    g_recent_ev[i].end = d->gpu_end_ns;
+}
+
+/* A call timed both ways. Its end event completes just after its kernel's last channel (it
+ * was queued behind the kernel), so (events end - plugin end) bounds the clock offset from
+ * above, like the callbacks' envelope, and is tight where the envelope is not: when NCCL's
+ * proxy calls back late. (The start event completes before the kernel, by the launch: a
+ * lower bound, which would put starts before their calls' entry.) 1 when done with it, 0 to
+ * wait for its events' DONE. */
+static int calibrate(cp_pending_slot *p, const cp_pcall_view *v)
+{
+    if (v->gt_start == UINT64_MAX || v->gt_end < v->gt_start)
+        return 1;
+    for (unsigned k = 0; k < CP_RECENT_EV && k < g_recent_ev_n; k++) {
+        unsigned i = (g_recent_ev_n - 1 - k) % CP_RECENT_EV;
+        if (g_recent_ev[i].comm_index == p->comm_index && g_recent_ev[i].seq == p->seq &&
+            g_recent_ev[i].peer == p->peer && g_recent_ev[i].op == p->op) {
+            cp_plugin_calibrate(p->pcall, g_recent_ev[i].end - v->gt_end, cp_mono_ns());
+            return 1;
+        }
+    }
+    /* its events may finish a tick later; an events DONE that never came ends the wait */
+    return ++p->waits > 50;
+}
+
 /* A call NCCL's plugin describes: NCCL_OP and DONE once every channel stopped. At the
  * process's end a call still in flight gets its NCCL_OP (what NCCL said of it) but no DONE,
  * as an events pair in flight gets none: its CALL on disk says it never finished. */
-static int finish_plugin(cp_trace_writer *w, const cp_pending_slot *p)
+static int finish_plugin(cp_trace_writer *w, cp_pending_slot *p)
 {
     cp_pcall_view v;
     int complete = cp_pcall_state(p->pcall, &v);
     if (!complete && !g_plugin_final)
+        return 0;
+    if (complete && !p->recorded && p->release && !g_plugin_final && !calibrate(p, &v))
         return 0;
     if (p->recorded) {
         cp_rec_nccl_op n = {.h = {CP_REC_NCCL_OP, sizeof n}, .comm_index = p->comm_index,
@@ -274,7 +321,7 @@ static int finish_plugin(cp_trace_writer *w, const cp_pending_slot *p)
     return 1;
 }
 
-static int finish(cp_trace_writer *w, const cp_pending_slot *p)
+static int finish(cp_trace_writer *w, cp_pending_slot *p)
 {
     if (p->pcall)
         return finish_plugin(w, p);
@@ -307,6 +354,8 @@ static int finish(cp_trace_writer *w, const cp_pending_slot *p)
     }
     cp_trace_writer_append(w, &d);
     cp_live_done(&d);
+    if (d.timing == CP_TIMING_EVENTS)
+        note_events_done(&d);
     if (p->release)
         cp_ev_pair_put(p->ctx, p->pair);
     return 1;

@@ -295,10 +295,12 @@ static void push_pending(cp_gpu_ctx *c, uint32_t pair, int release, int recorded
     cp_ring_commit(r);
 }
 
-void cp_gpu_discard_plugin(const cp_gpu_mark *m)
+void cp_gpu_discard_plugin(const cp_gpu_mark *m, uint32_t comm_index, uint64_t seq,
+                           int32_t peer, uint8_t op, int calibrate)
 {
-    /* recorded = 0: the writer writes nothing for it, and gives it back when complete */
-    push_pending(NULL, 0, 0, 0, CP_COMM_NONE, CP_SEQ_NONE, -1, CP_OP_NONE, m->pcall);
+    /* recorded = 0: the writer writes nothing for it, and gives it back when complete. A call
+     * events timed too (a comm's first) calibrates the GPU clock: release says so. */
+    push_pending(NULL, 0, calibrate, 0, comm_index, seq, peer, op, m->pcall);
 }
 
 static void after_timed(cp_gpu_mark *m, cudaStream_t stream, int accepted);

@@ -78,6 +78,8 @@ typedef struct cp_pctx {
     _Atomic int64_t clk_min[2];  /* host - globaltimer, per window; INT64_MAX none */
     _Atomic int clk_win;
     uint64_t clk_rotated_ns;
+    int64_t calib_off;           /* writer only: host - globaltimer from a call timed both ways */
+    uint64_t calib_at;           /* ... when (host ns), 0 never */
     struct cp_pctx *next;
 } cp_pctx;
 
@@ -284,10 +286,29 @@ static void clk_sample(cp_pctx *c, uint64_t gt)
 
 static cp_pctx *_Atomic g_ctxs;
 
+/* A calibration serves this long; then the envelope, which follows the clocks' drift. */
+#define CP_PCLK_CALIB_NS 60000000000ull
+
+void cp_plugin_calibrate(cp_pcall *p, uint64_t offset_ns, uint64_t now_ns)
+{
+    cp_pctx *c = p->ctx;
+    c->calib_off = (int64_t)offset_ns;
+    c->calib_at = now_ns;
+}
+
 int cp_plugin_clock(cp_pcall *p, uint64_t gt, uint64_t *host_ns)
 {
     cp_pctx *c = p->ctx;
     int64_t a = atomic_load(&c->clk_min[0]), b = atomic_load(&c->clk_min[1]);
+    /* A call that events timed too (auto mode times a comm's first call so) bounds it from
+     * above as well, to the events' own error (µs): tighter than the envelope wherever the
+     * proxy is slow to call back, as on a loaded machine (the envelope is off by its quickest
+     * callback: µs where NCCL's proxy polls, milliseconds on the emulation under the
+     * sanitizers). Both are upper bounds: the smaller is kept. */
+    if (c->calib_at && cp_mono_ns() - c->calib_at < CP_PCLK_CALIB_NS) {
+        if (c->calib_off < a)
+            a = c->calib_off;
+    }
     /* The minimum over a window: every sample is the offset plus a latency, never less, so
      * a converted time is never early and never before its call entered NCCL. (The other
      * bound, a kernel starts after its call's entry, is no estimate: for a rank whose stream

@@ -411,6 +411,9 @@ void cp_pcall_free(cp_pcall *p);
 int cp_plugin_clock(cp_pcall *p, uint64_t gt, uint64_t *host_ns);
 /* Writer, each tick: the clock offset's windows. */
 void cp_plugin_tick(uint64_t now_ns);
+/* Writer: an upper bound of host - globaltimer from a call timed both ways (its events' end
+ * and its plugin's end), used for CP_PCLK_CALIB_NS beside the envelope (two's complement). */
+void cp_plugin_calibrate(cp_pcall *p, uint64_t offset_ns, uint64_t now_ns);
 /* Whether a job's own plugin gets NCCL's events through us. */
 int cp_plugin_chained(void);
 
@@ -446,8 +449,10 @@ void cp_gpu_after_timed(cp_gpu_mark *m, cudaStream_t stream, int accepted);
 void cp_gpu_emit_timed(const cp_gpu_mark *m, uint32_t comm_index, uint64_t seq, int32_t peer,
                        uint8_t op);
 /* A plugin call that times nothing (events timed the call, or NCCL refused it): the writer
- * gives it back once NCCL is done with it. */
-void cp_gpu_discard_plugin(const cp_gpu_mark *m);
+ * gives it back once NCCL is done with it. `calibrate`: events timed the same call, whose
+ * GPU start on both clocks the writer uses to calibrate the plugin's (gpu_poll.c). */
+void cp_gpu_discard_plugin(const cp_gpu_mark *m, uint32_t comm_index, uint64_t seq,
+                           int32_t peer, uint8_t op, int calibrate);
 /* Writer: a CALL that names a plugin call (cp_rec_call.reserved in the ring, index + 1). */
 void cp_gpu_plugin_add(const cp_rec_call *rec, uint32_t pcall_index);
 
@@ -505,9 +510,10 @@ typedef struct cp_pending_slot {
     uint64_t seq;
     int32_t peer;
     uint8_t op;
-    uint8_t release;     /* the last op on this pair: return it to the pool when done */
+    uint8_t release;     /* the last op on this pair: return it to the pool when done (a
+                          * discarded plugin call: events timed it too, calibrate with it) */
     uint8_t recorded;    /* 0: the events could not be recorded (DONE says timing none) */
-    uint8_t pad;
+    uint8_t waits;       /* a calibrating plugin call: polls spent waiting for its events */
     cp_gpu_ctx *ctx;
     uint32_t pair;
     cp_pcall *pcall;     /* NULL: events; else NCCL's plugin times it (or, discarded, frees it) */

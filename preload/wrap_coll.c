@@ -85,6 +85,7 @@ static void record_op(uint8_t op, cp_comm *comm, size_t count, ncclDataType_t dt
                       ncclResult_t r, cp_gpu_mark *gm, void *ra)
 {
     uint32_t pcall = 0;
+    int discard = 0;
     if (gm->pcall) {
         /* NCCL's plugin described the call: it is timed (a DONE follows) unless events
          * timed it already, NCCL refused it, or NCCL said a graph captures it (then NCCL
@@ -96,7 +97,7 @@ static void record_op(uint8_t op, cp_comm *comm, size_t count, ncclDataType_t dt
         else if (gm->pair < 0 && cp_nccl_accepted(r))
             pcall = gm->pindex + 1;
         else
-            cp_gpu_discard_plugin(gm);
+            discard = 1; /* handed to the writer once the call's key is known, below */
         if (pcall)
             gm->flags |= CP_CALL_TIMED;
         /* NCCL reports on this comm: its next calls need no events */
@@ -145,6 +146,9 @@ static void record_op(uint8_t op, cp_comm *comm, size_t count, ncclDataType_t dt
     }
     cp_record_emit(&ci);
     cp_gpu_emit(gm, c ? c->comm_index : CP_COMM_NONE, ci.seq, peer, op);
+    if (discard)
+        cp_gpu_discard_plugin(gm, c ? c->comm_index : CP_COMM_NONE, ci.seq, peer, op,
+                              gm->pair >= 0 && cp_nccl_accepted(r));
 }
 
 /* The shape every recorded collective and p2p wrapper shares. The return address is read
