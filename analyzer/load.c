@@ -1,7 +1,8 @@
 /* analyzer/load.c: every trace file of a directory into the model, one walk per file, the
  * files shared out among a few threads.
  *
- * Each DONE record is paired with its call as the file is read (pair_done.h). The calls
+ * Each DONE and NCCL_OP record is paired with its call as the file is read (pair_done.h),
+ * each kind by a pairer of its own: the order of the two is no promise. The calls
  * array starts at the most CALL records the file's length allows (64 bytes each), and is
  * trimmed to the calls kept once the file is read, so memory is that of the calls kept, not
  * of what the file claims; its pages are mapped in blocks ahead of use.
@@ -37,6 +38,7 @@
 /* What a thread keeps from one file to the next. */
 typedef struct load_scratch {
     cpa_done_scratch done; /* the DONE table's memory */
+    cpa_done_scratch nccl; /* the NCCL_OP table's */
     size_t page;           /* the page size */
     int no_populate;       /* the kernel refused MADV_POPULATE_WRITE: do not ask again */
 } load_scratch;
@@ -49,6 +51,8 @@ typedef struct load_ctx {
     uint32_t last_stream;      /* the stream index the previous call used: calls repeat it */
     size_t call_room;          /* calls may be stored below this index without a check */
     cpa_done_pairer done;      /* the calls still waiting for their DONE */
+    cpa_done_pairer nccl;      /* ... for their NCCL_OP, from the file's first one on */
+    int nccl_on;               /* an NCCL_OP was seen: the nccl pairer follows the calls */
     /* Each small comm index's COMM record so far (position in r->comms + 1, 0 none), so
      * that a call gets its communicator as it is stored; when a call names one not known
      * yet, or an index is named twice, every call is resolved again after the walk. */
@@ -336,18 +340,21 @@ static int on_call(void *ctx, const cp_rec_call *c)
     k->flags = c->flags;
     k->done = 0;
     k->gpu_timed = 0;
-    k->algo = k->proto = k->nchannels = k->nccl = 0;
+    k->algo = k->proto = k->nchannels = k->nccl = k->timing = 0;
     r->ncalls++;
     saw_time(r, c->enter_ns + c->host_ns);
     saw_time(r, c->enter_ns);
     cpa_done_added(&x->done, r);
+    if (x->nccl_on)
+        cpa_done_added(&x->nccl, r);
     return 0;
 }
 
 static int on_done(void *ctx, const cp_rec_done *d)
 {
     load_ctx *x = ctx;
-    cpa_call *c = cpa_done_find(&x->done, x->r, d, &x->oom);
+    const cpa_pair_key key = cpa_pair_key_done(d);
+    cpa_call *c = cpa_done_find(&x->done, x->r, &key, &x->oom);
     if (x->oom)
         return 1;
     if (!c) {
@@ -355,6 +362,7 @@ static int on_done(void *ctx, const cp_rec_done *d)
         return 0;
     }
     c->done = 1;
+    c->timing = d->timing;
     if (d->gpu_start_ns > 0 && d->timing != CP_TIMING_NONE && d->timing != CP_TIMING_HOST) {
         /* The call is done all the same (a DONE came); only these times are unbelievable. */
         if (d->gpu_end_ns < d->gpu_start_ns || d->gpu_end_ns > CPA_TIME_MAX) {
@@ -370,24 +378,50 @@ static int on_done(void *ctx, const cp_rec_done *d)
     return 0;
 }
 
-/* NCCL_OP precedes its operation's DONE (or stands alone for one still in flight at the
- * end): it goes to the call that DONE goes to, the oldest one of its key without a DONE. */
+/* NCCL's seqNumber of call idx, beside the calls (model.h says why); the calls between
+ * the last one given a number and this one get none. 0, or -1 out of memory. */
+static int keep_nccl_seq(cpa_rank *r, size_t idx, uint64_t nccl_seq)
+{
+    if (idx >= r->nnccl_seqs) {
+        if (cpa_grow((void **)&r->nccl_seqs, &r->cap_nccl_seqs, idx + 1, sizeof *r->nccl_seqs))
+            return -1;
+        for (size_t i = r->nnccl_seqs; i < idx; i++)
+            r->nccl_seqs[i] = CPA_SEQ_NONE;
+        r->nnccl_seqs = idx + 1;
+    }
+    r->nccl_seqs[idx] = nccl_seq;
+    return 0;
+}
+
+/* What NCCL's profiler plugin said of a call: its own pairer, so that it finds its call
+ * before or after that call's DONE (the shim writes it before; the format promises no
+ * order). A second one for a call goes to the next call of its key, or is unmatched. An
+ * algorithm or protocol this collprof has no name for is kept as unknown ("?"). */
 static int on_nccl_op(void *ctx, const cp_rec_nccl_op *n)
 {
     load_ctx *x = ctx;
-    cp_rec_done key = {.comm_index = n->comm_index, .seq = n->seq, .peer = n->peer,
-                       .op = n->op};
-    cpa_call *c = cpa_done_find(&x->done, x->r, &key, &x->oom);
+    cpa_rank *r = x->r;
+    if (!x->nccl_on) {
+        x->nccl_on = 1;
+        cpa_done_begin(&x->nccl, r);
+    }
+    const cpa_pair_key key = cpa_pair_key_nccl_op(n);
+    cpa_call *c = cpa_done_find(&x->nccl, r, &key, &x->oom);
     if (x->oom)
         return 1;
     if (!c) {
-        x->r->unmatched_nccl_op++;
+        r->unmatched_nccl_op++;
         return 0;
     }
     c->algo = n->algo < CP_ALGO_COUNT ? n->algo : CP_ALGO_UNKNOWN;
     c->proto = n->proto < CP_PROTO_COUNT ? n->proto : CP_PROTO_UNKNOWN;
     c->nchannels = n->nchannels;
     c->nccl = CPA_NCCL_SEEN | (n->kernel_started == 0 ? CPA_NCCL_NOT_STARTED : 0);
+    if (n->nccl_seq != CPA_SEQ_NONE && keep_nccl_seq(r, (size_t)(c - r->calls), n->nccl_seq)) {
+        x->oom = 1;
+        return 1;
+    }
+    cpa_done_marked(&x->nccl, r, c);
     return 0;
 }
 
@@ -559,7 +593,8 @@ static int load_file(cpa_model *wm, cpa_rank *r, const char *path, const cpa_mem
         r->clocks[0] = (cpa_clock_sample){h->mono_anchor_ns, h->realtime_anchor_ns};
         r->nclocks = r->cap_clocks = 1;
     }
-    load_ctx x = {.m = wm, .r = r, .s = s, .done = {.s = &s->done}};
+    load_ctx x = {.m = wm, .r = r, .s = s, .done = {.s = &s->done, .kind = CPA_PAIR_DONE},
+                  .nccl = {.s = &s->nccl, .kind = CPA_PAIR_NCCL_OP}};
     if (bound) {
         r->calls = malloc(bound * sizeof *r->calls);
         r->cap_calls = r->calls ? bound : 0;
@@ -570,9 +605,9 @@ static int load_file(cpa_model *wm, cpa_rank *r, const char *path, const cpa_mem
     }
 
     cp_trace_visitor v = {.ctx = &x, .on_process = on_process, .on_comm = on_comm,
-                          .on_site = on_site, .on_call = on_call, .on_done = on_done, .on_nccl_op = on_nccl_op,
-                          .on_clock = on_clock, .on_lost = on_lost, .on_hang = on_hang,
-                          .on_end = on_end};
+                          .on_site = on_site, .on_call = on_call, .on_done = on_done,
+                          .on_nccl_op = on_nccl_op, .on_clock = on_clock, .on_lost = on_lost,
+                          .on_hang = on_hang, .on_end = on_end};
     cp_walk_result res;
     cp_trace_walk(rd, &v, &res);
     cp_trace_reader_close(rd);
@@ -592,6 +627,13 @@ static int load_file(cpa_model *wm, cpa_rank *r, const char *path, const cpa_mem
                 r->calls = p;
                 r->cap_calls = r->ncalls;
             }
+        }
+    }
+    if (r->cap_nccl_seqs > r->nnccl_seqs) { /* the same for NCCL's numbers */
+        uint64_t *p = realloc(r->nccl_seqs, r->nnccl_seqs * sizeof *p);
+        if (p) {
+            r->nccl_seqs = p;
+            r->cap_nccl_seqs = r->nnccl_seqs;
         }
     }
     r->records = res.records;
@@ -650,6 +692,7 @@ static void *load_worker(void *arg)
             atomic_store(&j->failed, 1);
     }
     free(s.done.slots);
+    free(s.nccl.slots);
     return NULL;
 }
 

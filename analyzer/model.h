@@ -79,7 +79,14 @@ typedef struct cpa_call {
     uint8_t algo, proto;   /* NCCL's, from an NCCL_OP record: enum cp_algo, cp_proto */
     uint8_t nchannels;     /* ... the channels NCCL ran it on */
     uint8_t nccl;          /* CPA_NCCL_*: what NCCL's profiler plugin said of it */
+    uint8_t timing;        /* its DONE's enum cp_timing_source (CP_TIMING_NONE: no DONE) */
+    /* NCCL's own seqNumber is 8 bytes and the padding left is 1: it lives beside the calls,
+     * in cpa_rank.nccl_seqs, for the files that have NCCL_OP records only. */
 } cpa_call;
+
+/* bench_analyzer measures the model's memory per call: what NCCL's plugin adds goes into
+ * the padding, not into every call of every trace. */
+_Static_assert(sizeof(cpa_call) == 88, "cpa_call grew: the model's memory per call is 88 bytes");
 
 enum {
     CPA_NCCL_SEEN = 1,        /* an NCCL_OP record was matched to this call */
@@ -114,6 +121,9 @@ typedef struct cpa_rank {
     size_t ncomms;
     cpa_call *calls;       /* in file order */
     size_t ncalls;
+    uint64_t *nccl_seqs;   /* NCCL's seqNumber by call index, up to the last call an NCCL_OP
+                              joined (NULL: none did); CPA_SEQ_NONE none. cpa_call_nccl_seq */
+    size_t nnccl_seqs, cap_nccl_seqs;
     size_t cap_comms, cap_calls;
     uint64_t records;      /* valid records read */
     uint64_t lost_records; /* the writer's own count of records it dropped */
@@ -145,6 +155,14 @@ static inline int cpa_lost_at_least(const cpa_model *m)
         if (!m->ranks[i].ended)
             return 1;
     return 0;
+}
+
+/* NCCL's seqNumber of a call of r (its NCCL_OP's: per communicator and function), or
+ * CPA_SEQ_NONE: no NCCL_OP, or a send/recv (NCCL numbers only collectives). */
+static inline uint64_t cpa_call_nccl_seq(const cpa_rank *r, const cpa_call *c)
+{
+    size_t i = (size_t)(c - r->calls);
+    return i < r->nnccl_seqs ? r->nccl_seqs[i] : CPA_SEQ_NONE;
 }
 
 /* The call site of a call as one line, or NULL when the file did not say. */

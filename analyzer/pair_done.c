@@ -1,4 +1,4 @@
-/* analyzer/pair_done.c: a DONE record's call (pair_done.h says how and why). */
+/* analyzer/pair_done.c: a DONE or NCCL_OP record's call (pair_done.h says how and why). */
 #include "analyzer/pair_done.h"
 
 #include <stdlib.h>
@@ -30,7 +30,7 @@ static void slot_put(cpa_done_pairer *p, const cpa_call *calls, uint32_t call_id
 }
 
 /* Rebuilds the table with room for `want` more calls: the calls still waiting in it are
- * kept, those done since are dropped. */
+ * kept, those paired since are dropped. */
 static int table_grow(cpa_done_pairer *p, const cpa_call *calls, size_t want)
 {
     cpa_done_scratch *s = p->s;
@@ -41,7 +41,7 @@ static int table_grow(cpa_done_pairer *p, const cpa_call *calls, size_t want)
         if (!keep)
             return -1;
         for (size_t i = 0; i <= p->mask; i++)
-            if (p->slots[i] && !calls[p->slots[i] - 1].done)
+            if (p->slots[i] && !cpa_pair_has(p, &calls[p->slots[i] - 1]))
                 keep[nkeep++] = p->slots[i] - 1;
     }
     size_t nslots = TABLE_MIN_SLOTS;
@@ -73,11 +73,11 @@ static int table_catch_up(cpa_done_pairer *p, const cpa_call *calls)
 {
     size_t n = 0;
     for (size_t i = p->tabled; i < p->head; i++)
-        n += !calls[i].done;
+        n += !cpa_pair_has(p, &calls[i]);
     if ((!p->slots || (p->used + n) * 2 > p->mask + 1) && table_grow(p, calls, n))
         return -1;
     for (size_t i = p->tabled; i < p->head; i++)
-        if (!calls[i].done)
+        if (!cpa_pair_has(p, &calls[i]))
             slot_put(p, calls, (uint32_t)i);
     p->tabled = p->head;
     return 0;
@@ -85,28 +85,28 @@ static int table_catch_up(cpa_done_pairer *p, const cpa_call *calls)
 
 /* The oldest waiting call in the table with this key (the lowest index along its probe
  * chain: rebuilding the table does not keep insertion order). */
-static cpa_call *table_find(const cpa_done_pairer *p, cpa_call *calls, const cp_rec_done *d,
+static cpa_call *table_find(const cpa_done_pairer *p, cpa_call *calls, const cpa_pair_key *k,
                             uint64_t h)
 {
     cpa_call *best = NULL;
     for (size_t i = h & p->mask; p->slots[i]; i = (i + 1) & p->mask) {
         cpa_call *c = &calls[p->slots[i] - 1];
-        if (!c->done && cpa_done_same_key(c, d) && (!best || c < best))
+        if (!cpa_pair_has(p, c) && cpa_done_same_key(c, k) && (!best || c < best))
             best = c;
     }
     return best;
 }
 
 /* cpa_done_find when some call before the window still waits: the table first. */
-cpa_call *cpa_done_find_old(cpa_done_pairer *p, cpa_rank *r, const cp_rec_done *d, int *oom)
+cpa_call *cpa_done_find_old(cpa_done_pairer *p, cpa_rank *r, const cpa_pair_key *k, int *oom)
 {
     if (p->tabled < p->head && table_catch_up(p, r->calls)) {
         *oom = 1;
         return NULL;
     }
-    uint64_t h = key_hash(d->comm_index, d->op, d->peer, d->seq);
+    uint64_t h = key_hash(k->comm_index, k->op, k->peer, k->seq);
     if (p->bloom[bloom_word(h)] & bloom_bit(h)) {
-        cpa_call *c = table_find(p, r->calls, d, h);
+        cpa_call *c = table_find(p, r->calls, k, h);
         if (c) {
             p->waiting_old--;
             return c;
@@ -114,7 +114,7 @@ cpa_call *cpa_done_find_old(cpa_done_pairer *p, cpa_rank *r, const cp_rec_done *
     }
     for (size_t i = p->head; i < r->ncalls; i++) {
         cpa_call *c = &r->calls[i];
-        if (!c->done && cpa_done_same_key(c, d))
+        if (!cpa_pair_has(p, c) && cpa_done_same_key(c, k))
             return c;
     }
     return NULL;

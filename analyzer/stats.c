@@ -63,7 +63,7 @@ typedef struct sample {
     double time_ns;
     double bus_bytes; /* bytes * factor: a bucket may mix communicators of different n */
     uint8_t op;
-    uint8_t source;   /* 0 host, 1 events, 2 plugin */
+    uint8_t source;   /* 0 host, 1 events (or CUPTI), 2 plugin: the DONE's timing */
     uint8_t algo, proto, nchannels;
 } sample;
 
@@ -178,8 +178,9 @@ static double op_time_ns(const cpa_model *m, const cpa_matched *mt, const cpa_op
                 smp->nchannels = c->nchannels;
         }
         if (c->gpu_timed) {
-            /* NCCL_OP comes only with a plugin's times */
-            uint8_t src = c->nccl & CPA_NCCL_SEEN ? 2 : 1;
+            /* the DONE says whose times these are: an NCCL_OP may come beside an events
+             * DONE (auto mode times some calls by events while NCCL's plugin runs) */
+            uint8_t src = c->timing == CP_TIMING_PLUGIN ? 2 : 1;
             if (src > smp->source)
                 smp->source = src;
             double d = (double)(c->gpu_end_ns - c->gpu_start_ns);

@@ -77,6 +77,26 @@ static void put_done(cp_trace_writer *w, uint8_t op, uint64_t seq, int peer, uin
     assert_int_equal(cp_trace_writer_append(w, &d), 0);
 }
 
+/* What NCCL's profiler plugin says of a call, as the shim writes it (before its DONE). */
+static void put_nccl_op(cp_trace_writer *w, uint8_t op, uint64_t seq, uint64_t nccl_seq,
+                        uint8_t algo, uint8_t proto, uint8_t channels)
+{
+    cp_rec_nccl_op n = {.h = {CP_REC_NCCL_OP, sizeof n}, .comm_index = 0, .seq = seq,
+                        .nccl_seq = nccl_seq, .peer = -1, .op = op, .algo = algo,
+                        .proto = proto, .nchannels = channels, .nwarps = 8,
+                        .kernel_channels = channels, .kernel_started = channels};
+    assert_int_equal(cp_trace_writer_append(w, &n), 0);
+}
+
+static void put_done_by(cp_trace_writer *w, uint8_t op, uint64_t seq, uint64_t start,
+                        uint64_t end, uint8_t timing)
+{
+    cp_rec_done d = {.h = {CP_REC_DONE, sizeof d}, .comm_index = 0, .seq = seq,
+                     .gpu_start_ns = start, .gpu_end_ns = end, .peer = -1, .op = op,
+                     .timing = timing};
+    assert_int_equal(cp_trace_writer_append(w, &d), 0);
+}
+
 static uint64_t ar_start(int i) { return BASE_NS + (uint64_t)i * 100000 + 1000; }
 static uint64_t ag_start(int i) { return BASE_NS + 50000000ull + (uint64_t)i * 100000; }
 
@@ -580,6 +600,82 @@ static void test_load_losses(void **state)
     free(dir);
 }
 
+/* NCCL_OP records join their calls by the DONE's key but on their own, in any order: 50
+ * calls before any (so the first finds the older ones through the table), NCCL_OPs newest
+ * first, then the DONEs; one NCCL_OP after its call's DONE; one with no CALL and one for a
+ * call that already has one (both counted, like a DONE with no CALL); an algorithm and a
+ * protocol no NCCL has ("?"); a call timed by events beside its NCCL_OP (auto mode), which
+ * the statistics count as events, not the plugin. NCCL's own seqNumber is kept beside. */
+static void test_load_nccl_op(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    cp_trace_writer *w = open_rank(dir, 0, 0, "node-a", 0);
+    put_comm(w, 0, COMM_ID, 1, 0);
+    const int n = 50;
+    for (int i = 0; i < n; i++)
+        put_call(w, CP_OP_ALLREDUCE, (uint64_t)i, 256, -1, ar_start(i) - 500, 1);
+    for (int i = n - 1; i >= 0; i--)
+        put_nccl_op(w, CP_OP_ALLREDUCE, (uint64_t)i, i == 5 ? UINT64_MAX : 1000 + (uint64_t)i,
+                    i == 7 ? 200 : CP_ALGO_RING, i == 7 ? 99 : CP_PROTO_SIMPLE, 8);
+    for (int i = 0; i < n; i++)
+        put_done_by(w, CP_OP_ALLREDUCE, (uint64_t)i, ar_start(i), ar_start(i) + 10000,
+                    i == 3 ? CP_TIMING_EVENTS : CP_TIMING_PLUGIN);
+    /* the last AllReduce: its DONE first, then what NCCL said of it */
+    put_call(w, CP_OP_ALLREDUCE, (uint64_t)n, 256, -1, ar_start(n) - 500, 1);
+    put_done_by(w, CP_OP_ALLREDUCE, (uint64_t)n, ar_start(n), ar_start(n) + 10000,
+                CP_TIMING_PLUGIN);
+    put_nccl_op(w, CP_OP_ALLREDUCE, (uint64_t)n, 1000 + (uint64_t)n, CP_ALGO_TREE, CP_PROTO_LL,
+                2);
+    put_nccl_op(w, CP_OP_ALLREDUCE, (uint64_t)n, 7, CP_ALGO_PAT, CP_PROTO_LL128, 1); /* twice */
+    put_nccl_op(w, CP_OP_ALLREDUCE, 99, 99, CP_ALGO_RING, CP_PROTO_LL, 1);          /* no CALL */
+    assert_int_equal(cp_trace_writer_close(w), 0);
+
+    cpa_analysis a;
+    char err[256];
+    if (cpa_analyze(dir, &a, NULL, NULL, err, sizeof err))
+        fail_msg("%s", err);
+    const cpa_rank *r = &a.model->ranks[0];
+    assert_int_equal(r->ncalls, n + 1);
+    assert_int_equal(r->unmatched_nccl_op, 2);
+    assert_int_equal(r->unmatched_done, 0);
+    assert_true(has_warning(a.model, "2 NCCL_OP records match no CALL"));
+    for (int i = 0; i <= n; i++) {
+        const cpa_call *c = &r->calls[i];
+        assert_true(c->nccl & CPA_NCCL_SEEN);
+        assert_false(c->nccl & CPA_NCCL_NOT_STARTED);
+        assert_true(c->done && c->gpu_timed);
+        assert_int_equal(c->timing, i == 3 ? CP_TIMING_EVENTS : CP_TIMING_PLUGIN);
+        assert_int_equal(cpa_call_nccl_seq(r, c), i == 5 ? CPA_SEQ_NONE : 1000 + (uint64_t)i);
+        if (i == n) {
+            assert_string_equal(cp_algo_name(c->algo), "TREE");
+            assert_string_equal(cp_proto_name(c->proto), "LL");
+            assert_int_equal(c->nchannels, 2);
+        } else if (i == 7) {
+            assert_string_equal(cp_algo_name(c->algo), "?");
+            assert_string_equal(cp_proto_name(c->proto), "?");
+            assert_int_equal(c->nchannels, 8);
+        } else {
+            assert_int_equal(c->algo, CP_ALGO_RING);
+            assert_int_equal(c->proto, CP_PROTO_SIMPLE);
+            assert_int_equal(c->nchannels, 8);
+        }
+    }
+    assert_int_equal(a.stats.nrows, 1);
+    const cpa_stat *row = &a.stats.rows[0];
+    assert_int_equal(row->calls, n + 1);
+    assert_int_equal(row->timed_plugin, n);
+    assert_int_equal(row->timed_events, 1);
+    assert_int_equal(row->timed_host, 0);
+    assert_int_equal(row->algo_proto[CP_ALGO_RING][CP_PROTO_SIMPLE], n - 1);
+    assert_int_equal(row->algo_proto[CP_ALGO_TREE][CP_PROTO_LL], 1);
+    assert_int_equal(row->algo_proto[CP_ALGO_PAT][CP_PROTO_LL128], 0);
+    assert_int_equal(row->channels_max, 8);
+    cpa_analysis_free(&a);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 /* Sizes and counts no trace can hold: an AllReduce of 2^62 float32 (S past 2^64 bytes) is
  * left out of the statistics and counted, where it used to wrap to a 0-byte row; forged
  * LOST counts saturate rather than wrap back to a small, believable total. */
@@ -641,6 +737,7 @@ int main(void)
         cmocka_unit_test(test_stats_grouped_calls_share_the_span),
         cmocka_unit_test(test_formulas),
         cmocka_unit_test(test_impossible_sizes_and_counts),
+        cmocka_unit_test(test_load_nccl_op),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
