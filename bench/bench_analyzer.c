@@ -408,7 +408,7 @@ static uint64_t model_bytes(const cpa_model *m)
         b += r->cap_calls * sizeof *r->calls + r->cap_comms * sizeof *r->comms +
              r->cap_clocks * sizeof *r->clocks + r->cap_streams * sizeof *r->streams +
              r->cap_hangs * sizeof *r->hangs + r->nsites * sizeof *r->sites +
-             strlen(r->path) + 1;
+             r->cap_nccl_seqs * sizeof *r->nccl_seqs + strlen(r->path) + 1;
         for (size_t k = 0; k < r->nsites; k++)
             b += r->sites[k] ? strlen(r->sites[k]) + 1 : 0;
     }

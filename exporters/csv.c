@@ -18,7 +18,7 @@
 
 static const char header[] =
     "rank,host,comm,seq,op,count,dtype,bytes,root_or_peer,stream,enter_us,start_us,end_us,"
-    "dur_us,arrival_us,wait_us,late,site,timing,algo,proto,channels\n";
+    "dur_us,arrival_us,wait_us,late,site,timing,algo,proto,channels,nccl_seq\n";
 
 /* A text field, escaped and quoted when RFC 4180 wants it. */
 static void field(FILE *out, const char *s)
@@ -110,10 +110,16 @@ static void row(FILE *out, const cpa_analysis *a, const cpx_timeline *tl, size_t
     fprintf(out, ",%s", unfinished ? "unfinished" : c->gpu_timed ? "gpu" : "host");
     /* what NCCL's profiler plugin said it ran the call with; empty when it said nothing */
     if (c->nccl & CPA_NCCL_SEEN)
-        fprintf(out, ",%s,%s,%u\n", c->algo ? cp_algo_name(c->algo) : "",
+        fprintf(out, ",%s,%s,%u", c->algo ? cp_algo_name(c->algo) : "",
                 c->proto ? cp_proto_name(c->proto) : "", (unsigned)c->nchannels);
     else
-        fputs(",,,\n", out);
+        fputs(",,,", out);
+    /* NCCL's own seqNumber (per communicator and function), to read beside NCCL's logs */
+    uint64_t nseq = cpa_call_nccl_seq(r, c);
+    if (nseq != CPA_SEQ_NONE)
+        fprintf(out, ",%" PRIu64 "\n", nseq);
+    else
+        fputs(",\n", out);
 }
 
 int cpx_export_csv(FILE *out, const cpa_analysis *a)

@@ -313,6 +313,9 @@ static void call_events(pw *p, size_t ri, size_t ci)
         if (c->proto)
             put(&oom, args, "proto", sstr(p, &oom, cp_proto_name(c->proto)));
         put(&oom, args, "channels", chk(&oom, json_object_new_int(c->nchannels)));
+        uint64_t nseq = cpa_call_nccl_seq(r, c); /* NCCL's own, per comm and function */
+        if (nseq != CPA_SEQ_NONE)
+            put(&oom, args, "nccl_seq", chk(&oom, json_object_new_uint64(nseq)));
     }
     if (unfinished)
         put(&oom, args, "unfinished", yes(p, &oom));

@@ -330,7 +330,7 @@ int cpv_draw_detail(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int y1
     }
     size_t oi = s->detail_op;
     const cpa_op *o = &a->matched.ops[oi];
-    char comm[17], size[24] = "?", nccl[64] = "";
+    char comm[17], size[24] = "?", nccl[128] = "";
     cpx_fmt_comm(comm, o->comm_id);
     if (o->nparts) {
         const cpa_part *p0 = &a->matched.parts[o->first_part];
@@ -341,9 +341,17 @@ int cpv_draw_detail(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int y1
     for (uint32_t i = 0; i < o->nparts && !nccl[0]; i++) {
         const cpa_part *p = &a->matched.parts[o->first_part + i];
         const cpa_call *c = &a->model->ranks[p->rank_idx].calls[p->call_idx];
-        if ((c->nccl & CPA_NCCL_SEEN) && (c->algo || c->proto))
-            snprintf(nccl, sizeof nccl, "NCCL ran it %s/%s on %u channels",
-                     cp_algo_name(c->algo), cp_proto_name(c->proto), (unsigned)c->nchannels);
+        if ((c->nccl & CPA_NCCL_SEEN) && (c->algo || c->proto)) {
+            /* and its own number for it, which NCCL's logs and RAS use */
+            const cpa_rank *r = &a->model->ranks[p->rank_idx];
+            uint64_t nseq = cpa_call_nccl_seq(r, c);
+            char num[40] = "";
+            if (nseq != CPA_SEQ_NONE)
+                snprintf(num, sizeof num, " (NCCL's seq %" PRIu64 ")", nseq);
+            snprintf(nccl, sizeof nccl, "NCCL ran it %s/%s on %u channels%s",
+                     cp_algo_name(c->algo), cp_proto_name(c->proto), (unsigned)c->nchannels,
+                     num);
+        }
     }
     cpt_grid_putf_utf8(g, 0, y++, CPV_TITLE, "%s seq %" PRIu64 ", comm %s, %u of %d ranks, %s%s",
                        cpx_op_label(o->op, 1), o->seq, comm, o->nparts, (int)o->nranks, size,

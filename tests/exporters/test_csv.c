@@ -5,11 +5,11 @@
 
 #include "exporters/exporters.h"
 
-#define NCOLS 22
+#define NCOLS 23
 
 static const char header[] =
     "rank,host,comm,seq,op,count,dtype,bytes,root_or_peer,stream,enter_us,start_us,end_us,"
-    "dur_us,arrival_us,wait_us,late,site,timing,algo,proto,channels\n";
+    "dur_us,arrival_us,wait_us,late,site,timing,algo,proto,channels,nccl_seq\n";
 
 typedef struct fixture {
     char *dir;
@@ -135,7 +135,7 @@ static void rows_hold_the_traces_values(void **state)
     const char *want =
         "0,node-a,9f2c0e1d22aa4b01,0,AllReduce,262144,float32,1048576,,0x7f00abc0,0.000,"
         "0.000,10.000,10.000,0.000,0.000,0,"
-        "\"train_step+0x12 (libtrain.so) < main, \"\"quoted\"\" (app)\",gpu,,,\n";
+        "\"train_step+0x12 (libtrain.so) < main, \"\"quoted\"\" (app)\",gpu,,,,\n";
     assert_non_null(strstr(f->csv, want));
 
     char *x[NCOLS + 4];
@@ -157,6 +157,8 @@ static void rows_hold_the_traces_values(void **state)
     assert_string_equal(x[19], "RING");
     assert_string_equal(x[20], "LL");
     assert_string_equal(x[21], "4");
+    /* NCCL's own number: its 3rd AllGather, whatever AllReduces came before (collprof's 12) */
+    assert_string_equal(x[22], "2");
     free_fields(x, NCOLS);
     /* The untimed Send: no GPU times, its host time, its peer; the Recv came 1 us later. */
     find_row(f, "0", "Send", "0", x);
@@ -177,7 +179,7 @@ static void pythons_csv_reads_the_same(void **state)
         "import csv, io, sys\n"
         "rows = list(csv.reader(io.StringIO(sys.stdin.read(), newline=''), strict=True))\n"
         "assert len(rows) == 63, len(rows)\n"
-        "assert all(len(r) == 22 for r in rows)\n"
+        "assert all(len(r) == 23 for r in rows)\n"
         "h = rows[0]\n"
         "site = [r for r in rows[1:] if r[0] == '0'][0][h.index('site')]\n"
         "assert site == 'train_step+0x12 (libtrain.so) < main, \"quoted\" (app)', site\n"

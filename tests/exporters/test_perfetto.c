@@ -224,10 +224,13 @@ static void the_wait_before_the_last_arrival_is_a_nested_slice(void **state)
         assert_string_equal(json_object_get_string(arg(s, "algo")), "RING");
         assert_string_equal(json_object_get_string(arg(s, "proto")), "LL");
         assert_int_equal(json_object_get_int(arg(s, "channels")), 4);
+        /* and NCCL's own number for it: its 3rd AllGather, where collprof counts 12 */
+        assert_int_equal(json_object_get_int64(arg(s, "nccl_seq")), 2);
     }
     /* an AllReduce, timed by events, has no NCCL_OP: no such args */
     json_object *ar = slice(f, 0, "AllReduce", 1), *none = NULL;
     assert_false(json_object_object_get_ex(field(ar, "args"), "algo", &none));
+    assert_false(json_object_object_get_ex(field(ar, "args"), "nccl_seq", &none));
     int waits = 0;
     for (size_t i = 0; i < json_object_array_length(f->events); i++) {
         json_object *ev = json_object_array_get_idx(f->events, i);

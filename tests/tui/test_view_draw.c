@@ -227,7 +227,8 @@ static void detail_lists_every_ranks_arrival_start_end_and_wait(void **state)
         assert_int_equal(f->s.screen, CPV_DETAIL);
         draw(f, CPV_DETAIL, sizes[i][0], sizes[i][1]);
         expect_row(f, "AllGather seq 10, comm 9f2c0e1d22aa4b01, 4 of 4 ranks, 1 MiB");
-        expect_row(f, "NCCL ran it RING/LL on 4 channels"); /* its profiler plugin said */
+        /* what its profiler plugin said, with NCCL's own number: its first AllGather */
+        expect_row(f, "NCCL ran it RING/LL on 4 channels (NCCL's seq 0)");
         expect_row(f, "late rank 3, by 15.0 us");
         expect_row(f, "entered      start        end       wait   duration");
         for (int r = 0; r < 4; r++) {
