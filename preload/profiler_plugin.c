@@ -35,7 +35,10 @@
  * comes after its moment, so (host CLOCK_MONOTONIC at the callback) - pTimer is the clock
  * offset plus the proxy's latency: its minimum over a window is the offset within the
  * smallest latency seen (µs), never early. Two windows of CP_PCLK_WINDOW_NS, per
- * communicator (each may be another GPU), follow the drift between the clocks.
+ * communicator (each may be another GPU), follow the drift between the clocks. A call timed
+ * by events too (auto mode's first call of a comm) gives a second upper bound, its end
+ * event's time less its last channel's stop (gpu_poll.c), tight where the proxy calls back
+ * late; the smaller of the two is used (cp_plugin_clock).
  */
 
 #include "preload/shim.h"
