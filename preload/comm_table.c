@@ -171,3 +171,13 @@ void cp_comm_reset_after_fork(void)
     }
     g_next_index = 0;
 }
+
+void cp_comm_want_calibration(void)
+{
+    /* under the mutex: g_all is only ever prepended to under it, and no comm is freed */
+    pthread_mutex_lock(&g_mu);
+    for (cp_comm *c = g_all; c; c = c->all_next)
+        if (atomic_load_explicit(&c->plugin_cover, memory_order_relaxed))
+            atomic_store_explicit(&c->calib_wanted, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&g_mu);
+}

@@ -83,6 +83,8 @@ void cp_gpu_pending_add(const cp_pending_slot *slot)
         g_cap = cap;
     }
     g_q[g_n++] = *slot;
+    if (slot->pcall && !slot->recorded && slot->release)
+        cp_plugin_calib_queued(slot->pcall, +1);
     atomic_store_explicit(&g_want, 1, memory_order_relaxed);
 }
 
@@ -225,7 +227,7 @@ void cp_gpu_plugin_add(const cp_rec_call *rec, uint32_t pcall_index)
         return;
     cp_pending_slot s = {.h = {CP_REC_SHIM_PENDING, sizeof s}, .comm_index = rec->comm_index,
                          .seq = rec->seq, .peer = rec->peer, .op = rec->op, .recorded = 1,
-                         .pcall = p};
+                         .pcall = p, .enter_ns = rec->enter_ns};
     cp_gpu_pending_add(&s);
 }
 
@@ -266,7 +268,7 @@ static int calibrate(cp_pending_slot *p, const cp_pcall_view *v)
         unsigned i = (g_recent_ev_n - 1 - k) % CP_RECENT_EV;
         if (g_recent_ev[i].comm_index == p->comm_index && g_recent_ev[i].seq == p->seq &&
             g_recent_ev[i].peer == p->peer && g_recent_ev[i].op == p->op) {
-            cp_plugin_calibrate(p->pcall, g_recent_ev[i].end - v->gt_end, cp_mono_ns());
+            cp_plugin_calibrate(p->pcall, g_recent_ev[i].end - v->gt_end);
             return 1;
         }
     }
@@ -283,8 +285,13 @@ static int finish_plugin(cp_trace_writer *w, cp_pending_slot *p)
     int complete = cp_pcall_state(p->pcall, &v);
     if (!complete && !g_plugin_final)
         return 0;
-    if (complete && !p->recorded && p->release && !g_plugin_final && !calibrate(p, &v))
+    if (!p->recorded && p->release) { /* calibrating */
+        if (complete && !g_plugin_final && !calibrate(p, &v))
+            return 0;
+        cp_plugin_calib_queued(p->pcall, -1);
+    } else if (p->recorded && complete && !g_plugin_final && cp_plugin_calib_waiting(p->pcall)) {
         return 0;
+    }
     if (p->recorded) {
         cp_rec_nccl_op n = {.h = {CP_REC_NCCL_OP, sizeof n}, .comm_index = p->comm_index,
                             .seq = p->seq, .nccl_seq = v.nccl_seq, .peer = p->peer,
@@ -300,6 +307,8 @@ static int finish_plugin(cp_trace_writer *w, cp_pending_slot *p)
                              .seq = p->seq, .peer = p->peer, .op = p->op,
                              .timing = CP_TIMING_NONE};
             uint64_t a, b;
+            if (v.gt_start != UINT64_MAX && p->enter_ns)
+                cp_plugin_note_entry(p->pcall, p->enter_ns, v.gt_start);
             /* no channel (a task NCCL ran on none) or no clock yet: done, untimed */
             if (v.ch_stopped > 0 && v.gt_start != UINT64_MAX && v.gt_end >= v.gt_start &&
                 cp_plugin_clock(p->pcall, v.gt_start, &a) == 0 &&

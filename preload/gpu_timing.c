@@ -172,12 +172,29 @@ static struct group_stream *group_stream_of(cudaStream_t stream)
  * budget and shrinking when well under it. Sequence numbers, not a per-thread count: every
  * rank of a communicator then times the same operations (a rank with a larger k times a
  * subset of a smaller k's), which is what a straggler or a hang question compares. */
+/* Whether the call of sequence number seq falls on the stride and the thread's event time
+ * is within its budget; the stride follows the budget. */
+static int budget_stride(uint64_t seq, uint64_t now)
+{
+    if (cp_tls.budget_t0 == 0)
+        cp_tls.budget_t0 = now;
+    if (seq & ((1ull << cp_tls.budget_log2) - 1))
+        return 0;
+    double allowed = g_budget_frac * (double)(now - cp_tls.budget_t0);
+    if ((double)cp_tls.budget_spent > allowed) {
+        if (cp_tls.budget_log2 < 20)
+            cp_tls.budget_log2++;
+        return 0;
+    }
+    if (4.0 * (double)cp_tls.budget_spent < allowed && cp_tls.budget_log2 > 0)
+        cp_tls.budget_log2--;
+    return 1;
+}
+
 /* 1: time it within the budget; 2: time it whatever the budget says (a first call, whose
  * cost, the context's event pool made at the first, is not counted against the budget). */
 static int budget_hit(cp_comm *c, uint8_t op, int32_t peer, uint64_t bytes, uint64_t now)
 {
-    if (cp_tls.budget_t0 == 0)
-        cp_tls.budget_t0 = now;
     uint64_t seq = cp_tls.sample_count++;
     if (c) {
         unsigned bucket = 63u - (unsigned)__builtin_clzll(bytes | 1);
@@ -195,20 +212,23 @@ static int budget_hit(cp_comm *c, uint8_t op, int32_t peer, uint64_t bytes, uint
             seq = atomic_load_explicit(&c->coll_seq, memory_order_relaxed);
         }
     }
-    if (seq & ((1ull << cp_tls.budget_log2) - 1))
-        return 0;
-    double allowed = g_budget_frac * (double)(now - cp_tls.budget_t0);
-    if ((double)cp_tls.budget_spent > allowed) {
-        if (cp_tls.budget_log2 < 20)
-            cp_tls.budget_log2++;
-        return 0;
-    }
-    if (4.0 * (double)cp_tls.budget_spent < allowed && cp_tls.budget_log2 > 0)
-        cp_tls.budget_log2--;
-    return 1;
+    return budget_stride(seq, now);
 }
 
 static void before_events(cp_gpu_mark *m, cudaStream_t stream);
+
+void cp_gpu_before_calibration(cp_gpu_mark *m, cudaStream_t stream, cp_comm *c)
+{
+    /* One call a comm in each window of the plugin's clock (cp_comm_want_calibration): two
+     * events every few seconds, outside the budget, and only in auto mode (plugin mode never
+     * records an event; its clock is the callbacks' alone). */
+    atomic_store_explicit(&c->calib_wanted, 0, memory_order_relaxed);
+    if (!g_budget || m->grouped ||
+        atomic_load_explicit(&cp_gpu_state, memory_order_relaxed) != CP_GPU_EVENTS)
+        return;
+    before_events(m, stream);
+    m->unbudgeted = 1;
+}
 
 void cp_gpu_before_events(cp_gpu_mark *m, cudaStream_t stream, cp_comm *c, uint8_t op,
                           int32_t peer, uint64_t bytes)

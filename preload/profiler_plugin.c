@@ -35,10 +35,10 @@
  * comes after its moment, so (host CLOCK_MONOTONIC at the callback) - pTimer is the clock
  * offset plus the proxy's latency: its minimum over a window is the offset within the
  * smallest latency seen (µs), never early. Two windows of CP_PCLK_WINDOW_NS, per
- * communicator (each may be another GPU), follow the drift between the clocks. A call timed
- * by events too (auto mode's first call of a comm) gives a second upper bound, its end
- * event's time less its last channel's stop (gpu_poll.c), tight where the proxy calls back
- * late; the smaller of the two is used (cp_plugin_clock).
+ * communicator (each may be another GPU), follow the drift between the clocks. Calls timed
+ * by events too (in auto mode a comm's first call, and one call a comm every window) give
+ * a second upper bound each, their end event's time less their last channel's stop
+ * (gpu_poll.c), tight where the proxy calls back late; the smallest bound is used.
  */
 
 #include "preload/shim.h"
@@ -81,8 +81,11 @@ typedef struct cp_pctx {
     _Atomic int64_t clk_min[2];  /* host - globaltimer, per window; INT64_MAX none */
     _Atomic int clk_win;
     uint64_t clk_rotated_ns;
-    int64_t calib_off;           /* writer only: host - globaltimer from a call timed both ways */
-    uint64_t calib_at;           /* ... when (host ns), 0 never */
+    int64_t calib_min[2];        /* writer only: the same from calls timed both ways, per
+                                  * window; INT64_MAX none */
+    uint32_t calib_pending;      /* writer only: such calls queued, not yet used */
+    int64_t entry_max[2];        /* writer only: call entry - first channel start, per window;
+                                  * INT64_MIN none: a lower bound of the offset */
     struct cp_pctx *next;
 } cp_pctx;
 
@@ -289,29 +292,43 @@ static void clk_sample(cp_pctx *c, uint64_t gt)
 
 static cp_pctx *_Atomic g_ctxs;
 
-/* A calibration serves this long; then the envelope, which follows the clocks' drift. */
-#define CP_PCLK_CALIB_NS 60000000000ull
+void cp_plugin_calib_queued(cp_pcall *p, int delta)
+{
+    p->ctx->calib_pending += (uint32_t)delta;
+}
 
-void cp_plugin_calibrate(cp_pcall *p, uint64_t offset_ns, uint64_t now_ns)
+int cp_plugin_calib_waiting(cp_pcall *p) { return p->ctx->calib_pending > 0; }
+
+void cp_plugin_note_entry(cp_pcall *p, uint64_t enter_ns, uint64_t gt)
 {
     cp_pctx *c = p->ctx;
-    c->calib_off = (int64_t)offset_ns;
-    c->calib_at = now_ns;
+    int64_t v = (int64_t)(enter_ns - gt);
+    int w = atomic_load_explicit(&c->clk_win, memory_order_relaxed);
+    if (v > c->entry_max[w])
+        c->entry_max[w] = v;
+}
+
+void cp_plugin_calibrate(cp_pcall *p, uint64_t offset_ns)
+{
+    cp_pctx *c = p->ctx;
+    int w = atomic_load_explicit(&c->clk_win, memory_order_relaxed);
+    if ((int64_t)offset_ns < c->calib_min[w])
+        c->calib_min[w] = (int64_t)offset_ns;
 }
 
 int cp_plugin_clock(cp_pcall *p, uint64_t gt, uint64_t *host_ns)
 {
     cp_pctx *c = p->ctx;
     int64_t a = atomic_load(&c->clk_min[0]), b = atomic_load(&c->clk_min[1]);
-    /* A call that events timed too (auto mode times a comm's first call so) bounds it from
-     * above as well, to the events' own error (µs): tighter than the envelope wherever the
-     * proxy is slow to call back, as on a loaded machine (the envelope is off by its quickest
-     * callback: µs where NCCL's proxy polls, milliseconds on the emulation under the
-     * sanitizers). Both are upper bounds: the smaller is kept. */
-    if (c->calib_at && cp_mono_ns() - c->calib_at < CP_PCLK_CALIB_NS) {
-        if (c->calib_off < a)
-            a = c->calib_off;
-    }
+    /* Calls that events timed too (auto mode times a comm's first call so, and one a window)
+     * bound it from above as well, to the events' own error (µs): tighter than
+     * the callbacks wherever the proxy is slow to call back, as on a loaded machine (the
+     * callbacks' bound is off by the quickest one: µs where NCCL's proxy polls, milliseconds
+     * on the emulation under load). All are upper bounds: the smallest is kept. */
+    if (c->calib_min[0] < a)
+        a = c->calib_min[0];
+    if (c->calib_min[1] < a)
+        a = c->calib_min[1];
     /* The minimum over a window: every sample is the offset plus a latency, never less, so
      * a converted time is never early and never before its call entered NCCL. (The other
      * bound, a kernel starts after its call's entry, is no estimate: for a rank whose stream
@@ -319,18 +336,33 @@ int cp_plugin_clock(cp_pcall *p, uint64_t gt, uint64_t *host_ns)
     int64_t off = a < b ? a : b;
     if (off == INT64_MAX)
         return -1;
+    /* ... but never below what the calls' entries prove: a kernel starts after its call
+     * entered NCCL. (An events time rests on a reference event whose own error can be early
+     * by more than the end event is late.) As an estimate it would hide a GPU straggler; as
+     * a floor it only keeps every start at or after its call's entry. */
+    int64_t lo = c->entry_max[0] > c->entry_max[1] ? c->entry_max[0] : c->entry_max[1];
+    if (lo != INT64_MIN && off < lo)
+        off = lo;
     *host_ns = gt + (uint64_t)off;
     return 0;
 }
 
 void cp_plugin_tick(uint64_t now)
 {
+    static uint64_t wanted_at;
+    if (atomic_load_explicit(&g_ctxs, memory_order_relaxed) &&
+        now - wanted_at >= CP_PCLK_WINDOW_NS) {
+        wanted_at = now;
+        cp_comm_want_calibration(); /* a call timed both ways in every window */
+    }
     for (cp_pctx *c = atomic_load(&g_ctxs); c; c = c->next) {
         if (now - c->clk_rotated_ns < CP_PCLK_WINDOW_NS)
             continue;
         /* the older window starts over; the newer one keeps serving meanwhile */
         int w = atomic_load(&c->clk_win);
         atomic_store(&c->clk_min[1 - w], INT64_MAX);
+        c->calib_min[1 - w] = INT64_MAX;
+        c->entry_max[1 - w] = INT64_MIN;
         atomic_store(&c->clk_win, 1 - w);
         c->clk_rotated_ns = now;
     }
@@ -557,6 +589,8 @@ static cp_pctx *ctx_new(int nranks, int rank, int version)
     c->version = version;
     atomic_store(&c->clk_min[0], INT64_MAX);
     atomic_store(&c->clk_min[1], INT64_MAX);
+    c->calib_min[0] = c->calib_min[1] = INT64_MAX;
+    c->entry_max[0] = c->entry_max[1] = INT64_MIN;
     c->clk_rotated_ns = cp_mono_ns();
     /* Contexts are never freed: a pending call may still name one after its comm's end. */
     cp_pctx *head = atomic_load(&g_ctxs);

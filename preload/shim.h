@@ -257,6 +257,7 @@ int cp_trace_open_here(void);
 typedef struct cp_comm {
     ncclComm_t handle;
     _Atomic uint8_t plugin_cover; /* enum cp_plugin_cover: which calls NCCL's plugin times */
+    _Atomic uint8_t calib_wanted; /* auto: time the next call by events too (gpu_timing.c) */
     uint64_t timed_sizes[CP_OP_COUNT]; /* auto mode: log2 sizes whose first call was timed */
     uint32_t comm_index;          /* this file's index, in COMM and CALL records */
     uint8_t origin;               /* enum cp_comm_origin */
@@ -285,6 +286,9 @@ cp_comm *cp_comm_create(ncclComm_t handle, uint64_t comm_id, uint64_t parent_id,
 int cp_comm_make_ready(cp_comm *c);
 /* Fork child: the parent's comms are forgotten. */
 void cp_comm_reset_after_fork(void);
+/* Writer, every CP_PCLK_WINDOW_NS: each comm NCCL's plugin covers times one more call by
+ * events too, to calibrate the plugin's GPU clock in the new window. */
+void cp_comm_want_calibration(void);
 
 /* ---- identity.c ---- */
 typedef struct cp_identity {
@@ -412,8 +416,16 @@ int cp_plugin_clock(cp_pcall *p, uint64_t gt, uint64_t *host_ns);
 /* Writer, each tick: the clock offset's windows. */
 void cp_plugin_tick(uint64_t now_ns);
 /* Writer: an upper bound of host - globaltimer from a call timed both ways (its events' end
- * and its plugin's end), used for CP_PCLK_CALIB_NS beside the envelope (two's complement). */
-void cp_plugin_calibrate(cp_pcall *p, uint64_t offset_ns, uint64_t now_ns);
+ * less its plugin's end; two's complement), kept beside the callbacks' in the same windows. */
+void cp_plugin_calibrate(cp_pcall *p, uint64_t offset_ns);
+/* Writer: a calibrating call entered (+1) or left (-1) the queue; while one waits, the comm's
+ * other plugin times wait for it (converted before it, they would rest on the callbacks'
+ * bound alone: milliseconds late on a loaded machine). */
+void cp_plugin_calib_queued(cp_pcall *p, int delta);
+/* Writer: a complete call entered NCCL at enter_ns (host) and its first channel began at gt
+ * (globaltimer): a kernel starts after its call's entry, a lower bound of the offset. */
+void cp_plugin_note_entry(cp_pcall *p, uint64_t enter_ns, uint64_t gt);
+int cp_plugin_calib_waiting(cp_pcall *p);
 /* Whether a job's own plugin gets NCCL's events through us. */
 int cp_plugin_chained(void);
 
@@ -445,6 +457,8 @@ typedef struct cp_gpu_mark {
  * each is a load and a branch; the timed work is out of line in gpu_timing.c. */
 void cp_gpu_before_events(cp_gpu_mark *m, cudaStream_t stream, cp_comm *c, uint8_t op,
                           int32_t peer, uint64_t bytes);
+/* Auto mode, a call NCCL's plugin times whose comm wants a calibration: events too. */
+void cp_gpu_before_calibration(cp_gpu_mark *m, cudaStream_t stream, cp_comm *c);
 void cp_gpu_after_timed(cp_gpu_mark *m, cudaStream_t stream, int accepted);
 void cp_gpu_emit_timed(const cp_gpu_mark *m, uint32_t comm_index, uint64_t seq, int32_t peer,
                        uint8_t op);
@@ -472,8 +486,11 @@ static inline void cp_gpu_before(cp_gpu_mark *m, cudaStream_t stream, uint32_t g
         cp_tls.pcall_flags = 0;
         cp_tls.plug_open = 1;
         int cover = c ? atomic_load_explicit(&c->plugin_cover, memory_order_relaxed) : 0;
-        if (cover == CP_PLUGIN_ALL || (cover == CP_PLUGIN_UNGROUPED && !m->grouped))
+        if (cover == CP_PLUGIN_ALL || (cover == CP_PLUGIN_UNGROUPED && !m->grouped)) {
+            if (CP_UNLIKELY(atomic_load_explicit(&c->calib_wanted, memory_order_relaxed)))
+                cp_gpu_before_calibration(m, stream, c);
             return;
+        }
     }
     if (CP_UNLIKELY(atomic_load_explicit(&cp_gpu_state, memory_order_relaxed) == CP_GPU_EVENTS))
         cp_gpu_before_events(m, stream, c, op, peer, bytes);
@@ -517,7 +534,9 @@ typedef struct cp_pending_slot {
     cp_gpu_ctx *ctx;
     uint32_t pair;
     cp_pcall *pcall;     /* NULL: events; else NCCL's plugin times it (or, discarded, frees it) */
+    uint64_t enter_ns;   /* plugin: the CALL's entry, host ns (0 unknown) */
 } cp_pending_slot;
+_Static_assert(sizeof(cp_pending_slot) <= CP_SLOT_BYTES, "a pending slot fits a ring slot");
 
 /* ---- gpu_poll.c: the writer's side (token holder only) ---- */
 typedef struct cp_trace_writer cp_trace_writer;

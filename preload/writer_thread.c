@@ -113,6 +113,7 @@ static void drain(int in_signal)
             }
             cp_rec_call rec;
             memcpy(&rec, h, sizeof rec);
+            rec.enter_ns = cp_ticks_to_ns(&g_calib, rec.enter_ns);
             if (rec.reserved) {
                 /* the hot path's plugin call rides in the CALL's reserved word (no second
                  * slot); the file gets the zero the format asks for */
@@ -122,7 +123,6 @@ static void drain(int in_signal)
                     cp_gpu_plugin_add(&rec, rec.reserved - 1);
                 rec.reserved = 0;
             }
-            rec.enter_ns = cp_ticks_to_ns(&g_calib, rec.enter_ns);
             uint64_t host_ns = rec.host_ns == UINT32_MAX
                                    ? UINT32_MAX
                                    : cp_tick_span_to_ns(&g_calib, rec.host_ns);

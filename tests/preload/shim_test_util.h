@@ -282,7 +282,7 @@ static inline void st_probe_summary(const char *log, char *out, size_t cap)
 {
     enum { MAXH = 4096 };
     static unsigned long handle[MAXH];
-    static int htype[MAXH];
+    static int htype[MAXH], hpid[MAXH]; /* handles are per process: several write one log */
     size_t nh = 0;
     unsigned long count[16] = {0}, stops = 0, kch_stop = 0, coll_ok = 0, kch_ok = 0, init = 0,
                   fini = 0;
@@ -295,7 +295,7 @@ static inline void st_probe_summary(const char *log, char *out, size_t cap)
     while (fgets(line, sizeof line, f)) {
         char word[16];
         unsigned long h = 0, parent = 0;
-        int type = 0, st = 0;
+        int type = 0, st = 0, pid = 0;
         if (sscanf(line, "%15s", word) != 1)
             continue;
         if (!strcmp(word, "init")) {
@@ -310,14 +310,15 @@ static inline void st_probe_summary(const char *log, char *out, size_t cap)
                    sscanf(line, "%*s %*d %*d h=%lx st=%d", &h, &st) == 2) {
             kch_stop += st == ncclProfilerKernelChStop;
         } else if (!strcmp(word, "start") &&
-                   sscanf(line, "%*s %*d %*d h=%lx type=%d parent=%lx", &h, &type, &parent) >= 2) {
+                   sscanf(line, "%*s %d %*d h=%lx type=%d parent=%lx", &pid, &h, &type,
+                          &parent) >= 3) {
             int k = 0;
             while ((1 << k) < type && k < 15)
                 k++;
             count[k]++;
             int ptype = 0;
             for (size_t i = 0; i < nh; i++)
-                if (handle[i] == parent && parent)
+                if (handle[i] == parent && hpid[i] == pid && parent)
                     ptype = htype[i];
             if (type == ncclProfileColl &&
                 ptype == (v >= 5 ? ncclProfileCollApi : ncclProfileGroup))
@@ -326,6 +327,7 @@ static inline void st_probe_summary(const char *log, char *out, size_t cap)
                 kch_ok++;
             if (nh < MAXH) {
                 handle[nh] = h;
+                hpid[nh] = pid;
                 htype[nh++] = type;
             }
         }
