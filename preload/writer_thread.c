@@ -175,9 +175,15 @@ static void append_clock(void)
     cp_trace_writer_append(g_w, &clk);
 }
 
+/* Set by the writer once it runs: a thread still starting holds locks of its own (the C
+ * library's, a sanitizer's allocator), and a fork that caught it there left them locked in
+ * the child for good (a child's writer hung at its start, 1 run in 5 under ASan). */
+static _Atomic int g_thread_up;
+
 static void *writer_main(void *arg)
 {
     (void)arg;
+    atomic_store_explicit(&g_thread_up, 1, memory_order_release);
     int tick_ms = g_flush_ms < CP_TICK_MS ? g_flush_ms : CP_TICK_MS;
     uint64_t next_flush = cp_mono_ns() + (uint64_t)g_flush_ms * 1000000u;
     uint64_t next_heartbeat = cp_mono_ns() + CP_HEARTBEAT_NS;
@@ -246,8 +252,14 @@ int cp_writer_start(const char *path, const cp_file_header *header, int flush_ms
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
+    atomic_store(&g_thread_up, 0);
     int rc = pthread_create(&g_thread, NULL, writer_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    /* Not back to the job (which may fork next) before the thread is up: bounded, a thread
+     * that cannot run for a second is left to start on its own. */
+    for (int i = 0; rc == 0 && i < 10000 && !atomic_load_explicit(&g_thread_up,
+                                                                   memory_order_acquire); i++)
+        nanosleep(&(struct timespec){0, 100000}, NULL);
     if (rc != 0) {
         /* No thread: the exit path still drains once, whatever the rings kept. */
         cp_warn("cannot start the trace writer thread (%s): the trace is written at exit only",
