@@ -485,6 +485,16 @@ step_nccltests() {
     [ "$mode" = none ] && timing="no shim"
     figures="$figures $timing: out-of-place $oop us, in-place $ip us (runs:${OOP[$mode]} /${IP[$mode]});"
   done
+  # Whether the real NCCL opened the preloaded shim as its profiler plugin (the emulation's
+  # loader is a copy of NCCL's rules; this is the real one). Untimed: NCCL's INFO log is slow.
+  run_logged "$d/plugin-log" 120 "${WITH_NCCL[@]}" env "LD_PRELOAD=$(preload_value)" \
+    COLLPROF_GPU_TIMING=plugin "COLLPROF_DIR=$d/plugin-log.trace" NCCL_DEBUG=INFO \
+    NCCL_DEBUG_SUBSYS=INIT,ENV "$bin" -b 8 -e 8 -g 1 -w 1 -n 10
+  if grep -q 'PROFILER/Plugin: Loaded collprof' "$d/plugin-log.out" "$d/plugin-log.err"; then
+    figures="$figures NCCL loaded collprof as its profiler plugin;"
+  else
+    fails="$fails NCCL did not log 'PROFILER/Plugin: Loaded collprof' (see $d/plugin-log.out);"
+  fi
   if [ -z "$fails" ] && [ "$HAVE_CLI" != 1 ]; then
     result SKIP nccltests "ran;$figures traces not read: $BUILD_WHY (they are in $d)"
   elif [ -z "$fails" ]; then
