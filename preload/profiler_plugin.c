@@ -34,8 +34,13 @@
  * GPU clock. pTimer is the GPU's %globaltimer: nanoseconds on a clock of its own. A callback
  * comes after its moment, so (host CLOCK_MONOTONIC at the callback) - pTimer is the clock
  * offset plus the proxy's latency: its minimum over a window is the offset within the
- * smallest latency seen (µs), never early. Two windows of CP_PCLK_WINDOW_NS, per
- * communicator (each may be another GPU), follow the drift between the clocks. Calls timed
+ * smallest latency seen (µs), never early. Two windows of CP_PCLK_WINDOW_NS follow the drift
+ * between the clocks. One clock per GPU (the device current when NCCL set the comm up), shared
+ * by all its communicators: their samples together find the offset sooner, and a rank's times
+ * on its TP, DP and world comms then share one error, which the analyzer removes as one (its
+ * GPU frames, clock_gpu.c). A clock per comm had its own error each: on the emulation under
+ * load a rank's TP ends came 2 ms after its peer's while its world ends agreed, and the
+ * analyzer named a healthy rank a straggler. Calls timed
  * by events too (in auto mode a comm's first call, and one call a comm every window) give
  * a second upper bound each, their end event's time less their last channel's stop
  * (gpu_poll.c), tight where the proxy calls back late; the smallest bound is used.
@@ -75,17 +80,24 @@ struct cp_pev {
 };
 typedef struct cp_pev cp_pev;
 
-typedef struct cp_pctx {
-    int nranks, rank, version;
-    void *chain_ctx;      /* the job's plugin's context for this comm, NULL: none */
+/* A GPU's %globaltimer against this host's CLOCK_MONOTONIC. */
+typedef struct cp_pclock {
+    int device;                  /* CUdevice; -1 unknown (no driver, no current context) */
     _Atomic int64_t clk_min[2];  /* host - globaltimer, per window; INT64_MAX none */
     _Atomic int clk_win;
     uint64_t clk_rotated_ns;
     int64_t calib_min[2];        /* writer only: the same from calls timed both ways, per
                                   * window; INT64_MAX none */
-    uint32_t calib_pending;      /* writer only: such calls queued, not yet used */
     int64_t entry_max[2];        /* writer only: call entry - first channel start, per window;
                                   * INT64_MIN none: a lower bound of the offset */
+    struct cp_pclock *next;
+} cp_pclock;
+
+typedef struct cp_pctx {
+    int nranks, rank, version;
+    void *chain_ctx;      /* the job's plugin's context for this comm, NULL: none */
+    cp_pclock *clk;       /* its GPU's */
+    uint32_t calib_pending;      /* writer only: calls timed both ways queued, not yet used */
     struct cp_pctx *next;
 } cp_pctx;
 
@@ -280,7 +292,7 @@ static void chain_load(void)
 }
 
 /* ---- host - globaltimer offset ---- */
-static void clk_sample(cp_pctx *c, uint64_t gt)
+static void clk_sample(cp_pclock *c, uint64_t gt)
 {
     int64_t s = (int64_t)(cp_mono_ns() - gt);
     _Atomic int64_t *m = &c->clk_min[atomic_load_explicit(&c->clk_win, memory_order_relaxed)];
@@ -291,6 +303,8 @@ static void clk_sample(cp_pctx *c, uint64_t gt)
 }
 
 static cp_pctx *_Atomic g_ctxs;
+static cp_pclock *_Atomic g_clocks;
+static pthread_mutex_t g_clocks_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void cp_plugin_calib_queued(cp_pcall *p, int delta)
 {
@@ -301,7 +315,7 @@ int cp_plugin_calib_waiting(cp_pcall *p) { return p->ctx->calib_pending > 0; }
 
 void cp_plugin_note_entry(cp_pcall *p, uint64_t enter_ns, uint64_t gt)
 {
-    cp_pctx *c = p->ctx;
+    cp_pclock *c = p->ctx->clk;
     int64_t v = (int64_t)(enter_ns - gt);
     int w = atomic_load_explicit(&c->clk_win, memory_order_relaxed);
     if (v > c->entry_max[w])
@@ -310,7 +324,7 @@ void cp_plugin_note_entry(cp_pcall *p, uint64_t enter_ns, uint64_t gt)
 
 void cp_plugin_calibrate(cp_pcall *p, uint64_t offset_ns)
 {
-    cp_pctx *c = p->ctx;
+    cp_pclock *c = p->ctx->clk;
     int w = atomic_load_explicit(&c->clk_win, memory_order_relaxed);
     if ((int64_t)offset_ns < c->calib_min[w])
         c->calib_min[w] = (int64_t)offset_ns;
@@ -318,7 +332,7 @@ void cp_plugin_calibrate(cp_pcall *p, uint64_t offset_ns)
 
 int cp_plugin_clock(cp_pcall *p, uint64_t gt, uint64_t *host_ns)
 {
-    cp_pctx *c = p->ctx;
+    cp_pclock *c = p->ctx->clk;
     int64_t a = atomic_load(&c->clk_min[0]), b = atomic_load(&c->clk_min[1]);
     /* Calls that events timed too (auto mode times a comm's first call so, and one a window)
      * bound it from above as well, to the events' own error (µs): tighter than
@@ -355,7 +369,7 @@ void cp_plugin_tick(uint64_t now)
         wanted_at = now;
         cp_comm_want_calibration(); /* a call timed both ways in every window */
     }
-    for (cp_pctx *c = atomic_load(&g_ctxs); c; c = c->next) {
+    for (cp_pclock *c = atomic_load(&g_clocks); c; c = c->next) {
         if (now - c->clk_rotated_ns < CP_PCLK_WINDOW_NS)
             continue;
         /* the older window starts over; the newer one keeps serving meanwhile */
@@ -579,6 +593,36 @@ static void chain_state(void *h, ncclProfilerEventState_t s, void *args)
 }
 
 /* ---- the callbacks ---- */
+/* The device NCCL is setting a comm up on: init runs with the comm's device current. */
+static int current_device(void)
+{
+    CUdevice d;
+    if (cp_cuda_load() != 0 || !cp_cu.cuCtxGetDevice || cp_cu.cuCtxGetDevice(&d) != CUDA_SUCCESS)
+        return -1;
+    return (int)d;
+}
+
+/* The clock of this device, made at its first comm; never freed (a call may still name it). */
+static cp_pclock *clock_of(int device)
+{
+    pthread_mutex_lock(&g_clocks_lock);
+    cp_pclock *c = atomic_load(&g_clocks);
+    while (c && c->device != device)
+        c = c->next;
+    if (!c && (c = calloc(1, sizeof *c)) != NULL) {
+        c->device = device;
+        atomic_store(&c->clk_min[0], INT64_MAX);
+        atomic_store(&c->clk_min[1], INT64_MAX);
+        c->calib_min[0] = c->calib_min[1] = INT64_MAX;
+        c->entry_max[0] = c->entry_max[1] = INT64_MIN;
+        c->clk_rotated_ns = cp_mono_ns();
+        c->next = atomic_load(&g_clocks);
+        atomic_store(&g_clocks, c); /* the writer's tick walks the list without the lock */
+    }
+    pthread_mutex_unlock(&g_clocks_lock);
+    return c;
+}
+
 static cp_pctx *ctx_new(int nranks, int rank, int version)
 {
     cp_pctx *c = calloc(1, sizeof *c);
@@ -587,11 +631,10 @@ static cp_pctx *ctx_new(int nranks, int rank, int version)
     c->nranks = nranks;
     c->rank = rank;
     c->version = version;
-    atomic_store(&c->clk_min[0], INT64_MAX);
-    atomic_store(&c->clk_min[1], INT64_MAX);
-    c->calib_min[0] = c->calib_min[1] = INT64_MAX;
-    c->entry_max[0] = c->entry_max[1] = INT64_MIN;
-    c->clk_rotated_ns = cp_mono_ns();
+    if (!(c->clk = clock_of(current_device()))) {
+        free(c);
+        return NULL;
+    }
     /* Contexts are never freed: a pending call may still name one after its comm's end. */
     cp_pctx *head = atomic_load(&g_ctxs);
     do {
@@ -860,7 +903,7 @@ static void kch_stop_time(cp_pcall *p, const void *args)
     uint64_t gt = ((const ncclProfilerEventStateArgs_v5_t *)args)->kernelCh.pTimer;
     /* one clock sample per channel, at its stop: the proxy is as late to a stop as to a
      * start, and a sample is a clock read on the proxy's thread */
-    clk_sample(p->ctx, gt);
+    clk_sample(p->ctx->clk, gt);
     if (gt > atomic_load_explicit(&p->gt_end, memory_order_relaxed))
         atomic_store_explicit(&p->gt_end, gt, memory_order_relaxed);
 }

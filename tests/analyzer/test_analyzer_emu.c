@@ -103,16 +103,107 @@ static void show(const cpa_analysis *a)
                 a->clock.domains[d].error_ns / 1e3, a->clock.domains[d].refined);
 }
 
-static void assert_one_straggler(const cpa_analysis *a, int rank)
+/* ---- lateness the machine made ----
+ * On two shared cores the scheduler now and then holds a rank's process back for
+ * milliseconds (more under the sanitizers, or beside other jobs), and the emulated job's
+ * hosts pace it: that rank is then late for real, a straggler the job really had. A late
+ * collective is its host's doing when the late rank had not even entered NCCL until half its
+ * lateness had passed (its entry at or after the others' median arrival + half the
+ * lateness): no GPU time, right or wrong, made it late. So a timing verdict is checked
+ * against the lateness that explains it: on a healthy job a verdict must rest on host-made
+ * lateness, and none may rest on the rest (a GPU time converted wrong shows there: a clock
+ * per communicator made a healthy rank late in 55-67 of 117 collectives under load); an
+ * injected straggler must stand out by as much as the others' host-made lateness leaves it. */
+typedef struct late_tally {
+    size_t judged;           /* complete collectives of two or more ranks */
+    size_t late[2];          /* late ones: [0] the late rank's host explains it, [1] it does not */
+    size_t rank_in[64], rank_late[2][64];
+} late_tally;
+
+static void tally_lateness(const cpa_analysis *a, late_tally *t)
 {
+    memset(t, 0, sizeof *t);
+    const cpa_model *m = a->model;
+    for (size_t op = 0; op < a->matched.nops; op++) {
+        const cpa_op *o = &a->matched.ops[op];
+        if (o->sender >= 0 || !o->complete || o->nparts < 2)
+            continue;
+        t->judged++;
+        int32_t late = a->stragglers.op_late_rank_idx[op];
+        for (uint32_t k = 0; k < o->nparts; k++) {
+            const cpa_part *pt = &a->matched.parts[o->first_part + k];
+            if (pt->rank_idx >= 64)
+                continue;
+            t->rank_in[pt->rank_idx]++;
+            if ((int32_t)pt->rank_idx != late)
+                continue;
+            const cpa_call *c = &m->ranks[pt->rank_idx].calls[pt->call_idx];
+            double arrival = (double)(c->gpu_timed
+                                          ? cpa_clock_gpu_job_ns(m, &a->clock, pt->rank_idx,
+                                                                 pt->arrival_ns)
+                                          : cpa_clock_job_ns(m, &a->clock, pt->rank_idx,
+                                                             pt->arrival_ns));
+            double late_ns = a->stragglers.op_late_us[op] * 1e3;
+            double enter = (double)cpa_clock_job_ns(m, &a->clock, pt->rank_idx, c->enter_ns);
+            int unexplained = enter < arrival - late_ns / 2;
+            t->late[unexplained]++;
+            t->rank_late[unexplained][pt->rank_idx]++;
+        }
+    }
+}
+
+/* The analyzer's rules (analyzer.h: at least 3 and half of a rank's own collectives, or half
+ * of all) on one kind of lateness alone: would they name somebody? */
+static int owes_verdict(const cpa_analysis *a, const late_tally *t, int kind)
+{
+    for (size_t r = 0; r < a->model->nranks && r < 64; r++)
+        if (t->rank_late[kind][r] >= 3 && 2 * t->rank_late[kind][r] >= t->rank_in[r])
+            return 1;
+    return t->judged >= 10 && 2 * t->late[kind] >= t->judged;
+}
+
+/* Other ranks' host-made lateness, as a share of the judged collectives. */
+static double host_made_share(const cpa_analysis *a, const late_tally *t, int rank)
+{
+    size_t n = 0;
+    for (size_t r = 0; r < a->model->nranks && r < 64; r++)
+        if (a->model->ranks[r].rank != rank)
+            n += t->rank_late[0][r];
+    return t->judged ? (double)n / (double)t->judged : 0;
+}
+
+static void print_tally(const late_tally *t)
+{
+    fprintf(stderr, "  late: %zu of %zu collectives made by the host, %zu not\n", t->late[0],
+            t->judged, t->late[1]);
+}
+
+/* The injected straggler is named first and persistent; late in nearly every collective it
+ * took part in (less what other ranks' host-made lateness took from it), and any other rank
+ * named owes it to its host. Returns whether the others were on time (their host-made
+ * lateness under a tenth): the size of its lateness can then be checked too. */
+static int assert_one_straggler(const cpa_analysis *a, int rank)
+{
+    late_tally t;
+    tally_lateness(a, &t);
+    double taken = host_made_share(a, &t, rank);
     if (a->stragglers.nrows != 1 || a->stragglers.rows[0].rank != rank ||
-        a->stragglers.kind != CPA_STRAGGLER_PERSISTENT)
+        a->stragglers.kind != CPA_STRAGGLER_PERSISTENT) {
         show(a);
-    assert_int_equal(a->stragglers.nrows, 1);
+        print_tally(&t);
+    }
+    assert_true(a->stragglers.nrows >= 1);
     assert_int_equal(a->stragglers.rows[0].rank, rank);
     assert_int_equal(a->stragglers.kind, CPA_STRAGGLER_PERSISTENT);
-    /* late in nearly every collective it took part in */
-    assert_true(a->stragglers.rows[0].share > 0.8);
+    assert_true(a->stragglers.rows[0].share > 0.8 - taken);
+    for (size_t i = 1; i < a->stragglers.nrows; i++) {
+        int r = a->stragglers.rows[i].rank;
+        size_t idx = 0;
+        while (idx < a->model->nranks && a->model->ranks[idx].rank != r)
+            idx++;
+        assert_true(idx < 64 && 2 * t.rank_late[0][idx] >= a->stragglers.rows[i].late_count);
+    }
+    return taken <= 0.1;
 }
 
 static void assert_nothing_wrong(const cpa_analysis *a, int stragglers_too)
@@ -127,6 +218,21 @@ static void assert_nothing_wrong(const cpa_analysis *a, int stragglers_too)
     assert_int_equal(a->mismatches.nrows, 0);
 }
 
+/* A healthy job: no hang, no mismatch; a straggler verdict only where the host made most of
+ * the lateness (four fifths: a verdict near the analyzer's limits may rest on a few late
+ * collectives of the other kind), and never one that the other lateness alone would owe. */
+static void assert_healthy(const cpa_analysis *a)
+{
+    late_tally t;
+    tally_lateness(a, &t);
+    int host_made = t.late[0] >= 4 * t.late[1] && t.late[0] >= 3,
+        rest_owes = owes_verdict(a, &t, 1);
+    if (a->stragglers.nrows || rest_owes)
+        print_tally(&t);
+    assert_nothing_wrong(a, !host_made);
+    assert_false(rest_owes);
+}
+
 static void straggler_on_the_gpu(void **state)
 {
     (void)state;
@@ -135,9 +241,10 @@ static void straggler_on_the_gpu(void **state)
                                   "--scale", "0.01")), 0);
     cpa_analysis a;
     analyze(&a);
-    assert_one_straggler(&a, 5);
     /* 2 ms late: the median lateness says so (the model is exact, timing within µs) */
-    assert_true(a.stragglers.rows[0].late_us_p50 > 1800 && a.stragglers.rows[0].late_us_p50 < 2600);
+    if (assert_one_straggler(&a, 5))
+        assert_true(a.stragglers.rows[0].late_us_p50 > 1800 &&
+                    a.stragglers.rows[0].late_us_p50 < 2600);
     assert_nothing_wrong(&a, 0);
     cpa_analysis_free(&a);
 }
@@ -167,7 +274,7 @@ static void healthy_patterns_report_nothing(void **state)
         fprintf(stderr, "%s: %llu collectives judged\n", patterns[i],
                 (unsigned long long)a.stragglers.judged);
         assert_true(a.matched.nops > 0);
-        assert_nothing_wrong(&a, 1);
+        assert_healthy(&a);
         cpa_analysis_free(&a);
     }
 }
@@ -350,7 +457,7 @@ static void clock_offset_between_hosts(void **state)
     double off = a.clock.domains[1].offset_ns / 1e3;
     assert_true(off > -5100 && off < -4900);
     assert_true(a.clock.error_us < 100);
-    assert_nothing_wrong(&a, 1);
+    assert_healthy(&a);
     cpa_analysis_free(&a);
 
     /* and a real straggler on the offset host is still found */
