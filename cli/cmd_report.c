@@ -23,8 +23,8 @@ enum fail_on {
 static const char report_notes[] =
     "The text report fits one screen: the job, its clocks, the op table (by total time),\n"
     "the stragglers, hangs, mismatches and the trace's warnings; --top N rows each\n"
-    "(default 10). --json prints every row unless --top is given; its keys are\n"
-    "INTERFACES.md's and docs/REPORT.md's. Colour only on a terminal, never with\n"
+    "(default 10). --json prints every row unless --top is given; docs/REPORT.md\n"
+    "lists its keys. Colour only on a terminal, never with\n"
     "NO_COLOR set.\n"
     "\n"
     "A cut or corrupt trace file is not an error: the report covers what was readable and\n"
@@ -65,7 +65,7 @@ int cmd_report(int argc, char **argv)
     const char *fail_on = NULL;
     static const char *const usage[] = { "report [--json] [--top N] [--fail-on LIST] DIR", NULL };
     const struct cli_option options[] = {
-        CLI_BOOL(0, "json", &json, "one JSON object (keys in INTERFACES.md) instead of text"),
+        CLI_BOOL(0, "json", &json, "one JSON object (keys in docs/REPORT.md) instead of text"),
         CLI_INT(0, "top", &top, "N", 1, 1000000,
                 "at most N rows per table, worst first\n(default 10; --json: every row)"),
         CLI_STRING(0, "fail-on", &fail_on, "LIST",

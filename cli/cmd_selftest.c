@@ -198,7 +198,7 @@ int cmd_selftest(int argc, char **argv)
     static const char *const usage[] = { "selftest [--json] [--quick] [--sizes A:B] [--ops LIST]",
                                          NULL };
     const struct cli_option options[] = {
-        CLI_BOOL(0, "json", &json, "one JSON object (keys in INTERFACES.md) instead of text"),
+        CLI_BOOL(0, "json", &json, "one JSON object (keys in docs/SELFTEST.md) instead of text"),
         CLI_BOOL(0, "quick", &quick, "fewer sizes and iterations: a verdict in seconds"),
         CLI_STRING(0, "sizes", &sizes, "A:B", "sweep message sizes from A to B bytes\n"
                                               "(powers of two; default 8:1G)"),

@@ -93,7 +93,7 @@ void cp_tick_calib_refresh(cp_tick_calib *c)
 {
     if (!cp_ticks_are_tsc)
         return;
-    uint64_t t, n;
+    uint64_t t = 0, n = 0;
     tick_pair(&t, &n);
     if (t > c->tick0 && n > c->ns0)
         c->ns_per_tick = (double)(n - c->ns0) / (double)(t - c->tick0);

@@ -137,7 +137,7 @@ static int read_seq(int fd, uint64_t *s)
 
 int cp_stats_snapshot(cp_stats_handle *h, cp_stats_block *out)
 {
-    char err[64];
+    char err[1280]; /* the reason is dropped (errno says EINVAL), but a path fits */
     for (int i = 0; i < CP_STATS_TRIES; i++) {
         /* Each pread is a system call of its own: the seq read before, the copy and the seq
          * read after cannot be reordered against each other. */

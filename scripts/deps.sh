@@ -3,10 +3,11 @@
 # Used by `make deps` (and so by `make demo`, `make test`, `make bench`).
 set -eu
 # libunwind8: the run-time library the shim opens when present (no headers needed).
+# dpkg-dev and file: CPack works out the .deb's Depends with dpkg-shlibdeps (make package).
 # openmpi-bin, slurm-wlm and munge: the real launchers tests/cli/test_run_launchers.c runs
 # jobs under (mpirun; srun on a one-node Slurm of the test's own, authenticated by munge).
 PKGS="cmake make gcc clang pkg-config libunwind8 libncurses-dev libjson-c-dev \
-libcmocka-dev libxxhash-dev tmux python3 valgrind openmpi-bin slurm-wlm munge"
+libcmocka-dev libxxhash-dev tmux python3 valgrind openmpi-bin slurm-wlm munge dpkg-dev file"
 
 missing=""
 for p in $PKGS; do

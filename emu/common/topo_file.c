@@ -393,7 +393,7 @@ int cpemu_topo_parse_file(cpemu_topo *t, const char *path, char *err, size_t err
             break;
         }
         char *tok[MAX_TOKENS];
-        int n;
+        int n = 0;
         if ((rc = tokenize(&c, buf, tok, &n)) != 0 || n == 0)
             continue;
         if (strcmp(tok[0], "gpu") == 0)

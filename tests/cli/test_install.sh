@@ -1,7 +1,10 @@
 #!/bin/sh
-# usage: test_install.sh CMAKE BUILD_DIR — installs into a temporary prefix and checks it.
+# usage: test_install.sh CMAKE BUILD_DIR SOURCE_DIR SANITIZED — installs into a temporary
+# prefix and checks it: every file in place, the installed command finds the installed shim,
+# both need glibc alone (not in a sanitizer build, which links its runtime), and every
+# document a help text or the man page names is in the source tree and installed.
 set -eu
-cmake=$1 build=$2
+cmake=$1 build=$2 src=$3 sanitized=$4
 prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
 "$cmake" --install "$build" --prefix "$prefix" >/dev/null
@@ -24,4 +27,25 @@ case "$pre" in
   *) fail "collprof run set LD_PRELOAD='$pre'" ;;
 esac
 grep -q "^preload=" "$prefix/$libdir/pkgconfig/collprof.pc" || fail "pkg-config file"
+
+# NEEDED: glibc's own libraries only, so that a GPU node's image runs them as they are.
+if [ "$sanitized" != ON ] && [ "$sanitized" != 1 ]; then
+  for f in bin/collprof "$libdir/libcollprof.so"; do
+    extra=$(readelf -d "$prefix/$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' |
+            grep -v -E '^(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|ld-linux-aarch64)\.so' || true)
+    [ -z "$extra" ] || fail "$f needs more than glibc: $extra"
+  done
+fi
+
+# Documents named by the help texts and the man page exist, and are installed.
+named=$( { for v in "" run top selftest report view export dump demo; do
+             "$prefix/bin/collprof" $v --help 2>&1 || true; done
+           cat "$prefix/share/man/man1/collprof.1"; } |
+         grep -o -E '(docs/)?[A-Z_]+\.md' | sed 's|^docs/||' | sort -u)
+[ -n "$named" ] || fail "no document named by the help texts (the check itself is broken)"
+for d in $named; do
+  [ "$d" = README.md ] && dir=$src || dir=$src/docs
+  [ -f "$dir/$d" ] || fail "a help text names $d, which the repository does not have"
+  [ -f "$prefix/share/doc/collprof/$d" ] || fail "$d is not installed"
+done
 echo "test_install: ok"

@@ -70,8 +70,9 @@ static inline cp_trace_writer *exp_open_rank_text(const char *dir, int rank, con
     h.realtime_anchor_ns = EXP_REAL0;
     snprintf(h.hostname, sizeof h.hostname, "%s", host);
     if (text) {
-        snprintf(h.job_id, sizeof h.job_id, "%s", text);
-        snprintf(h.launcher, sizeof h.launcher, "%s", text);
+        /* cut to the fields' size, as the shim cuts them */
+        snprintf(h.job_id, sizeof h.job_id, "%.*s", (int)sizeof h.job_id - 1, text);
+        snprintf(h.launcher, sizeof h.launcher, "%.*s", (int)sizeof h.launcher - 1, text);
     }
     cp_trace_writer *w = cp_trace_writer_open(path, &h, 0, err, sizeof err);
     if (!w)
