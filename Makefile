@@ -44,13 +44,17 @@ demo: configure
 test: deps test-fast test-asan fuzz
 
 test-fast: build
+	@sh scripts/leftovers.sh snap build/leftovers.before
 	@cd build && ctest --output-on-failure -j $(JOBS)
+	@sh scripts/leftovers.sh check build/leftovers.before
 
 test-asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCOLLPROF_SANITIZE=ON $(OUR_FLAGS) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build build-asan -j $(JOBS)
+	@sh scripts/leftovers.sh snap build-asan/leftovers.before
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+	@sh scripts/leftovers.sh check build-asan/leftovers.before
 
 fuzz: deps
 	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOLLPROF_FUZZ=ON $(OUR_FLAGS) $(CMAKE_FLAGS) >/dev/null

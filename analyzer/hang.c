@@ -18,9 +18,9 @@
  * At that operation a rank that made no call there (nor later) is missing, the others wait
  * (a rank whose call there was lost but that went on counts as waiting); RANK_EXITED when a
  * missing rank's trace has no END (killed) or ended on a signal. When every rank called it,
- * HANG records whose GPU had not started it name the ranks that never joined on the GPU
- * (their stream was stuck before it); else ranks killed in it (no END) while others lived on
- * are missing, RANK_EXITED; else it is STUCK_IN_NCCL. A comm rank nobody has a
+ * ranks killed in it (no END) while others lived on are missing, RANK_EXITED; else HANG
+ * records whose GPU had not started it name the ranks that never joined on the GPU (their
+ * stream was stuck before it); else it is STUCK_IN_NCCL. A comm rank nobody has a
  * trace of is missing too (by global rank when the comm is the world in rank order). A
  * send/recv pair-direction that ends with one side only, the other making no later call on
  * it, is a hang of its own (hang_p2p.c).
@@ -355,10 +355,14 @@ static int judge(finder *f, const comm_view *cv, uint64_t seq)
     int verdict;
     int by_gpu = first_missing < 0 && nnot > 0 && nnot < ncalled;
     /* Every rank came, but some were killed in it while the others lived on to say so: the
-     * dead ones are why it never finished (when all were killed, the job was, while stuck). */
+     * dead ones are why it never finished (when all were killed, the job was, while stuck).
+     * A death outranks a GPU that had not started it: a killed rank's collective can never
+     * finish, while a kernel that had not started may only have been queued behind it (the
+     * emulation under load: a rank killed in AllReduce seq 40, a peer's kernel for it
+     * stamped at its watchdog's abort 3 s later, and the peer named instead). */
     size_t nkilled = 0;
     long first_killed = -1;
-    for (size_t k = 0; first_missing < 0 && !by_gpu && k < cv->nmem; k++)
+    for (size_t k = 0; first_missing < 0 && k < cv->nmem; k++)
         if ((f->flag[k] & F_CALLED) && !f->m->ranks[cv->mem[k].rank_idx].ended) {
             f->flag[k] |= F_KILLED;
             nkilled++;
@@ -367,6 +371,8 @@ static int judge(finder *f, const comm_view *cv, uint64_t seq)
                 first_killed = (long)k;
         }
     int by_death = nkilled > 0 && nkilled < ncalled;
+    if (by_death)
+        by_gpu = 0;
     for (size_t k = 0; k < cv->nmem; k++) {
         int32_t g = global_rank(f, cv->mem[k].rank_idx);
         int waits = (f->flag[k] & (F_CALLED | F_PAST)) &&

@@ -196,6 +196,34 @@ static void test_gpu_not_started(void **state)
     done_with(&j, &res);
 }
 
+/* Every rank called seq 5; rank 2 was killed in it (no END), and rank 5's watchdog says its
+ * GPU had not started it: the death is the cause (a killed rank's collective never finishes,
+ * a kernel not started may only be queued behind it), RANK_EXITED naming rank 2. */
+static void test_killed_outranks_not_started(void **state)
+{
+    (void)state;
+    job j;
+    result res;
+    job_open(&j, NR);
+    for (int r = 0; r < NR; r++) {
+        put_comm(&j, r, 0, WORLD, NR, r);
+        world_run(&j, r, 5, 4);
+        if (r == 2)
+            continue;
+        put_hang(&j, r, 0, 5, r == 5 ? CP_HANG_GPU_NOT_STARTED : CP_HANG_GPU_STARTED,
+                 (uint64_t)(1500 + r) * 1000000);
+        put_end(&j, r);
+    }
+    analyze(&j, &res);
+    assert_int_equal(res.h.nrows, 1);
+    const cpa_hang *h = &res.h.rows[0];
+    assert_int_equal(h->seq, 5);
+    assert_string_equal(cpa_hang_verdict_name(h->verdict), "RANK_EXITED");
+    assert_ranks(h->missing_ranks, h->nmissing, RANKS(2));
+    assert_ranks(h->waiting_ranks, h->nwaiting, RANKS(0, 1, 3, 4, 5, 6, 7));
+    done_with(&j, &res);
+}
+
 /* The same after an abort that ended the kernels: DONEs at seq 5 everywhere. */
 static void test_hang_record_then_done(void **state)
 {
@@ -435,6 +463,7 @@ int main(void)
         cmocka_unit_test(test_stuck_in_nccl),
         cmocka_unit_test(test_killed_inside),
         cmocka_unit_test(test_gpu_not_started),
+        cmocka_unit_test(test_killed_outranks_not_started),
         cmocka_unit_test(test_hang_record_then_done),
         cmocka_unit_test(test_hang_record_cleared),
         cmocka_unit_test(test_split_comm),
