@@ -11,6 +11,7 @@
  * of warnings; after the join the slots and lists are merged in file order, so the model and
  * its warnings are the same whatever the number of threads.
  */
+#include "analyzer/demangle.h"
 #include "analyzer/model.h"
 #include "analyzer/pair_done.h"
 
@@ -178,8 +179,10 @@ static int on_site(void *ctx, const cp_rec_site *s)
     line[0] = '\0';
     for (unsigned f = 0; f < s->frame_count && cp_rec_next_string(&s->h, &pos, &str, &len);
          f++) {
-        int n = snprintf(line + used, sizeof line - used, "%s%.*s", f ? " < " : "", (int)len,
-                         str);
+        char frame[256];
+        size_t flen = cpa_demangle_frame(str, len, frame, sizeof frame);
+        int n = snprintf(line + used, sizeof line - used, "%s%.*s", f ? " < " : "", (int)flen,
+                         frame);
         if (n < 0 || (size_t)n >= sizeof line - used)
             break;
         used += (size_t)n;

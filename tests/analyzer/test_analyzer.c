@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "analyzer/analyzer.h"
+#include "analyzer/demangle.h"
 #include "common/trace_writer.h"
 #include "tests/common/test_trace_util.h"
 
@@ -722,6 +723,49 @@ static void test_impossible_sizes_and_counts(void **state)
                 (4ull << 20) * INT32_MAX);
 }
 
+/* A PyTorch job's sites, as the shim records them (the dynamic symbol table's mangled
+ * names), come out of the model demangled; a long parameter list is shortened, a C name and
+ * a name that is not a valid mangling stay as they are. */
+static void test_sites_demangled(void **state)
+{
+    (void)state;
+    if (!cpa_demangle_available())
+        skip(); /* no libstdc++.so.6: the frames stay as recorded, as the header says */
+    char out[256];
+    const char *torch = "_ZN4c10d16ProcessGroupNCCL9allreduceEv+0xe91 (libtorch_cuda.so)";
+    cpa_demangle_frame(torch, strlen(torch), out, sizeof out);
+    assert_string_equal(out, "c10d::ProcessGroupNCCL::allreduce()+0xe91 (libtorch_cuda.so)");
+    const char *c_frame = "issue+0x40e (collprof-sim)";
+    cpa_demangle_frame(c_frame, strlen(c_frame), out, sizeof out);
+    assert_string_equal(out, c_frame);
+    const char *bad = "_Zjunk+0x1 (x.so)";
+    cpa_demangle_frame(bad, strlen(bad), out, sizeof out);
+    assert_string_equal(out, bad);
+    /* std::vector<at::Tensor>& ... : a long list becomes (...) */
+    const char *lng = "_ZN4c10d16ProcessGroupNCCL9allgatherERSt6vectorIS1_IN2at6TensorESaIS3_EESaIS5_EERS5_RKNS_16AllgatherOptionsE+0x10 (libtorch_cuda.so)";
+    cpa_demangle_frame(lng, strlen(lng), out, sizeof out);
+    assert_string_equal(out, "c10d::ProcessGroupNCCL::allgather(...)+0x10 (libtorch_cuda.so)");
+
+    /* through the loader: the site line of a call */
+    char *dir = tt_tmpdir();
+    cp_trace_writer *w = open_rank(dir, 0, 0, "node-a", 0);
+    put_comm(w, 0, COMM_ID, 1, 0);
+    unsigned char buf[512];
+    const char *frames[] = {"_ZN4c10d16ProcessGroupNCCL9allreduceEv+0xe91 (libtorch_cuda.so)",
+                            "main+0x12 (python3)"};
+    size_t n = cp_rec_site_build(buf, sizeof buf, 0, 0x401234, frames, 2);
+    assert_true(n > 0);
+    assert_int_equal(cp_trace_writer_append(w, buf), 0);
+    assert_int_equal(cp_trace_writer_close(w), 0);
+    cpa_model *m = load_or_fail(dir);
+    assert_true(m->ranks[0].nsites >= 1);
+    assert_string_equal(m->ranks[0].sites[0], "c10d::ProcessGroupNCCL::allreduce()+0xe91 "
+                                              "(libtorch_cuda.so) < main+0x12 (python3)");
+    cpa_model_free(m);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -738,6 +782,7 @@ int main(void)
         cmocka_unit_test(test_formulas),
         cmocka_unit_test(test_impossible_sizes_and_counts),
         cmocka_unit_test(test_load_nccl_op),
+        cmocka_unit_test(test_sites_demangled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
