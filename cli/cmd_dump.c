@@ -189,7 +189,14 @@ static void put_operation(struct dump *d, unsigned op, uint32_t comm_index, uint
         dump_line_id(l, "comm", c->id);
     else
         dump_line_unknown(l, "comm");
-    dump_line_u64(l, "seq", seq);
+    if (seq == UINT64_MAX) { /* the shim's "no sequence": a call NCCL refused */
+        if (l->json)
+            dump_line_unknown(l, "seq");
+        else
+            dump_line_str(l, "seq", "none", 4);
+    } else {
+        dump_line_u64(l, "seq", seq);
+    }
     if (!c && comm_index != UINT32_MAX)
         dump_line_u64(l, "comm_index", comm_index);
 }

@@ -427,6 +427,28 @@ static void lost_records_are_warned_about_by_cause(void **state)
     cli_result_free(&r);
 }
 
+/* A call NCCL refused has no sequence (the shim's UINT64_MAX): "seq=none", JSON null, never
+ * 18446744073709551615. */
+static void a_call_with_no_sequence_says_none(void **state)
+{
+    struct fixture *f = *state;
+    cp_trace_writer *w = open_trace(f->path, 0, 0);
+    cp_rec_call c = call(CP_OP_ALLREDUCE, NO_INDEX, UINT64_MAX, 1, FLOAT32, SUM, -1, 100);
+    put(w, &c);
+    assert_int_equal(cp_trace_writer_close(w), 0);
+
+    struct cli_result r;
+    cli_runl(&r, "dump", f->path, NULL);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, " seq=none"));
+    assert_null(strstr(r.out, "18446744073709551615"));
+    cli_result_free(&r);
+    cli_runl(&r, "dump", "--json", f->path, NULL);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "\"seq\":null"));
+    cli_result_free(&r);
+}
+
 static void unknown_record_types_are_shown_and_counted(void **state)
 {
     struct fixture *f = *state;
@@ -655,6 +677,7 @@ int main(void)
         T(a_cut_trace_prints_whole_chunks_then_one_warning),
         T(a_corrupt_chunk_is_skipped_with_one_warning),
         T(lost_records_are_warned_about_by_cause),
+        T(a_call_with_no_sequence_says_none),
         T(unknown_record_types_are_shown_and_counted),
         T(input_that_is_not_a_trace_is_exit_2),
         T(a_bad_file_in_a_directory_is_skipped_with_a_warning),
