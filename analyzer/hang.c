@@ -18,9 +18,10 @@
  * At that operation a rank that made no call there (nor later) is missing, the others wait
  * (a rank whose call there was lost but that went on counts as waiting); RANK_EXITED when a
  * missing rank's trace has no END (killed) or ended on a signal. When every rank called it,
- * ranks killed in it (no END) while others lived on are missing, RANK_EXITED; else HANG
- * records whose GPU had not started it name the ranks that never joined on the GPU (their
- * stream was stuck before it); else it is STUCK_IN_NCCL. A comm rank nobody has a
+ * ranks killed in it (no END) while others lived on are missing, RANK_EXITED, unless one of
+ * them is also a rank whose GPU had not started it; else HANG records whose GPU had not
+ * started it name the ranks that never joined on the GPU (their stream was stuck before it);
+ * else it is STUCK_IN_NCCL. A comm rank nobody has a
  * trace of is missing too (by global rank when the comm is the world in rank order). A
  * send/recv pair-direction that ends with one side only, the other making no later call on
  * it, is a hang of its own (hang_p2p.c).
@@ -371,8 +372,17 @@ static int judge(finder *f, const comm_view *cv, uint64_t seq)
                 first_killed = (long)k;
         }
     int by_death = nkilled > 0 && nkilled < ncalled;
-    if (by_death)
-        by_gpu = 0;
+    if (by_death && by_gpu) {
+        /* ... unless a killed rank is one whose GPU had not started it: that rank's stream
+         * was stuck first, and its death (a teardown's) came after */
+        int stuck_first = 0;
+        for (size_t k = 0; k < cv->nmem; k++)
+            stuck_first |= (f->flag[k] & F_KILLED) && (f->flag[k] & F_NOT_STARTED);
+        if (stuck_first)
+            by_death = 0;
+        else
+            by_gpu = 0;
+    }
     for (size_t k = 0; k < cv->nmem; k++) {
         int32_t g = global_rank(f, cv->mem[k].rank_idx);
         int waits = (f->flag[k] & (F_CALLED | F_PAST)) &&

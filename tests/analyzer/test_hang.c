@@ -224,6 +224,30 @@ static void test_killed_outranks_not_started(void **state)
     done_with(&j, &res);
 }
 
+/* Rank 5's GPU never started seq 5 and rank 5 was then killed (a teardown: no END): its
+ * stuck stream came first, RANK_NOT_JOINED as when it exits cleanly. */
+static void test_not_started_then_killed(void **state)
+{
+    (void)state;
+    job j;
+    result res;
+    job_open(&j, NR);
+    for (int r = 0; r < NR; r++) {
+        put_comm(&j, r, 0, WORLD, NR, r);
+        world_run(&j, r, 5, 4);
+        put_hang(&j, r, 0, 5, r == 5 ? CP_HANG_GPU_NOT_STARTED : CP_HANG_GPU_STARTED,
+                 (uint64_t)(1500 + r) * 1000000);
+        if (r != 5)
+            put_end(&j, r);
+    }
+    analyze(&j, &res);
+    assert_int_equal(res.h.nrows, 1);
+    const cpa_hang *h = &res.h.rows[0];
+    assert_string_equal(cpa_hang_verdict_name(h->verdict), "RANK_NOT_JOINED");
+    assert_ranks(h->missing_ranks, h->nmissing, RANKS(5));
+    done_with(&j, &res);
+}
+
 /* The same after an abort that ended the kernels: DONEs at seq 5 everywhere. */
 static void test_hang_record_then_done(void **state)
 {
@@ -464,6 +488,7 @@ int main(void)
         cmocka_unit_test(test_killed_inside),
         cmocka_unit_test(test_gpu_not_started),
         cmocka_unit_test(test_killed_outranks_not_started),
+        cmocka_unit_test(test_not_started_then_killed),
         cmocka_unit_test(test_hang_record_then_done),
         cmocka_unit_test(test_hang_record_cleared),
         cmocka_unit_test(test_split_comm),

@@ -15,6 +15,8 @@
 #include <unistd.h>
 #include <sys/wait.h>
 
+#include "tests/common/test_scratch.h"
+
 struct sim_proc {
     pid_t pid;
     FILE *out, *err;
@@ -70,6 +72,7 @@ static inline void sim_start_cmd(struct sim_proc *p, const char *const *env,
     if (!p->out || !p->err)
         abort();
     fflush(NULL);
+    ts_scratch_dir(); /* made here, in the test process, which removes it at exit */
     p->started = sim_test_now();
     p->pid = fork();
     if (p->pid < 0)
@@ -81,6 +84,8 @@ static inline void sim_start_cmd(struct sim_proc *p, const char *const *env,
         for (int i = 0; sim_scrubbed_env[i]; i++)
             unsetenv(sim_scrubbed_env[i]);
         setenv("LD_LIBRARY_PATH", emu, 1);
+        if (ts_scratch[0])
+            setenv("TMPDIR", ts_scratch, 1); /* the env below may set another */
         for (int i = 0; env && env[i]; i++) {
             char name[256];
             const char *eq = strchr(env[i], '=');

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/trace_reader.h"
+#include "tests/common/test_scratch.h"
 
 extern char **environ;
 
@@ -38,23 +39,11 @@ static inline void st_read_fd(int fd, char *buf, size_t cap)
     buf[n] = '\0';
 }
 
-/* Live stats blocks of test jobs go to a directory of this test process, not /dev/shm: a
- * job a test kills would leave its block there for every later `collprof top`. */
-static inline const char *st_live_dir_env(void)
-{
-    static char var[64];
-    if (!var[0]) {
-        char dir[] = "/tmp/collprof-live-XXXXXX";
-        if (mkdtemp(dir))
-            snprintf(var, sizeof var, "COLLPROF_LIVE_DIR=%s", dir);
-    }
-    return var;
-}
-
 /* Runs bin/<prog> (or an absolute path) with argv, the caller's environment minus launcher
  * and COLLPROF_ variables, plus `env` (NULL-terminated "K=V"), with the shim preloaded when
  * `preload`.
- * COLLPROF_LIVE_DIR defaults to a private directory (st_live_dir_env). */
+ * COLLPROF_LIVE_DIR and TMPDIR default to this test process's scratch directory
+ * (tests/common/test_scratch.h). */
 static inline void st_run_prog(job_result *res, const char *prog, int preload,
                                const char *const *env, const char *const *argv)
 {
@@ -74,7 +63,8 @@ static inline void st_run_prog(job_result *res, const char *prog, int preload,
     size_t n = 0;
     static const char *const drop[] = {"COLLPROF_", "LD_PRELOAD=", "RANK=", "LOCAL_RANK=",
                                        "WORLD_SIZE=", "OMPI_", "PMI_", "SLURM_",
-                                       "TORCHELASTIC_", "PBS_", "NCCL_PROFILER_PLUGIN="};
+                                       "TORCHELASTIC_", "PBS_", "NCCL_PROFILER_PLUGIN=",
+                                       "TMPDIR="};
     for (char **e = environ; *e && n < 400; e++) {
         int keep = 1;
         for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
@@ -85,13 +75,16 @@ static inline void st_run_prog(job_result *res, const char *prog, int preload,
     }
     if (preload)
         envp[n++] = preload_var;
-    int live_given = 0;
+    int live_given = 0, tmp_given = 0;
     for (; env && *env && n < 510; env++) {
         live_given |= !strncmp(*env, "COLLPROF_LIVE_DIR=", 18);
+        tmp_given |= !strncmp(*env, "TMPDIR=", 7);
         envp[n++] = *env;
     }
-    if (!live_given && st_live_dir_env()[0])
-        envp[n++] = st_live_dir_env();
+    if (!live_given && ts_live_dir_env()[0])
+        envp[n++] = ts_live_dir_env();
+    if (!tmp_given && ts_tmpdir_env()[0])
+        envp[n++] = ts_tmpdir_env();
     envp[n] = NULL;
     const char *args[32] = {job};
     size_t a = 1;

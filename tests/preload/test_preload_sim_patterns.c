@@ -343,6 +343,8 @@ static void sigkill_mid_collective_keeps_the_stuck_call(void **state)
         setenv("COLLPROF_DIR", dir, 1);
         /* the killed ranks' live blocks stay behind: not in /dev/shm */
         setenv("COLLPROF_LIVE_DIR", tmp, 1);
+        setenv("TMPDIR", tmp, 1); /* and the launcher's rendezvous directory, which the kill
+                                   * leaves behind too */
         setenv("COLLPROF_FLUSH_MS", "50", 1);
         setenv("COLLPROF_EMU_HANG", "1:4", 1);
         int null = open("/dev/null", O_WRONLY);
