@@ -30,8 +30,15 @@ static void progress_line_while_it_runs(void **state)
     free(s);
     s = wait_for_in(capture_all, "selftest exit ", 180000);
     assert_non_null(s);
-    assert_non_null(strstr(s, "collprof selftest: PASS"));
-    assert_non_null(strstr(s, "selftest exit 0"));
+    /* The line is what this test is about; the verdict rests on emulated bandwidth, which a
+     * loaded machine (CI's sanitizer pass) can make WARN or FAIL (exit 1): test_selftest_cli
+     * judges verdicts. Any verdict line and exit 0 or 1 will do; a usage error or a run that
+     * could not start (2, 3) will not. */
+    if (!strstr(s, "collprof selftest: PASS"))
+        fprintf(stderr, "not PASS this time:\n%s\n", s);
+    assert_true(strstr(s, "collprof selftest: PASS") || strstr(s, "collprof selftest: WARN") ||
+                strstr(s, "collprof selftest: FAIL"));
+    assert_true(strstr(s, "selftest exit 0") || strstr(s, "selftest exit 1"));
     if (strstr(s, "%, "))
         fail_msg("the progress line is still there:\n%s", s);
     free(s);
