@@ -33,7 +33,7 @@ struct file_facts {
     struct comm_entry *comms;
     size_t ncomms, cap;
     int out_of_memory;
-    uint64_t lost_by_cause[4]; /* [0]: a cause this reader does not know */
+    uint64_t lost_by_cause[CP_LOST_CAUSE_LAST + 1]; /* [0]: a cause this reader does not know */
 };
 
 struct dump {
@@ -114,7 +114,7 @@ static int learn_comm(void *ctx, const cp_rec_comm *rec)
 static int learn_lost(void *ctx, const cp_rec_lost *rec)
 {
     struct file_facts *f = &((struct dump *)ctx)->facts;
-    unsigned cause = rec->cause <= CP_LOST_TOO_BIG ? rec->cause : 0;
+    unsigned cause = rec->cause <= CP_LOST_CAUSE_LAST ? rec->cause : 0;
     uint64_t *n = &f->lost_by_cause[cause];
     *n = rec->count > UINT64_MAX - *n ? UINT64_MAX : *n + rec->count;
     return 0;
@@ -402,6 +402,8 @@ static const char *lost_cause_name(unsigned cause)
     case CP_LOST_RING_FULL: return "ring_full";
     case CP_LOST_WRITE_ERROR: return "write_error";
     case CP_LOST_TOO_BIG: return "too_big";
+    case CP_LOST_NO_MEMORY: return "no_memory";
+    case CP_LOST_AT_END: return "at_end";
     default: return NULL;
     }
 }
@@ -460,14 +462,14 @@ static void warn_losses(struct dump *d, const char *path, const cp_walk_result *
 
     /* The chunk headers carry the writer's running total; LOST records say why. */
     uint64_t by_cause = 0;
-    for (size_t i = 0; i < 4; i++)
+    for (size_t i = 0; i <= CP_LOST_CAUSE_LAST; i++)
         by_cause += f->lost_by_cause[i];
     uint64_t total = res->lost_records > by_cause ? res->lost_records : by_cause;
     if (total == 0)
         return;
     char why[256] = "";
     size_t n = 0;
-    for (unsigned cause = 1; cause <= CP_LOST_TOO_BIG; cause++)
+    for (unsigned cause = 1; cause <= CP_LOST_CAUSE_LAST; cause++)
         if (f->lost_by_cause[cause] && n < sizeof why)
             n += (size_t)snprintf(why + n, sizeof why - n, "%s%" PRIu64 " %s", n ? ", " : "",
                                   f->lost_by_cause[cause], lost_cause_name(cause));

@@ -267,6 +267,9 @@ enum cp_lost_cause {
     CP_LOST_RING_FULL = 1,   /* the job produced faster than the writer drained */
     CP_LOST_WRITE_ERROR = 2, /* disk full or I/O error */
     CP_LOST_TOO_BIG = 3,     /* a record larger than a chunk */
+    CP_LOST_NO_MEMORY = 4,   /* the shim could not allocate room for them */
+    CP_LOST_AT_END = 5,      /* a fatal signal ended the process before they were finished */
+    CP_LOST_CAUSE_LAST = CP_LOST_AT_END,
 };
 
 /* 24 bytes: records dropped since the last LOST record of this cause. */

@@ -51,7 +51,7 @@
 /* Small enough for the tests' many-chunk traces, large enough for the LOST records of all
  * causes plus the largest fixed-size record. */
 #define CP_CHUNK_MIN_PAYLOAD 256u
-#define CP_LOST_CAUSES 4 /* enum cp_lost_cause values are 1..3 */
+#define CP_LOST_CAUSES (CP_LOST_CAUSE_LAST + 1) /* enum cp_lost_cause values start at 1 */
 /* Room for the closing chunk: its header, a LOST record per cause, CLOCK and END. */
 #define CP_WRITER_RESERVE 1024u
 
@@ -391,11 +391,11 @@ int cp_trace_writer_flush(cp_trace_writer *w)
     return write_chunk(w);
 }
 
-void cp_trace_writer_count_lost(cp_trace_writer *w, uint64_t records)
+void cp_trace_writer_count_lost(cp_trace_writer *w, enum cp_lost_cause cause, uint64_t records)
 {
     if (!records)
         return;
-    count_drop(w, CP_LOST_RING_FULL, records);
+    count_drop(w, cause >= 1 && cause < CP_LOST_CAUSES ? cause : CP_LOST_RING_FULL, records);
     place_lost_records(w);
 }
 

@@ -49,9 +49,10 @@ int cp_trace_writer_append(cp_trace_writer *w, const void *record);
  * (records counted as lost). */
 int cp_trace_writer_flush(cp_trace_writer *w);
 
-/* Records dropped before they reached the writer (a full ring): added to the running
- * total carried in each following chunk header. */
-void cp_trace_writer_count_lost(cp_trace_writer *w, uint64_t records);
+/* Records dropped before they reached the writer (a full ring, a failed allocation, a
+ * process ended by a signal), by cause: added to the running total carried in each
+ * following chunk header. A cause out of range counts as CP_LOST_RING_FULL. */
+void cp_trace_writer_count_lost(cp_trace_writer *w, enum cp_lost_cause cause, uint64_t records);
 
 /* Running totals: the caller's records in chunks that were written (the writer's own LOST
  * records are not counted), and records lost (every cause, count_lost's included). */

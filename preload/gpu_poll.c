@@ -76,7 +76,7 @@ void cp_gpu_pending_add(const cp_pending_slot *slot)
             if (slot->release)
                 cp_ev_pair_put(slot->ctx, slot->pair);
             /* its DONE is lost, and counted; the job goes on */
-            atomic_fetch_add_explicit(&cp_lost_elsewhere, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&cp_lost_no_memory, 1, memory_order_relaxed);
             return;
         }
         g_q = q;

@@ -22,7 +22,8 @@
 
 _Atomic int cp_drain_wanted;
 _Atomic uint64_t cp_lost_no_ring;
-_Atomic uint64_t cp_lost_elsewhere;
+_Atomic uint64_t cp_lost_no_memory;
+_Atomic uint64_t cp_lost_at_end;
 
 static cp_ring *_Atomic g_head;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -99,6 +100,7 @@ void cp_ring_reset_after_fork(cp_ring *keep)
             atomic_store_explicit(&r->owned, 0, memory_order_relaxed);
     }
     atomic_store_explicit(&cp_lost_no_ring, 0, memory_order_relaxed);
-    atomic_store_explicit(&cp_lost_elsewhere, 0, memory_order_relaxed);
+    atomic_store_explicit(&cp_lost_no_memory, 0, memory_order_relaxed);
+    atomic_store_explicit(&cp_lost_at_end, 0, memory_order_relaxed);
     atomic_store_explicit(&cp_drain_wanted, 0, memory_order_relaxed);
 }

@@ -194,10 +194,12 @@ struct cp_ring {
 extern _Atomic int cp_drain_wanted;
 /* Records lost by threads that got no ring at all. */
 extern _Atomic uint64_t cp_lost_no_ring;
-/* Records the shim could not make off the hot path: a COMM or PROCESS record, a DONE or SITE
- * whose bookkeeping found no memory, the DONEs and SITEs a fatal signal's flush cannot make.
- * The writer adds them to the file's loss count, so that no drop goes uncounted. */
-extern _Atomic uint64_t cp_lost_elsewhere;
+/* Records the shim could not make off the hot path, counted so that no drop goes uncounted
+ * and kept apart by cause because each has another remedy: a COMM or PROCESS record, or a
+ * DONE whose bookkeeping found no memory (CP_LOST_NO_MEMORY); the DONEs and SITEs a fatal
+ * signal's flush cannot make (CP_LOST_AT_END). */
+extern _Atomic uint64_t cp_lost_no_memory;
+extern _Atomic uint64_t cp_lost_at_end;
 
 static inline void *cp_ring_reserve(cp_ring *r)
 {

@@ -36,7 +36,8 @@ static int g_thread_running;
 static _Atomic int g_busy;
 static _Atomic int g_stop;
 static int g_flush_ms = 200;
-static uint64_t g_no_ring_reported;
+/* what each counter of lost records held when last handed to the writer */
+static uint64_t g_reported[3];
 static pthread_mutex_t g_wait_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_wait_cv;
 
@@ -60,7 +61,7 @@ void cp_control_push(const void *record)
         if (!p) {
             pthread_mutex_unlock(&g_ctl_mu);
             /* an allocation failure costs this record, not the job; counted */
-            atomic_fetch_add_explicit(&cp_lost_elsewhere, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&cp_lost_no_memory, 1, memory_order_relaxed);
             return;
         }
         g_ctl = p;
@@ -100,7 +101,7 @@ static void drain(int in_signal)
              * DONE and SITE records are lost with the dying process. */
             if (h->type == CP_REC_SHIM_PENDING || h->type == CP_REC_SHIM_SITE) {
                 if (in_signal)
-                    atomic_fetch_add_explicit(&cp_lost_elsewhere, 1, memory_order_relaxed);
+                    atomic_fetch_add_explicit(&cp_lost_at_end, 1, memory_order_relaxed);
                 else if (h->type == CP_REC_SHIM_PENDING)
                     cp_gpu_pending_add((const cp_pending_slot *)h);
                 else
@@ -118,7 +119,7 @@ static void drain(int in_signal)
                 /* the hot path's plugin call rides in the CALL's reserved word (no second
                  * slot); the file gets the zero the format asks for */
                 if (in_signal)
-                    atomic_fetch_add_explicit(&cp_lost_elsewhere, 1, memory_order_relaxed);
+                    atomic_fetch_add_explicit(&cp_lost_at_end, 1, memory_order_relaxed);
                 else
                     cp_gpu_plugin_add(&rec, rec.reserved - 1);
                 rec.reserved = 0;
@@ -132,13 +133,24 @@ static void drain(int in_signal)
         }
         atomic_store_explicit(&r->tail, t, memory_order_release);
         uint64_t lost = atomic_load_explicit(&r->lost, memory_order_relaxed);
-        cp_trace_writer_count_lost(g_w, lost - r->lost_reported);
+        cp_trace_writer_count_lost(g_w, CP_LOST_RING_FULL, lost - r->lost_reported);
         r->lost_reported = lost;
     }
-    uint64_t no_ring = atomic_load_explicit(&cp_lost_no_ring, memory_order_relaxed) +
-                       atomic_load_explicit(&cp_lost_elsewhere, memory_order_relaxed);
-    cp_trace_writer_count_lost(g_w, no_ring - g_no_ring_reported);
-    g_no_ring_reported = no_ring;
+    /* a thread with no ring lost its records to the spent COLLPROF_BUFFER_MB: the remedy
+     * of a full ring */
+    static const struct {
+        _Atomic uint64_t *count;
+        enum cp_lost_cause cause;
+    } counted[] = {{&cp_lost_no_ring, CP_LOST_RING_FULL},
+                   {&cp_lost_no_memory, CP_LOST_NO_MEMORY},
+                   {&cp_lost_at_end, CP_LOST_AT_END}};
+    _Static_assert(sizeof counted / sizeof counted[0] == sizeof g_reported / sizeof g_reported[0],
+                   "one reported total a counter");
+    for (size_t i = 0; i < sizeof counted / sizeof counted[0]; i++) {
+        uint64_t n = atomic_load_explicit(counted[i].count, memory_order_relaxed);
+        cp_trace_writer_count_lost(g_w, counted[i].cause, n - g_reported[i]);
+        g_reported[i] = n;
+    }
 }
 
 static int take_token(void)
@@ -319,7 +331,7 @@ void cp_writer_flush_from_signal(int end_signal)
     drain(1);
     if (end_signal > 0) {
         /* the process ends here: the DONEs still pending will never be made */
-        cp_trace_writer_count_lost(g_w, cp_gpu_pending_count());
+        cp_trace_writer_count_lost(g_w, CP_LOST_AT_END, cp_gpu_pending_count());
         append_end(end_signal);
     }
     cp_trace_writer_flush(g_w);
@@ -360,7 +372,7 @@ void cp_writer_forget_after_fork(void)
     g_thread_running = 0;
     atomic_store(&g_stop, 0);
     atomic_store(&g_busy, 0);
-    g_no_ring_reported = 0;
+    memset(g_reported, 0, sizeof g_reported);
     pthread_mutex_init(&g_wait_mu, NULL);
     pthread_mutex_init(&g_ctl_mu, NULL);
     g_ctl_len = 0;

@@ -585,7 +585,7 @@ static void test_load_losses(void **state)
     cp_trace_writer *w = open_rank(dir, 0, 0, "node-a", 0);
     put_comm(w, 0, COMM_ID, 1, 0);
     put_call(w, CP_OP_ALLREDUCE, 0, 256, -1, BASE_NS, 1);
-    cp_trace_writer_count_lost(w, 5);
+    cp_trace_writer_count_lost(w, CP_LOST_RING_FULL, 5);
     assert_int_equal(cp_trace_writer_flush(w), 0);
     put_done(w, CP_OP_ALLREDUCE, 0, -1, BASE_NS + 10, BASE_NS + 20);
     put_done(w, CP_OP_ALLREDUCE, 9, -1, BASE_NS + 30, BASE_NS + 40);

@@ -142,7 +142,7 @@ static void write_file(const char *dir, int f)
         put(w, &h);
     }
     if (f == 12)
-        cp_trace_writer_count_lost(w, 3);
+        cp_trace_writer_count_lost(w, CP_LOST_RING_FULL, 3);
     if (f != 10) {
         cp_rec_end e = {.h = {CP_REC_END, sizeof e}, .exit_code = 0,
                         .at_ns = BASE_NS + 80000000ull};

@@ -412,7 +412,9 @@ static void lost_records_are_warned_about_by_cause(void **state)
 {
     struct fixture *f = *state;
     cp_trace_writer *w = open_trace(f->path, 0, 0);
-    cp_trace_writer_count_lost(w, 3);
+    cp_trace_writer_count_lost(w, CP_LOST_RING_FULL, 3);
+    cp_trace_writer_count_lost(w, CP_LOST_NO_MEMORY, 1);
+    cp_trace_writer_count_lost(w, CP_LOST_AT_END, 2);
     cp_rec_call c = call(CP_OP_ALLREDUCE, NO_INDEX, 0, 1, FLOAT32, SUM, -1, 100);
     put(w, &c);
     assert_int_equal(cp_trace_writer_close(w), 0);
@@ -423,7 +425,10 @@ static void lost_records_are_warned_about_by_cause(void **state)
     assert_non_null(strstr(r.out, "rank 0 LOST cause=ring_full count=3 "));
     assert_int_equal(cli_count_lines(r.err), 1);
     assert_non_null(strstr(r.err, "collprof: WARN '"));
-    assert_non_null(strstr(r.err, "3 record(s) lost while tracing (3 ring_full)"));
+    assert_non_null(strstr(r.out, "rank 0 LOST cause=no_memory count=1 "));
+    assert_non_null(strstr(r.out, "rank 0 LOST cause=at_end count=2 "));
+    assert_non_null(
+        strstr(r.err, "6 record(s) lost while tracing (3 ring_full, 1 no_memory, 2 at_end)"));
     cli_result_free(&r);
 }
 

@@ -187,7 +187,7 @@ static void round_trip_of_a_million_calls_and_every_record_type(void **state)
     while (next_record(s) != 0) {
         /* The ring-full report comes just before CALL number LOST_AT. */
         if (s->calls == LOST_AT + 1 && ((cp_record_header *)s->buf)->type == CP_REC_CALL)
-            cp_trace_writer_count_lost(w, 7);
+            cp_trace_writer_count_lost(w, CP_LOST_RING_FULL, 7);
         assert_int_equal(cp_trace_writer_append(w, s->buf), 0);
         appended++;
     }

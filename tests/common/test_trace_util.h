@@ -275,7 +275,7 @@ static inline unsigned char *tt_small_trace(unsigned calls, size_t *len)
             cp_trace_writer_append(w, &d);
             cp_trace_writer_append(w, &k);
             cp_trace_writer_append(w, &g);
-            cp_trace_writer_count_lost(w, 3);
+            cp_trace_writer_count_lost(w, CP_LOST_RING_FULL, 3);
         }
     }
     cp_rec_end e = {.h = {CP_REC_END, sizeof e}, .exit_code = -1};

@@ -135,13 +135,13 @@ static void ring_losses_ride_in_every_later_chunk(void **state)
 {
     (void)state;
     cp_trace_writer *w = open_writer(512);
-    cp_trace_writer_count_lost(w, 0);
-    cp_trace_writer_count_lost(w, 5);
+    cp_trace_writer_count_lost(w, CP_LOST_RING_FULL, 0);
+    cp_trace_writer_count_lost(w, CP_LOST_RING_FULL, 5);
     for (uint64_t i = 0; i < 20; i++) {
         cp_rec_call c = tt_call(i);
         assert_int_equal(cp_trace_writer_append(w, &c), 0);
     }
-    cp_trace_writer_count_lost(w, 2);
+    cp_trace_writer_count_lost(w, CP_LOST_RING_FULL, 2);
     assert_int_equal(cp_trace_writer_flush(w), 0);
     assert_int_equal(cp_trace_writer_flush(w), 0); /* nothing left: writes nothing */
     assert_int_equal(cp_trace_writer_records_written(w), 20);

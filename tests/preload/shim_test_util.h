@@ -132,6 +132,8 @@ typedef struct trace_seen {
     size_t ndones;
     cp_rec_done *dones;     /* the first 4096 */
     size_t nnccl_ops;
+    size_t nsites;
+    uint64_t lost_by_cause[CP_LOST_CAUSE_LAST + 1]; /* from LOST records; [0] unknown */
     cp_walk_result walk;
 } trace_seen;
 
@@ -175,6 +177,19 @@ static int st_on_nccl_op(void *ctx, const cp_rec_nccl_op *rec)
     ((trace_seen *)ctx)->nnccl_ops++;
     return 0;
 }
+static int st_on_site(void *ctx, const cp_rec_site *rec)
+{
+    (void)rec;
+    ((trace_seen *)ctx)->nsites++;
+    return 0;
+}
+static int st_on_lost(void *ctx, const cp_rec_lost *rec)
+{
+    trace_seen *s = ctx;
+    /* a LOST record's count is the total of its cause since the last one */
+    s->lost_by_cause[rec->cause <= CP_LOST_CAUSE_LAST ? rec->cause : 0] += rec->count;
+    return 0;
+}
 static int st_on_end(void *ctx, const cp_rec_end *rec)
 {
     trace_seen *s = ctx;
@@ -197,7 +212,8 @@ static inline int st_read_trace(const char *path, trace_seen *s)
     s->header = *cp_trace_reader_header(r);
     cp_trace_visitor v = {.ctx = s, .on_call = st_on_call, .on_comm = st_on_comm,
                           .on_process = st_on_process, .on_end = st_on_end,
-                          .on_done = st_on_done, .on_nccl_op = st_on_nccl_op};
+                          .on_done = st_on_done, .on_nccl_op = st_on_nccl_op,
+                          .on_site = st_on_site, .on_lost = st_on_lost};
     cp_trace_walk(r, &v, &s->walk);
     cp_trace_reader_close(r);
     return 0;
