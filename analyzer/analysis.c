@@ -122,7 +122,7 @@ int cpa_analyze_model(cpa_model *model, cpa_analysis *a, cpa_progress_fn progres
     if (cpa_match(m, &a->matched, err, errlen))
         goto fail;
     say(progress, ctx, "statistics", 0.6);
-    if (cpa_stats_compute(m, &a->matched, &a->stats, err, errlen))
+    if (cpa_stats_compute(m, &a->matched, CPA_ROWS_EXACT, &a->stats, err, errlen))
         goto fail;
     say(progress, ctx, "clocks", 0.7);
     if (cpa_clock_align(m, &a->matched, &a->clock, err, errlen))

@@ -5,7 +5,8 @@
  *                   the collective/p2p calls, each with its GPU times when a DONE matched it;
  *   cpa_match       the calls of all ranks grouped into operations: a collective by
  *                   (comm_id, seq), a send/recv pair by (comm_id, sender, receiver, seq);
- *   cpa_stats       per op and power-of-two size bucket: calls, bytes, time p50/p99, algbw,
+ *   cpa_stats       per op, communicator size and exact S (or nccl-tests' finer rows, or
+ *                   power-of-two buckets): operations, calls, bytes, time p50/p99, algbw,
  *                   busbw.
  * Damage is never fatal past the first step's "no trace at all": a cut or corrupt file, lost
  * records, a DONE without its CALL each become a warning line and the rest is used.
@@ -18,7 +19,7 @@
  *     AllReduce, Broadcast, Reduce                        count * size
  *     AllGather, ReduceScatter, AlltoAll, Gather, Scatter count * size * n
  *     Send/Recv pair                                      count * size
- *   algbw  = S / t                 (over a bucket: sum S / sum t, which is S / mean t when
+ *   algbw  = S / t                 (over a row: sum S / sum t, which is S / mean t when
  *                                   every operation has the same S, as in nccl-tests)
  *   busbw  = algbw * factor
  *     AllReduce                                           2(n-1)/n
@@ -81,15 +82,34 @@ uint64_t cpa_elem_bytes(uint64_t count, unsigned dtype);
 uint64_t cpa_op_bytes(unsigned op, uint64_t count, unsigned dtype, int nranks);
 double cpa_busbw_factor(unsigned op, int nranks);
 
-/* ---- statistics ---- */
+/* ---- statistics ----
+ *
+ * Rows of operations with a known duration, what nccl-tests would print for them. An
+ * operation counts once, whatever number of ranks took part. Three ways to cut them into
+ * rows, the first the report's: */
+
+typedef enum cpa_rows {
+    CPA_ROWS_EXACT,      /* (op, nranks, S): S as it is, never rounded */
+    CPA_ROWS_NCCL_TESTS, /* (op, nranks, S, dtype, redop, root): nccl-tests' own rows */
+    CPA_ROWS_BUCKETS,    /* (op, nranks, largest power of two <= S): a histogram, bounded
+                          * however many sizes a job sends (MoE, variable sequences) */
+} cpa_rows;
+
+#define CPA_MIXED 0xfe   /* a row's dtype or redop when its operations differ (255: none) */
+#define CPA_ROOT_NONE (-1)
+#define CPA_ROOT_MIXED (-2)
 
 typedef struct cpa_stat {
     uint8_t op;            /* CP_OP_SEND stands for send/recv pairs */
-    uint64_t bucket;       /* largest power of two <= S (0 for S = 0) */
-    uint64_t calls;        /* operations */
+    uint8_t dtype, redop;  /* the operations' own, or CPA_MIXED */
+    int32_t nranks;        /* ranks of the communicator (p2p: of the pair's communicator) */
+    int32_t root;          /* rooted collectives' root, CPA_ROOT_NONE, or CPA_ROOT_MIXED */
+    uint64_t size;         /* S; CPA_ROWS_BUCKETS: the bucket (0 for S = 0) */
+    uint64_t ops;          /* operations */
+    uint64_t calls;        /* the ranks' calls in them (ops x nranks when every rank's is there) */
     uint64_t bytes;        /* sum of S */
     double time_us_total;
-    double time_us_p50;    /* nearest rank: the ceil(p * calls)-th smallest */
+    double time_us_p50;    /* nearest rank: the ceil(p * ops)-th smallest */
     double time_us_p99;
     double algbw_gbps;
     double busbw_gbps;
@@ -103,13 +123,14 @@ typedef struct cpa_stat {
 } cpa_stat;
 
 typedef struct cpa_stats {
-    cpa_stat *rows;        /* sorted by op, then bucket */
+    cpa_rows kind;
+    cpa_stat *rows;        /* sorted by op, nranks, size (then dtype, redop, root) */
     size_t nrows;
     uint64_t oversized;    /* operations whose S does not fit 64 bits: left out of the rows */
 } cpa_stats;
 
-int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_stats *out, char *err,
-                      size_t errlen);
+int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_rows kind, cpa_stats *out,
+                      char *err, size_t errlen);
 void cpa_stats_free(cpa_stats *s);
 
 /* ---- clocks (clock.c): every rank's monotonic times on one job time line ----

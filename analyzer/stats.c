@@ -1,5 +1,5 @@
-/* analyzer/stats.c: per op and power-of-two size bucket, what nccl-tests would print.
- * The formulas are in analyzer.h's header comment.
+/* analyzer/stats.c: rows of operations (by op, communicator size and S, exact or
+ * bucketed), what nccl-tests would print. The formulas are in analyzer.h's header comment.
  *
  * An operation counts once, whatever number of ranks took part. One that some rank had
  * timed but never finished (no DONE: in flight when the trace ended, or hung) has no known
@@ -58,22 +58,44 @@ double cpa_busbw_factor(unsigned op, int nranks)
 }
 
 typedef struct sample {
-    uint64_t bucket;
-    uint64_t bytes;
-    double time_ns;
-    double bus_bytes; /* bytes * factor: a bucket may mix communicators of different n */
+    /* the row's key, by the kind of rows: fields a kind does not key on are 0 */
+    uint64_t key_size;
+    int32_t key_root;
+    uint8_t key_dtype, key_redop;
     uint8_t op;
+    int32_t nranks;
+    /* the operation's own */
+    uint64_t bytes;
+    int32_t root;
+    uint8_t dtype, redop;
+    uint32_t calls;
+    double time_ns;
+    double bus_bytes;
     uint8_t source;   /* 0 host, 1 events (or CUPTI), 2 plugin: the DONE's timing */
     uint8_t algo, proto, nchannels;
 } sample;
 
+static int cmp_key(const sample *p, const sample *q)
+{
+    if (p->op != q->op)
+        return p->op < q->op ? -1 : 1;
+    if (p->nranks != q->nranks)
+        return p->nranks < q->nranks ? -1 : 1;
+    if (p->key_size != q->key_size)
+        return p->key_size < q->key_size ? -1 : 1;
+    if (p->key_dtype != q->key_dtype)
+        return p->key_dtype < q->key_dtype ? -1 : 1;
+    if (p->key_redop != q->key_redop)
+        return p->key_redop < q->key_redop ? -1 : 1;
+    return (p->key_root > q->key_root) - (p->key_root < q->key_root);
+}
+
 static int cmp_sample(const void *x, const void *y)
 {
     const sample *p = x, *q = y;
-    if (p->op != q->op)
-        return p->op < q->op ? -1 : 1;
-    if (p->bucket != q->bucket)
-        return p->bucket < q->bucket ? -1 : 1;
+    int k = cmp_key(p, q);
+    if (k)
+        return k;
     return (p->time_ns > q->time_ns) - (p->time_ns < q->time_ns);
 }
 
@@ -215,10 +237,64 @@ static double percentile(const sample *s, size_t n, unsigned pct)
     return s[k ? k - 1 : 0].time_ns;
 }
 
-int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_stats *out, char *err,
-                      size_t errlen)
+static int is_rooted(unsigned op)
+{
+    return op == CP_OP_BROADCAST || op == CP_OP_REDUCE || op == CP_OP_GATHER ||
+           op == CP_OP_SCATTER;
+}
+
+static void set_key(sample *x, cpa_rows kind)
+{
+    x->key_size = kind == CPA_ROWS_BUCKETS ? pow2_floor(x->bytes) : x->bytes;
+    if (kind == CPA_ROWS_NCCL_TESTS) {
+        x->key_dtype = x->dtype;
+        x->key_redop = x->redop;
+        x->key_root = x->root;
+    }
+}
+
+/* One row from samples s[0..n), which share a key, sorted by time. */
+static void fill_row(cpa_stat *row, const sample *s, size_t n)
+{
+    double t = 0, bus = 0;
+    uint64_t bytes = 0, calls = 0;
+    *row = (cpa_stat){.op = s[0].op, .nranks = s[0].nranks, .size = s[0].key_size,
+                      .dtype = s[0].dtype, .redop = s[0].redop, .root = s[0].root, .ops = n};
+    for (size_t k = 0; k < n; k++) {
+        t += s[k].time_ns;
+        bus += s[k].bus_bytes;
+        bytes = cpa_sat_add(bytes, s[k].bytes);
+        calls += s[k].calls;
+        if (s[k].dtype != row->dtype)
+            row->dtype = CPA_MIXED;
+        if (s[k].redop != row->redop)
+            row->redop = CPA_MIXED;
+        if (s[k].root != row->root)
+            row->root = CPA_ROOT_MIXED;
+        row->timed_plugin += s[k].source == 2;
+        row->timed_events += s[k].source == 1;
+        row->timed_host += s[k].source == 0;
+        if (s[k].algo < CP_ALGO_COUNT && s[k].proto < CP_PROTO_COUNT &&
+            (s[k].algo || s[k].proto) && row->algo_proto[s[k].algo][s[k].proto] < UINT32_MAX)
+            row->algo_proto[s[k].algo][s[k].proto]++;
+        if (s[k].nchannels > row->channels_max)
+            row->channels_max = s[k].nchannels;
+    }
+    /* bytes per ns is GB/s (1e9 B/s). A row of zero-time operations has no rate. */
+    row->calls = calls;
+    row->bytes = bytes;
+    row->time_us_total = t / 1e3;
+    row->time_us_p50 = percentile(s, n, 50) / 1e3;
+    row->time_us_p99 = percentile(s, n, 99) / 1e3;
+    row->algbw_gbps = t > 0 ? (double)bytes / t : 0;
+    row->busbw_gbps = t > 0 ? bus / t : 0;
+}
+
+int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_rows kind, cpa_stats *out,
+                      char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
+    out->kind = kind;
     sample *s = malloc((mt->nops ? mt->nops : 1) * sizeof *s);
     float **shares = calloc(m->nranks ? m->nranks : 1, sizeof *shares);
     if (!s || !shares)
@@ -239,45 +315,30 @@ int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_stats *out,
         const cpa_call *c = &m->ranks[p0->rank_idx].calls[p0->call_idx];
         int n = o->nranks > 0 ? o->nranks : (int)o->nparts;
         uint64_t bytes = cpa_op_bytes(o->op, c->count, c->dtype, n);
-        if (bytes == UINT64_MAX) { /* no size: no bucket, no bandwidth */
+        if (bytes == UINT64_MAX) { /* no size: no row, no bandwidth */
             out->oversized++;
             continue;
         }
-        s[ns++] = (sample){.bucket = pow2_floor(bytes), .bytes = bytes, .time_ns = t,
-                           .bus_bytes = (double)bytes * cpa_busbw_factor(o->op, n),
-                           .op = o->op, .source = one.source, .algo = one.algo,
-                           .proto = one.proto, .nchannels = one.nchannels};
+        int reduces = o->op == CP_OP_ALLREDUCE || o->op == CP_OP_REDUCE ||
+                      o->op == CP_OP_REDUCESCATTER;
+        sample *x = &s[ns++];
+        *x = (sample){.op = o->op, .nranks = n, .bytes = bytes, .time_ns = t,
+                      .root = is_rooted(o->op) ? c->peer : CPA_ROOT_NONE, .dtype = c->dtype,
+                      .redop = reduces ? c->redop : CP_REDOP_NONE, .calls = o->nparts,
+                      .bus_bytes = (double)bytes * cpa_busbw_factor(o->op, n),
+                      .source = one.source, .algo = one.algo, .proto = one.proto,
+                      .nchannels = one.nchannels};
+        set_key(x, kind);
     }
     qsort(s, ns, sizeof *s, cmp_sample);
     size_t cap = 0;
     for (size_t i = 0; i < ns;) {
-        size_t j = i;
-        double t = 0, bus = 0;
-        uint64_t bytes = 0;
-        for (; j < ns && s[j].op == s[i].op && s[j].bucket == s[i].bucket; j++) {
-            t += s[j].time_ns;
-            bus += s[j].bus_bytes;
-            bytes = cpa_sat_add(bytes, s[j].bytes);
-        }
+        size_t j = i + 1;
+        while (j < ns && cmp_key(&s[i], &s[j]) == 0)
+            j++;
         if (cpa_grow((void **)&out->rows, &cap, out->nrows + 1, sizeof *out->rows))
             goto oom;
-        /* bytes per ns is GB/s (1e9 B/s). A bucket of zero-time operations has no rate. */
-        cpa_stat *row = &out->rows[out->nrows++];
-        *row = (cpa_stat){
-            .op = s[i].op, .bucket = s[i].bucket, .calls = j - i, .bytes = bytes,
-            .time_us_total = t / 1e3, .time_us_p50 = percentile(s + i, j - i, 50) / 1e3,
-            .time_us_p99 = percentile(s + i, j - i, 99) / 1e3,
-            .algbw_gbps = t > 0 ? (double)bytes / t : 0, .busbw_gbps = t > 0 ? bus / t : 0};
-        for (size_t k = i; k < j; k++) {
-            row->timed_plugin += s[k].source == 2;
-            row->timed_events += s[k].source == 1;
-            row->timed_host += s[k].source == 0;
-            if (s[k].algo < CP_ALGO_COUNT && s[k].proto < CP_PROTO_COUNT &&
-                (s[k].algo || s[k].proto) && row->algo_proto[s[k].algo][s[k].proto] < UINT32_MAX)
-                row->algo_proto[s[k].algo][s[k].proto]++;
-            if (s[k].nchannels > row->channels_max)
-                row->channels_max = s[k].nchannels;
-        }
+        fill_row(&out->rows[out->nrows++], s + i, j - i);
         i = j;
     }
     free(s);

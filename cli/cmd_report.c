@@ -27,6 +27,12 @@ static const char report_notes[] =
     "lists its keys. Colour only on a terminal, never with\n"
     "NO_COLOR set.\n"
     "\n"
+    "The op table has a row per op, communicator size (ranks) and exact message size S\n"
+    "(nccl-tests' size: AllGather's S is the gathered buffer). --buckets rounds S down\n"
+    "to powers of two, for jobs of many sizes. --table nccl-tests prints only the\n"
+    "operations, in nccl-tests' columns (size, count, type, redop, root, time, algbw,\n"
+    "busbw), to lay beside all_reduce_perf's output.\n"
+    "\n"
     "A cut or corrupt trace file is not an error: the report covers what was readable and\n"
     "says what was lost (with --json, the warnings also go to stderr).\n"
     "\n"
@@ -60,14 +66,21 @@ static int parse_fail_on(const struct cli_command *c, const char *list, unsigned
 
 int cmd_report(int argc, char **argv)
 {
-    int json = 0;
+    int json = 0, buckets = 0;
     long top = 0;
-    const char *fail_on = NULL;
-    static const char *const usage[] = { "report [--json] [--top N] [--fail-on LIST] DIR", NULL };
+    const char *fail_on = NULL, *table = NULL;
+    static const char *const usage[] = {
+        "report [--json] [--top N] [--fail-on LIST] DIR",
+        "report --buckets [--top N] [--fail-on LIST] DIR",
+        "report --table nccl-tests [--fail-on LIST] DIR", NULL };
     const struct cli_option options[] = {
         CLI_BOOL(0, "json", &json, "one JSON object (keys in docs/REPORT.md) instead of text"),
         CLI_INT(0, "top", &top, "N", 1, 1000000,
                 "at most N rows per table, worst first\n(default 10; --json: every row)"),
+        CLI_BOOL(0, "buckets", &buckets,
+                 "op table rows by power-of-two size bucket,\nnot by exact size (text only)"),
+        CLI_STRING(0, "table", &table, "nccl-tests",
+                   "only the operations, as nccl-tests prints\nthem"),
         CLI_STRING(0, "fail-on", &fail_on, "LIST",
                    "exit 1 when the report finds any of LIST\n(comma-separated: hang, mismatch)"),
         CLI_END(),
@@ -89,6 +102,14 @@ int cmd_report(int argc, char **argv)
     unsigned mask = 0;
     if (fail_on && (rc = parse_fail_on(&c, fail_on, &mask)) != CLI_GO_ON)
         return rc;
+    if (table && strcmp(table, "nccl-tests") != 0)
+        return cli_usage_error(&c, "unknown --table '%.40s': wants nccl-tests", table);
+    if (json && (buckets || table))
+        return cli_usage_error(&c, "--%s is for text: --json's op rows are always by exact size "
+                                   "and carry every column", buckets ? "buckets" : "table");
+    if (table && (buckets || top))
+        return cli_usage_error(&c, "--table nccl-tests prints every exact size: no --%s",
+                               buckets ? "buckets" : "top");
 
     const char *dir = argv[1];
     cpa_analysis a;
@@ -97,13 +118,17 @@ int cmd_report(int argc, char **argv)
         return rc;
 
     int out_rc;
-    if (json) {
+    if (table) {
+        out_rc = cpx_report_nccl_tests(stdout, &a, dir);
+        cli_warn_trace(&a, 10);
+    } else if (json) {
         out_rc = cpx_report_json(stdout, &a, (size_t)top);
         /* JSON has no room for prose a reader would see: the warnings go beside it. */
         cli_warn_trace(&a, 10);
     } else {
         cpx_text_options o = { .top = (size_t)top, .color = cpx_want_color(STDOUT_FILENO),
-                               .title = dir };
+                               .title = dir,
+                               .rows = buckets ? CPA_ROWS_BUCKETS : CPA_ROWS_EXACT };
         out_rc = cpx_report_text(stdout, &a, &o);
     }
     rc = CP_EXIT_OK;

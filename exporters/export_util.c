@@ -25,18 +25,28 @@ void cpx_fmt_size(char *buf, size_t len, uint64_t bytes)
         v /= 1024;
         u++;
     }
-    if (v < 10000 || u + 1 == sizeof units / sizeof units[0]) {
-        snprintf(buf, len, "%" PRIu64 " %s", v, units[u]);
-        return;
-    }
-    /* Not a whole number of the next unit: one decimal of the largest unit that fits. */
-    double d = (double)bytes;
-    u = 0;
-    while (u + 1 < sizeof units / sizeof units[0] && d >= 1024) {
-        d /= 1024;
-        u++;
-    }
-    snprintf(buf, len, "%.1f %s", d, units[u]);
+    /* Never rounded ("97.5 MiB"): two messages a few bytes apart would read alike, and
+     * neither as nccl-tests prints it. */
+    snprintf(buf, len, "%" PRIu64 " %s", v, units[u]);
+}
+
+void cpx_fmt_stat_header(char *buf, size_t len)
+{
+    snprintf(buf, len, CPX_STAT_HEADER_FMT, "op", "ranks", "size", "ops", "p50 us", "p99 us",
+             "algbw GB/s", "busbw GB/s");
+}
+
+void cpx_fmt_stat_row(char *buf, size_t len, const cpa_stats *s, const cpa_stat *row)
+{
+    char size[32], ranks[16], exact[24];
+    cpx_fmt_size(exact, sizeof exact, row->size);
+    /* a bucket holds [size, 2 size) */
+    snprintf(size, sizeof size, "%s%s", s->kind == CPA_ROWS_BUCKETS && row->size ? ">=" : "",
+             exact);
+    snprintf(ranks, sizeof ranks, "%d", (int)row->nranks);
+    snprintf(buf, len, "%-13s %5s %12s %7" PRIu64 " %8.1f %8.1f %10.2f %10.2f",
+             cpx_op_label(row->op, 1), ranks, size, row->ops, row->time_us_p50,
+             row->time_us_p99, row->algbw_gbps, row->busbw_gbps);
 }
 
 void cpx_fmt_ranks(char *buf, size_t len, const int32_t *ranks, size_t n)
@@ -261,27 +271,31 @@ const char *cpx_signal_name(int sig, char *buf)
     return buf;
 }
 
-void cpx_fmt_algo_proto(char *buf, size_t len, const cpa_stat *row)
+double cpx_row_algo_proto(const cpa_stat *row, unsigned *algo, unsigned *proto)
 {
     uint64_t total = 0, best = 0;
-    unsigned ba = 0, bp = 0;
+    *algo = *proto = 0;
     for (unsigned a = 0; a < CP_ALGO_COUNT; a++)
         for (unsigned p = 0; p < CP_PROTO_COUNT; p++) {
             uint32_t n = row->algo_proto[a][p];
             total += n;
             if (n > best) {
                 best = n;
-                ba = a;
-                bp = p;
+                *algo = a;
+                *proto = p;
             }
         }
-    if (!total) {
+    return total ? (double)best / (double)total : 0;
+}
+
+void cpx_fmt_algo_proto(char *buf, size_t len, const cpa_stat *row)
+{
+    unsigned a, p;
+    double share = cpx_row_algo_proto(row, &a, &p);
+    if (share <= 0)
         snprintf(buf, len, "-");
-        return;
-    }
-    if (best == total)
-        snprintf(buf, len, "%s/%s", cp_algo_name(ba), cp_proto_name(bp));
+    else if (share >= 1)
+        snprintf(buf, len, "%s/%s", cp_algo_name(a), cp_proto_name(p));
     else
-        snprintf(buf, len, "%s/%s %.0f%%", cp_algo_name(ba), cp_proto_name(bp),
-                 100.0 * (double)best / (double)total);
+        snprintf(buf, len, "%s/%s %.0f%%", cp_algo_name(a), cp_proto_name(p), 100.0 * share);
 }

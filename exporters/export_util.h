@@ -21,11 +21,22 @@ const char *cpx_op_label(unsigned op, int pairs);
 /* "SIGTERM" for 15, "signal 77" for one this libc has no name for; in buf (16 bytes). */
 const char *cpx_signal_name(int sig, char *buf);
 
-/* "1 MiB", "512 B", "3 GiB": exact powers of two stay whole. */
+/* Exact, never rounded: the largest unit it is a whole number of ("1 MiB", "22016 KiB",
+ * "102227772 B"). At most 24 bytes with the NUL. */
 void cpx_fmt_size(char *buf, size_t len, uint64_t bytes);
+
+/* The op table's header and one row, as the text report and `view` print it (80 columns):
+ * op, ranks, size, operations, p50 and p99 us, algbw and busbw. A bucket's size reads
+ * ">=16 MiB": it holds [16 MiB, 32 MiB). */
+#define CPX_STAT_HEADER_FMT "%-13s %5s %12s %7s %8s %8s %10s %10s"
+void cpx_fmt_stat_header(char *buf, size_t len);
+void cpx_fmt_stat_row(char *buf, size_t len, const cpa_stats *s, const cpa_stat *row);
 /* A row's most used NCCL algorithm/protocol, "RING/SIMPLE", with its share when it is not the
  * only one ("RING/LL 96%"); "-" when NCCL's plugin said nothing of the row. */
 void cpx_fmt_algo_proto(char *buf, size_t len, const cpa_stat *row);
+/* The same pair as numbers (enum cp_algo, cp_proto), and the share of the row's operations
+ * NCCL ran with it; 0 when it said nothing of the row. */
+double cpx_row_algo_proto(const cpa_stat *row, unsigned *algo, unsigned *proto);
 
 /* Ascending ranks as "0-4,6,7"; cut with "..." when longer than len. */
 void cpx_fmt_ranks(char *buf, size_t len, const int32_t *ranks, size_t n);

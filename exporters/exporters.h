@@ -7,6 +7,7 @@
  *
  *   cpx_report_text        the one-screen summary `collprof report` prints
  *   cpx_report_json        the contract's JSON object (shared/INTERFACES.md) and more keys
+ *   cpx_report_nccl_tests  the operations in nccl-tests' table (`report --table nccl-tests`)
  *   cpx_export_perfetto    Chrome / Perfetto trace-event JSON, streamed event by event
  *   cpx_export_csv         one row per collective per rank (RFC 4180 quoting)
  *   cpx_export_prometheus  text exposition format for node_exporter's textfile collector
@@ -37,6 +38,8 @@ typedef struct cpx_text_options {
     size_t top;        /* rows per table (ops, stragglers, hangs, mismatches); 0: default */
     int color;         /* ANSI colour and bold: the caller decides (cpx_want_color) */
     const char *title; /* shown in the heading (the trace directory); NULL: none */
+    cpa_rows rows;     /* the op table's rows: CPA_ROWS_EXACT (0, the analysis' own) or
+                        * another cut (CPA_ROWS_BUCKETS: `report --buckets`) */
 } cpx_text_options;
 
 /* The one-screen summary; fits 80 columns. */
@@ -51,6 +54,10 @@ int cpx_want_color(int fd);
 struct json_object *cpx_report_json_object(const cpa_analysis *a, size_t top);
 /* The same, printed as one document and a newline. */
 int cpx_report_json(FILE *out, const cpa_analysis *a, size_t top);
+
+/* Every operation with a known duration in nccl-tests' rows and columns, one block per op
+ * and communicator size; title (the trace directory) in the first '#' line, NULL: none. */
+int cpx_report_nccl_tests(FILE *out, const cpa_analysis *a, const char *title);
 
 int cpx_export_perfetto(FILE *out, const cpa_analysis *a);
 /* The same, counting the trace events written into *events (throughput figures). */

@@ -171,22 +171,30 @@ static void op_counters(FILE *out, const cpa_analysis *a)
         }
 }
 
+/* "bytes" is the bucket's lower end: a label per exact size would make a series per
+ * message size, which a job with variable sizes (MoE, packed sequences) has thousands of. */
 static void op_bucket_labels(labels *l, const cpa_stat *r)
 {
     lbl_reset(l);
     lbl_add(l, "op", cpx_op_label(r->op, 0));
-    char b[32];
-    snprintf(b, sizeof b, "%" PRIu64, r->bucket);
+    char b[32], n[16];
+    snprintf(n, sizeof n, "%d", (int)r->nranks);
+    lbl_add(l, "nranks", n);
+    snprintf(b, sizeof b, "%" PRIu64, r->size);
     lbl_add(l, "bytes", b);
 }
 
-static void stat_metrics(FILE *out, const cpa_analysis *a)
+static int stat_metrics(FILE *out, const cpa_analysis *a)
 {
-    const cpa_stats *s = &a->stats;
+    cpa_stats buckets;
+    char err[128];
+    if (cpa_stats_compute(a->model, &a->matched, CPA_ROWS_BUCKETS, &buckets, err, sizeof err))
+        return -1;
+    const cpa_stats *s = &buckets;
     labels l;
     family(out, "collprof_op_duration_seconds", "summary",
-           "Duration of an operation (mean over its ranks; GPU time when timed), by op and "
-           "power-of-two size bucket.");
+           "Duration of an operation (its time as the report's op table takes it), by op, "
+           "communicator size and power-of-two size bucket.");
     for (size_t i = 0; i < s->nrows; i++) {
         const cpa_stat *r = &s->rows[i];
         static const char *const q[] = { "0.5", "0.99" };
@@ -198,20 +206,23 @@ static void stat_metrics(FILE *out, const cpa_analysis *a)
         }
         op_bucket_labels(&l, r);
         sample(out, "collprof_op_duration_seconds_sum", &l, r->time_us_total / 1e6);
-        sample_u64(out, "collprof_op_duration_seconds_count", &l, r->calls);
+        sample_u64(out, "collprof_op_duration_seconds_count", &l, r->ops);
     }
     family(out, "collprof_algbw_bytes_per_second", "gauge",
-           "Algorithm bandwidth (nccl-tests: S / t) by op and size bucket.");
+           "Algorithm bandwidth (nccl-tests: S / t) by op, communicator size and size bucket.");
     for (size_t i = 0; i < s->nrows; i++) {
         op_bucket_labels(&l, &s->rows[i]);
         sample(out, "collprof_algbw_bytes_per_second", &l, s->rows[i].algbw_gbps * 1e9);
     }
     family(out, "collprof_busbw_bytes_per_second", "gauge",
-           "Bus bandwidth (nccl-tests: algbw x the op's factor) by op and size bucket.");
+           "Bus bandwidth (nccl-tests: algbw x the op's factor) by op, communicator size and "
+           "size bucket.");
     for (size_t i = 0; i < s->nrows; i++) {
         op_bucket_labels(&l, &s->rows[i]);
         sample(out, "collprof_busbw_bytes_per_second", &l, s->rows[i].busbw_gbps * 1e9);
     }
+    cpa_stats_free(&buckets);
+    return 0;
 }
 
 /* A rank's label set, or 0 when an earlier file already claimed that rank. */
@@ -370,7 +381,11 @@ int cpx_export_prometheus(FILE *out, const cpa_analysis *a)
             by_rank[a->stragglers.rows[i].rank_idx] = &a->stragglers.rows[i];
     job_metrics(out, a);
     op_counters(out, a);
-    stat_metrics(out, a);
+    if (stat_metrics(out, a)) {
+        free(by_rank);
+        errno = ENOMEM;
+        return -1;
+    }
     straggler_metrics(out, a, by_rank);
     rank_metrics(out, a);
     finding_metrics(out, a);

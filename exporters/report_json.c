@@ -118,13 +118,24 @@ static json_object *job(jb *b, const cpa_analysis *a)
     return o;
 }
 
-/* Where the time goes first: total time, then the analyzer's (op, bucket) order. */
+/* Where the time goes first: total time, then the analyzer's (op, nranks, size) order. */
 static int cmp_stat_time(const void *x, const void *y)
 {
     const cpa_stat *p = *(const cpa_stat *const *)x, *q = *(const cpa_stat *const *)y;
     if (p->time_us_total != q->time_us_total)
         return p->time_us_total > q->time_us_total ? -1 : 1;
     return p < q ? -1 : p > q;
+}
+
+/* The contract's "algo" and "proto": the pair NCCL's plugin named for most of the row's
+ * operations; absent when it named none. */
+static void put_algo_proto(jb *b, json_object *o, const cpa_stat *r)
+{
+    unsigned al, pr;
+    if (cpx_row_algo_proto(r, &al, &pr) <= 0)
+        return;
+    put(b, o, "algo", chk(b, json_object_new_string(cp_algo_name(al))));
+    put(b, o, "proto", chk(b, json_object_new_string(cp_proto_name(pr))));
 }
 
 static json_object *ops(jb *b, const cpa_analysis *a, size_t top)
@@ -143,8 +154,19 @@ static json_object *ops(jb *b, const cpa_analysis *a, size_t top)
         const cpa_stat *r = order[i];
         json_object *o = chk(b, json_object_new_object());
         put(b, o, "op", chk(b, json_object_new_string(cpx_op_label(r->op, 0))));
-        put(b, o, "bytes", chk(b, json_object_new_uint64(r->bucket)));
+        put(b, o, "bytes", chk(b, json_object_new_uint64(r->size)));
+        put(b, o, "nranks", chk(b, json_object_new_int(r->nranks)));
+        put(b, o, "ops", chk(b, json_object_new_uint64(r->ops)));
         put(b, o, "calls", chk(b, json_object_new_uint64(r->calls)));
+        /* what every operation of the row shares; absent where they differ */
+        if (r->dtype != CPA_MIXED)
+            put(b, o, "dtype", chk(b, json_object_new_string(cp_dtype_name(r->dtype))));
+        if (r->redop != CPA_MIXED && r->redop != CP_REDOP_NONE)
+            put(b, o, "redop", chk(b, json_object_new_string(cp_redop_name(r->redop))));
+        if (r->root >= 0)
+            put(b, o, "root", chk(b, json_object_new_int(r->root)));
+        if (r->dtype != CPA_MIXED && cp_dtype_size(r->dtype))
+            put(b, o, "count", chk(b, json_object_new_uint64(r->size / cp_dtype_size(r->dtype))));
         put(b, o, "time_us_p50", num(b, r->time_us_p50, 3));
         put(b, o, "time_us_p99", num(b, r->time_us_p99, 3));
         put(b, o, "algbw_gbps", num(b, r->algbw_gbps, 3));
@@ -169,6 +191,7 @@ static json_object *ops(jb *b, const cpa_analysis *a, size_t top)
         put(b, nccl, "algo_proto", algos);
         put(b, nccl, "channels_max", chk(b, json_object_new_int(r->channels_max)));
         put(b, o, "nccl", nccl);
+        put_algo_proto(b, o, r);
         push(b, arr, o);
     }
     free(order);

@@ -7,6 +7,7 @@
  * when the caller asks (cpx_want_color), and only around whole lines, so a cut never
  * leaves an escape sequence open.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -234,18 +235,25 @@ static int cmp_stat_time(const void *x, const void *y)
     return p < q ? -1 : p > q;
 }
 
-static void section_ops(tw *w, const cpa_analysis *a)
+/* Calls a row's operations should hold: every rank's, or a pair's two. */
+static uint64_t calls_expected(const cpa_stat *r)
 {
-    const cpa_stats *s = &a->stats;
+    return r->ops * (r->op == CP_OP_SEND ? 2u : (uint64_t)(r->nranks > 0 ? r->nranks : 1));
+}
+
+static void section_ops(tw *w, const cpa_stats *s)
+{
     line(w, PLAIN, "%s", "");
     if (!s->nrows) {
         line(w, TITLE, "operations   none with a known duration");
         ops_oversized(w, s);
         return;
     }
-    line(w, TITLE, "operations (by total time)");
-    line(w, PLAIN, "%-13s %9s %9s %9s %9s %11s %11s", "op", "size", "calls", "p50 us", "p99 us",
-         "algbw GB/s", "busbw GB/s");
+    line(w, TITLE, "operations (by total time%s)",
+         s->kind == CPA_ROWS_BUCKETS ? "; sizes in power-of-two buckets" : "");
+    char text[256];
+    cpx_fmt_stat_header(text, sizeof text);
+    line(w, PLAIN, "%s", text);
     const cpa_stat **order = malloc(s->nrows * sizeof *order);
     if (!order)
         return;
@@ -254,16 +262,27 @@ static void section_ops(tw *w, const cpa_analysis *a)
     qsort(order, s->nrows, sizeof *order, cmp_stat_time);
     size_t shown = s->nrows < w->top ? s->nrows : w->top;
     for (size_t i = 0; i < shown; i++) {
-        const cpa_stat *r = order[i];
-        char size[24];
-        cpx_fmt_size(size, sizeof size, r->bucket);
-        line(w, PLAIN, "%-13s %9s %9" PRIu64 " %9.1f %9.1f %11.2f %11.2f",
-             cpx_op_label(r->op, 1), size, r->calls, r->time_us_p50, r->time_us_p99,
-             r->algbw_gbps, r->busbw_gbps);
+        cpx_fmt_stat_row(text, sizeof text, s, order[i]);
+        line(w, PLAIN, "%s", text);
     }
     if (s->nrows > shown)
         line(w, PLAIN, "... %zu more rows (--top N, or --json)", s->nrows - shown);
     ops_oversized(w, s);
+    /* An operation some rank's call is missing from (its file lost, or cut) is timed on the
+     * ranks that are there: say so, beside the operations, since "ops" cannot show it. */
+    uint64_t short_ops = 0, calls = 0;
+    for (size_t i = 0; i < s->nrows; i++) {
+        calls += s->rows[i].calls;
+        if (s->rows[i].calls < calls_expected(&s->rows[i]))
+            short_ops += s->rows[i].ops;
+    }
+    if (short_ops) {
+        snprintf(text, sizeof text,
+                 "(rows count operations; %" PRIu64 " of them lack some rank's call, so their "
+                 "times rest on the ranks that are there: the ranks' calls are %" PRIu64 ")",
+                 short_ops, calls);
+        wrapped(w, "", text, 2);
+    }
     /* what the times rest on: NCCL's plugin, CUDA events, or the host's enqueue only */
     uint64_t plugin = 0, events = 0, host = 0;
     for (size_t i = 0; i < s->nrows; i++) {
@@ -273,7 +292,6 @@ static void section_ops(tw *w, const cpa_analysis *a)
     }
     uint64_t all = plugin + events + host;
     if (all) {
-        char text[256];
         snprintf(text, sizeof text,
                  "(times: on the GPU by NCCL's profiler plugin for %.0f%% of the operations, by "
                  "CUDA events for %.0f%%, the host's enqueue only for %.0f%%)",
@@ -287,16 +305,17 @@ static void section_ops(tw *w, const cpa_analysis *a)
     if (nccl) {
         line(w, PLAIN, "%s", "");
         line(w, TITLE, "nccl (algorithm/protocol and channels NCCL chose, by its plugin)");
-        line(w, PLAIN, "%-13s %9s  %-24s %8s", "op", "size", "algo/proto", "channels");
+        line(w, PLAIN, "%-13s %5s %12s  %-24s %8s", "op", "ranks", "size", "algo/proto",
+             "channels");
         for (size_t i = 0; i < shown; i++) {
             const cpa_stat *r = order[i];
             if (!r->channels_max)
                 continue;
             char size[24], algo[48];
-            cpx_fmt_size(size, sizeof size, r->bucket);
+            cpx_fmt_size(size, sizeof size, r->size);
             cpx_fmt_algo_proto(algo, sizeof algo, r);
-            line(w, PLAIN, "%-13s %9s  %-24s %8u", cpx_op_label(r->op, 1), size, algo,
-                 (unsigned)r->channels_max);
+            line(w, PLAIN, "%-13s %5d %12s  %-24s %8u", cpx_op_label(r->op, 1), (int)r->nranks,
+                 size, algo, (unsigned)r->channels_max);
         }
     }
     free(order);
@@ -500,10 +519,23 @@ int cpx_report_text(FILE *out, const cpa_analysis *a, const cpx_text_options *o)
     }
     section_job(&w, a);
     section_clock(&w, a);
-    section_ops(&w, a);
+    /* rows other than the analysis' own are cut for this report only */
+    cpa_stats other;
+    const cpa_stats *stats = &a->stats;
+    if (o && o->rows != stats->kind) {
+        char err[128];
+        if (cpa_stats_compute(a->model, &a->matched, o->rows, &other, err, sizeof err)) {
+            errno = ENOMEM;
+            return -1;
+        }
+        stats = &other;
+    }
+    section_ops(&w, stats);
     section_stragglers(&w, a);
     section_hangs(&w, a);
     section_mismatches(&w, a);
     section_warnings(&w, a);
+    if (stats != &a->stats)
+        cpa_stats_free(&other);
     return fflush(out) != 0 || ferror(out) ? -1 : 0;
 }

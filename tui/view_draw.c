@@ -368,10 +368,19 @@ static size_t summary_op(const cpv_data *d, const cpv_state *s)
     const cpa_stat **rows = stat_rows(d, s, &n);
     size_t op = SIZE_MAX;
     if (rows && s->sel[CPV_SUMMARY] < n) {
+        /* the row's first operation: same op, communicator size and S */
         const cpa_stat *r = rows[s->sel[CPV_SUMMARY]];
-        for (size_t k = 0; k < d->ncoll && op == SIZE_MAX; k++)
-            if (d->a->matched.ops[d->coll_order[k]].op == r->op)
+        const cpa_matched *mt = &d->a->matched;
+        for (size_t k = 0; k < d->ncoll && op == SIZE_MAX; k++) {
+            const cpa_op *o = &mt->ops[d->coll_order[k]];
+            if (o->op != r->op || !o->nparts)
+                continue;
+            const cpa_part *p = &mt->parts[o->first_part];
+            const cpa_call *c = &d->a->model->ranks[p->rank_idx].calls[p->call_idx];
+            int n = o->nranks > 0 ? o->nranks : (int)o->nparts;
+            if (n == r->nranks && cpa_op_bytes(o->op, c->count, c->dtype, n) == r->size)
                 op = d->coll_order[k];
+        }
     }
     free(rows);
     return op;
@@ -458,20 +467,17 @@ static int draw_summary(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, in
     }
     cpt_grid_putf_utf8(g, 0, y++, CPV_TITLE, "operations (by total time)%s",
                        n ? "" : ": none match the filter");
-    cpt_grid_putf_utf8(g, 0, y++, CPV_HEADER, "%-13s %9s %9s %9s %9s %11s %11s", "op", "size",
-                       "calls", "p50 us", "p99 us", "algbw GB/s", "busbw GB/s");
+    char text[256];
+    cpx_fmt_stat_header(text, sizeof text);
+    cpt_grid_put_utf8(g, 0, y++, CPV_HEADER, text);
     int page = y1 - y + 1;
     size_t first = cpv_window(s, CPV_SUMMARY, n, page);
     for (size_t i = first; i < n && y <= y1; i++, y++) {
-        const cpa_stat *r = rows[i];
-        char size[24];
-        cpx_fmt_size(size, sizeof size, r->bucket);
         int sel = !s->plain && i == s->sel[CPV_SUMMARY];
         if (sel)
             cpt_grid_row_role(g, y, CPV_SELECTED);
-        cpt_grid_putf_utf8(g, 0, y, sel ? CPV_SELECTED : CPV_NORMAL, "%-13s %9s %9" PRIu64
-                           " %9.1f %9.1f %11.2f %11.2f", cpx_op_label(r->op, 1), size, r->calls,
-                           r->time_us_p50, r->time_us_p99, r->algbw_gbps, r->busbw_gbps);
+        cpx_fmt_stat_row(text, sizeof text, &d->a->stats, rows[i]);
+        cpt_grid_put_utf8(g, 0, y, sel ? CPV_SELECTED : CPV_NORMAL, text);
     }
     if (n > first + (size_t)(page > 0 ? page : 0) && y1 >= y0)
         cpt_grid_putf_utf8(g, g->w - 12, y1, CPV_DIM, "%zu more", n - first - (size_t)page);

@@ -146,7 +146,9 @@ static void check_analysis(const cpa_analysis *a)
     }
     for (size_t i = 0; i < a->stats.nrows; i++) {
         const cpa_stat *s = &a->stats.rows[i];
-        REQUIRE(s->calls > 0);
+        REQUIRE(s->ops > 0 && s->calls >= s->ops && s->nranks > 0);
+        /* rows are (op, nranks, S), each once */
+        REQUIRE(i == 0 || s->op != s[-1].op || s->nranks != s[-1].nranks || s->size > s[-1].size);
         REQUIRE(finite_nonneg(s->time_us_total) && finite_nonneg(s->time_us_p50) &&
                 finite_nonneg(s->time_us_p99) && s->time_us_p50 <= s->time_us_p99);
         REQUIRE(finite_nonneg(s->algbw_gbps) && finite_nonneg(s->busbw_gbps));
@@ -206,7 +208,8 @@ static void require_strict_json(const char *s, size_t len)
 }
 
 /* 80 code points a line, nothing below 0x20 but the newlines (no colour asked). */
-static void require_clean_text(const char *s)
+/* No control character; lines of at most max_cols code points. */
+static void require_clean_text(const char *s, size_t max_cols)
 {
     size_t cols = 0;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -216,7 +219,7 @@ static void require_clean_text(const char *s)
         }
         REQUIRE(*p >= 0x20 && *p != 0x7f);
         if ((*p & 0xc0) != 0x80)
-            REQUIRE(++cols <= 80);
+            REQUIRE(++cols <= max_cols);
     }
 }
 
@@ -272,7 +275,15 @@ static void export_all(const cpa_analysis *a)
     mem_out o;
     cpx_text_options to = {.top = 3, .color = 0, .title = "fuzz"};
     REQUIRE(cpx_report_text(out_open(&o), a, &to) == 0);
-    require_clean_text(out_close(&o));
+    require_clean_text(out_close(&o), 80);
+    free(o.data);
+    to.rows = CPA_ROWS_BUCKETS;
+    REQUIRE(cpx_report_text(out_open(&o), a, &to) == 0);
+    require_clean_text(out_close(&o), 80);
+    free(o.data);
+    /* nccl-tests' own lines are 88 columns wide */
+    REQUIRE(cpx_report_nccl_tests(out_open(&o), a, "fuzz") == 0);
+    require_clean_text(out_close(&o), 100);
     free(o.data);
     REQUIRE(cpx_report_json(out_open(&o), a, 0) == 0);
     out_close(&o);

@@ -379,12 +379,12 @@ static void assert_close(double got, double want)
         fail_msg("got %.12g, want %.12g", got, want);
 }
 
-static const cpa_stat *find_row(const cpa_stats *st, unsigned op, uint64_t bucket)
+static const cpa_stat *find_row(const cpa_stats *st, unsigned op, uint64_t size)
 {
     for (size_t i = 0; i < st->nrows; i++)
-        if (st->rows[i].op == op && st->rows[i].bucket == bucket)
+        if (st->rows[i].op == op && st->rows[i].size == size)
             return &st->rows[i];
-    fail_msg("no row for %s bucket %llu", cp_op_name(op), (unsigned long long)bucket);
+    fail_msg("no row for %s size %llu", cp_op_name(op), (unsigned long long)size);
     return NULL;
 }
 
@@ -393,13 +393,14 @@ static const cpa_stat *find_row(const cpa_stats *st, unsigned op, uint64_t bucke
  *   157.2864; AllGather 65536 float32 per rank on 4 ranks: S = 1 MiB, 20 us: 52.4288 and
  *   x 3/4 = 39.3216; Send/Recv 4096 B in 2 us: 2.048 both. */
 /* The statistics of the trace in dir (loaded and matched here, then let go: rows stand alone). */
-static void stats_of(const char *dir, cpa_stats *st)
+static void stats_of(const char *dir, cpa_rows kind, cpa_stats *st)
 {
     cpa_model *m = load_or_fail(dir);
     cpa_matched mt;
     char err[256];
     assert_int_equal(cpa_match(m, &mt, err, sizeof err), 0);
-    assert_int_equal(cpa_stats_compute(m, &mt, st, err, sizeof err), 0);
+    assert_int_equal(cpa_stats_compute(m, &mt, kind, st, err, sizeof err), 0);
+    assert_int_equal(st->kind, kind);
     cpa_matched_free(&mt);
     cpa_model_free(m);
 }
@@ -410,14 +411,19 @@ static void test_stats_job(void **state)
     char *dir = tt_tmpdir();
     write_job(dir);
     cpa_stats st;
-    stats_of(dir, &st);
+    stats_of(dir, CPA_ROWS_EXACT, &st);
     assert_int_equal(st.nrows, 3);
     assert_int_equal(st.rows[0].op, CP_OP_ALLREDUCE);
     assert_int_equal(st.rows[1].op, CP_OP_ALLGATHER);
     assert_int_equal(st.rows[2].op, CP_OP_SEND);
 
     const cpa_stat *ar = find_row(&st, CP_OP_ALLREDUCE, MIB);
-    assert_int_equal(ar->calls, N_AR);
+    assert_int_equal(ar->nranks, 4);
+    assert_int_equal(ar->ops, N_AR);
+    assert_int_equal(ar->calls, 4 * N_AR);
+    assert_int_equal(ar->dtype, F32);
+    assert_int_equal(ar->redop, 0);
+    assert_int_equal(ar->root, CPA_ROOT_NONE);
     assert_int_equal(ar->bytes, N_AR * MIB);
     assert_close(ar->time_us_p50, 10.0);
     assert_close(ar->time_us_p99, 10.0);
@@ -426,14 +432,16 @@ static void test_stats_job(void **state)
     assert_close(ar->busbw_gbps, 157.2864);
 
     const cpa_stat *ag = find_row(&st, CP_OP_ALLGATHER, MIB);
-    assert_int_equal(ag->calls, N_AG);
+    assert_int_equal(ag->ops, N_AG);
+    assert_int_equal(ag->redop, CP_REDOP_NONE);
     assert_int_equal(ag->bytes, N_AG * MIB);
     assert_close(ag->time_us_p50, 20.0);
     assert_close(ag->algbw_gbps, 52.4288);
     assert_close(ag->busbw_gbps, 39.3216);
 
     const cpa_stat *p2p = find_row(&st, CP_OP_SEND, 4096);
-    assert_int_equal(p2p->calls, 1);
+    assert_int_equal(p2p->ops, 1);
+    assert_int_equal(p2p->calls, 2);
     assert_int_equal(p2p->bytes, 4096);
     assert_close(p2p->time_us_p50, 2.0);
     assert_close(p2p->algbw_gbps, 2.048);
@@ -445,7 +453,7 @@ static void test_stats_job(void **state)
 
 /* Percentiles by nearest rank over durations 1..100 us (p50 = 50, p99 = 99); an operation
  * still in flight (timed, no DONE) is left out; an untimed one counts with its host time;
- * sizes fall in power-of-two buckets (6000 B -> 4096). */
+ * sizes as they are, or in power-of-two buckets when asked (6000 B -> 4096). */
 static void test_stats_percentiles(void **state)
 {
     (void)state;
@@ -464,18 +472,102 @@ static void test_stats_percentiles(void **state)
     assert_int_equal(cp_trace_writer_close(w), 0);
 
     cpa_stats st;
-    stats_of(dir, &st);
+    stats_of(dir, CPA_ROWS_EXACT, &st);
+    assert_int_equal(st.nrows, 3);
+    assert_int_equal(find_row(&st, CP_OP_REDUCE, 4096)->ops, 50);
+    assert_int_equal(find_row(&st, CP_OP_REDUCE, 6000)->ops, 50);
+    assert_int_equal(find_row(&st, CP_OP_REDUCE, 6000)->root, 0);
+    assert_int_equal(find_row(&st, CP_OP_REDUCE, 6000)->dtype, F32);
+    cpa_stats_free(&st);
+
+    stats_of(dir, CPA_ROWS_BUCKETS, &st);
     assert_int_equal(st.nrows, 2);
     const cpa_stat *small = find_row(&st, CP_OP_REDUCE, 4);
-    assert_int_equal(small->calls, 1);
+    assert_int_equal(small->ops, 1);
     assert_close(small->time_us_p50, 3.0);
     const cpa_stat *r = find_row(&st, CP_OP_REDUCE, 4096);
-    assert_int_equal(r->calls, 100);
+    assert_int_equal(r->ops, 100);
     assert_int_equal(r->bytes, 50 * 4096 + 50 * 6000);
     assert_close(r->time_us_p50, 50.0);
     assert_close(r->time_us_p99, 99.0);
     assert_close(r->algbw_gbps, (50.0 * 4096 + 50.0 * 6000) / (double)sum_ns);
     assert_close(r->busbw_gbps, r->algbw_gbps); /* Reduce: factor 1 */
+    cpa_stats_free(&st);
+    tt_rmtree(dir);
+    free(dir);
+}
+
+/* One timed call and its DONE on communicator comm_index: 10 us on the GPU. */
+static void put_timed_in(cp_trace_writer *w, uint32_t comm_index, uint8_t op, uint64_t seq,
+                         uint64_t count, int root)
+{
+    uint64_t t = BASE_NS + seq * 1000000 + comm_index * 100000000ull;
+    cp_rec_call c = {.h = {CP_REC_CALL, sizeof c}, .op = op, .dtype = F32,
+                     .redop = op == CP_OP_ALLREDUCE ? 0 : CP_REDOP_NONE, .flags = CP_CALL_TIMED,
+                     .comm_index = comm_index, .site_index = UINT32_MAX, .seq = seq,
+                     .count = count, .stream = 1, .enter_ns = t, .host_ns = 3000, .peer = root};
+    assert_int_equal(cp_trace_writer_append(w, &c), 0);
+    cp_rec_done d = {.h = {CP_REC_DONE, sizeof d}, .comm_index = comm_index, .seq = seq,
+                     .gpu_start_ns = t + 1000, .gpu_end_ns = t + 11000, .peer = root,
+                     .op = op, .timing = CP_TIMING_EVENTS};
+    assert_int_equal(cp_trace_writer_append(w, &d), 0);
+}
+
+/* Rows are (op, communicator size, exact S): a 25 MiB and a 21.5 MiB AllReduce are two rows
+ * (one 16 MiB bucket when buckets are asked for), the same 25 MiB on a 2-rank and an 8-rank
+ * communicator are two rows, and nccl-tests' cut also splits Broadcasts by root. */
+static void test_stats_rows_by_comm_size_and_exact_size(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    const uint64_t big = 25 * MIB / 4, smaller = 43 * MIB / 8; /* float32 counts */
+    for (int r = 0; r < 8; r++) {
+        cp_trace_writer *w = open_rank(dir, r, r, "node-a", 0);
+        put_comm(w, 0, COMM_ID, 8, r);
+        put_timed_in(w, 0, CP_OP_ALLREDUCE, 0, big, -1);
+        put_timed_in(w, 0, CP_OP_ALLREDUCE, 1, smaller, -1);
+        put_timed_in(w, 0, CP_OP_BROADCAST, 2, 1024, 0);
+        put_timed_in(w, 0, CP_OP_BROADCAST, 3, 1024, 3);
+        if (r < 2) {
+            put_comm(w, 1, COMM_ID + 1, 2, r);
+            put_timed_in(w, 1, CP_OP_ALLREDUCE, 0, big, -1);
+        }
+        assert_int_equal(cp_trace_writer_close(w), 0);
+    }
+    cpa_stats st;
+    stats_of(dir, CPA_ROWS_EXACT, &st);
+    assert_int_equal(st.nrows, 4);
+    /* sorted by op, then communicator size, then S */
+    assert_int_equal(st.rows[0].op, CP_OP_ALLREDUCE);
+    assert_int_equal(st.rows[0].nranks, 2);
+    assert_int_equal(st.rows[0].size, 25 * MIB);
+    assert_int_equal(st.rows[0].calls, 2);
+    assert_close(st.rows[0].busbw_gbps, 25.0 * MIB / 10000.0 * 1.0);
+    assert_int_equal(st.rows[1].nranks, 8);
+    assert_int_equal(st.rows[1].size, 43 * MIB / 2);
+    assert_int_equal(st.rows[2].nranks, 8);
+    assert_int_equal(st.rows[2].size, 25 * MIB);
+    assert_int_equal(st.rows[2].calls, 8);
+    assert_close(st.rows[2].busbw_gbps, 25.0 * MIB / 10000.0 * 1.75);
+    assert_int_equal(st.rows[3].op, CP_OP_BROADCAST);
+    assert_int_equal(st.rows[3].ops, 2);
+    assert_int_equal(st.rows[3].root, CPA_ROOT_MIXED);
+    cpa_stats_free(&st);
+
+    stats_of(dir, CPA_ROWS_BUCKETS, &st);
+    assert_int_equal(st.nrows, 3);
+    assert_int_equal(st.rows[1].nranks, 8);
+    assert_int_equal(st.rows[1].size, 16 * MIB);
+    assert_int_equal(st.rows[1].ops, 2);
+    assert_int_equal(st.rows[1].bytes, 25 * MIB + 43 * MIB / 2);
+    cpa_stats_free(&st);
+
+    stats_of(dir, CPA_ROWS_NCCL_TESTS, &st);
+    assert_int_equal(st.nrows, 5);
+    assert_int_equal(st.rows[3].op, CP_OP_BROADCAST);
+    assert_int_equal(st.rows[3].root, 0);
+    assert_int_equal(st.rows[4].root, 3);
+    assert_int_equal(st.rows[4].ops, 1);
     cpa_stats_free(&st);
     tt_rmtree(dir);
     free(dir);
@@ -500,7 +592,7 @@ static void test_stats_time_of_the_last_arrival(void **state)
         assert_int_equal(cp_trace_writer_close(w), 0);
     }
     cpa_stats st;
-    stats_of(dir, &st);
+    stats_of(dir, CPA_ROWS_EXACT, &st);
     const cpa_stat *ar = find_row(&st, CP_OP_ALLREDUCE, MIB);
     assert_non_null(ar);
     assert_close(ar->time_us_p50, 100.0);
@@ -542,10 +634,11 @@ static void test_stats_grouped_calls_share_the_span(void **state)
         assert_int_equal(cp_trace_writer_close(w), 0);
     }
     cpa_stats st;
-    stats_of(dir, &st);
+    stats_of(dir, CPA_ROWS_EXACT, &st);
     const cpa_stat *ag = find_row(&st, CP_OP_ALLGATHER, MIB);
     assert_non_null(ag);
-    assert_int_equal(ag->calls, 20);
+    assert_int_equal(ag->ops, 20);
+    assert_int_equal(ag->calls, 40);
     assert_close(ag->time_us_p50, 20.0);
     assert_close(ag->busbw_gbps, (double)MIB * 0.5 / 20000.0);
     const cpa_stat *p2p = find_row(&st, CP_OP_SEND, MIB);
@@ -664,7 +757,7 @@ static void test_load_nccl_op(void **state)
     }
     assert_int_equal(a.stats.nrows, 1);
     const cpa_stat *row = &a.stats.rows[0];
-    assert_int_equal(row->calls, n + 1);
+    assert_int_equal(row->ops, n + 1);
     assert_int_equal(row->timed_plugin, n);
     assert_int_equal(row->timed_events, 1);
     assert_int_equal(row->timed_host, 0);
@@ -704,12 +797,13 @@ static void test_impossible_sizes_and_counts(void **state)
     cpa_stats st;
     char err[256];
     assert_int_equal(cpa_match(m, &mt, err, sizeof err), 0);
-    assert_int_equal(cpa_stats_compute(m, &mt, &st, err, sizeof err), 0);
+    assert_int_equal(cpa_stats_compute(m, &mt, CPA_ROWS_EXACT, &st, err, sizeof err), 0);
     assert_int_equal(st.oversized, 1);
     assert_int_equal(st.nrows, 1);
-    assert_int_equal(st.rows[0].bucket, 4096);
+    assert_int_equal(st.rows[0].size, 4096);
     assert_int_equal(st.rows[0].bytes, 4096);
-    assert_int_equal(st.rows[0].calls, 1);
+    assert_int_equal(st.rows[0].ops, 1);
+    assert_int_equal(st.rows[0].calls, 2);
     cpa_stats_free(&st);
     cpa_matched_free(&mt);
     cpa_model_free(m);
@@ -779,6 +873,7 @@ int main(void)
         cmocka_unit_test(test_stats_percentiles),
         cmocka_unit_test(test_stats_time_of_the_last_arrival),
         cmocka_unit_test(test_stats_grouped_calls_share_the_span),
+        cmocka_unit_test(test_stats_rows_by_comm_size_and_exact_size),
         cmocka_unit_test(test_formulas),
         cmocka_unit_test(test_impossible_sizes_and_counts),
         cmocka_unit_test(test_load_nccl_op),

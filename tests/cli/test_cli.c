@@ -112,11 +112,11 @@ static void verb_help_shows_the_documented_options(void **state)
 {
     (void)state;
     static const struct {
-        const char *verb, *synopsis, *options[4];
+        const char *verb, *synopsis, *options[6];
     } expect[] = {
         { "run", "run [--dir D] [--gpu-timing M] -- CMD...", { "--dir D", "--gpu-timing M" } },
         { "report", "report [--json] [--top N] [--fail-on LIST] DIR",
-          { "--json", "--top N", "--fail-on LIST" } },
+          { "--json", "--top N", "--fail-on LIST", "--buckets", "--table nccl-tests" } },
         { "dump", "dump [--json] DIR|FILE", { "--json" } },
         { "view", "view DIR", { NULL } },
         { "top", "top [--once] [--json] [-d SECS]", { "--once", "--json", "-d SECS" } },
@@ -133,7 +133,7 @@ static void verb_help_shows_the_documented_options(void **state)
         snprintf(first, sizeof first, "usage: collprof %s\n", expect[i].synopsis);
         if (!cli_starts_with(r.out, first))
             fail_msg("'%s --help' begins '%.80s'", expect[i].verb, r.out);
-        for (size_t k = 0; k < 4 && expect[i].options[k]; k++) {
+        for (size_t k = 0; k < 6 && expect[i].options[k]; k++) {
             char row[64];
             snprintf(row, sizeof row, "\n    %s ", expect[i].options[k]);
             if (!strstr(r.out, row))

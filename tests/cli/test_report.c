@@ -54,8 +54,8 @@ static void text_report_of_a_job(void **state)
              dir);
     if (!cli_starts_with(r.out, head))
         fail_msg("report begins '%.200s'", r.out);
-    assert_non_null(strstr(r.out, "\nAllReduce         1 MiB        10      10.0      10.0      "
-                                  "104.86      157.29\n"));
+    assert_non_null(strstr(r.out, "\nAllReduce         4        1 MiB      10     10.0     10.0     "
+                                  "104.86     157.29\n"));
     assert_non_null(strstr(r.out, "\nhangs        none\n"));
     assert_null(strchr(r.out, '\033')); /* not a terminal: no colour */
     cli_result_free(&r);
@@ -88,7 +88,9 @@ static void json_report_of_a_job(void **state)
     json_object *ar = json_object_array_get_idx(ops, 0);
     assert_string_equal(json_object_get_string(key(ar, "op")), "AllReduce");
     assert_int_equal(json_object_get_int64(key(ar, "bytes")), 1048576);
-    assert_int_equal(json_object_get_int(key(ar, "calls")), 10);
+    assert_int_equal(json_object_get_int(key(ar, "nranks")), 4);
+    assert_int_equal(json_object_get_int(key(ar, "ops")), 10);
+    assert_int_equal(json_object_get_int(key(ar, "calls")), 40);
     assert_true(fabs(json_object_get_double(key(ar, "busbw_gbps")) - 157.286) < 1e-9);
     assert_int_equal(json_object_array_length(key(j, "stragglers")), 0);
     assert_int_equal(json_object_array_length(key(j, "hangs")), 0);
@@ -97,6 +99,41 @@ static void json_report_of_a_job(void **state)
     assert_true(json_object_get_boolean(key(clock, "aligned")));
     assert_int_equal(json_object_object_length(key(clock, "offsets_us")), 4);
     json_object_put(j);
+    cli_result_free(&r);
+    tt_rmtree(dir);
+    free(dir);
+}
+
+/* --table nccl-tests and --buckets as a user types them, and the combinations that make
+ * no sense refused in one line. */
+static void table_and_buckets_options(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    exp_write_job(dir);
+    struct cli_result r;
+    cli_runl(&r, "report", "--table", "nccl-tests", dir, NULL);
+    assert_int_equal(r.status, 0);
+    assert_true(cli_starts_with(r.out, "# collprof report --table nccl-tests: "));
+    assert_non_null(strstr(r.out, "\n# AllReduce, 4 ranks\n#       size         count      type"
+                                  "   redop    root     time   algbw   busbw     #ops\n"));
+    assert_non_null(strstr(r.out, "\n     1048576        262144     float     sum      -1    "
+                                  "10.00  104.86  157.29       10\n"));
+    cli_result_free(&r);
+
+    cli_runl(&r, "report", "--buckets", dir, NULL);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "\nAllReduce         4      >=1 MiB      10     10.0"));
+    cli_result_free(&r);
+
+    cli_runl(&r, "report", "--table", "nccl", dir, NULL);
+    assert_one_line_error(&r, "unknown --table 'nccl': wants nccl-tests");
+    cli_result_free(&r);
+    cli_runl(&r, "report", "--json", "--buckets", dir, NULL);
+    assert_one_line_error(&r, "--buckets is for text");
+    cli_result_free(&r);
+    cli_runl(&r, "report", "--table", "nccl-tests", "--top", "3", dir, NULL);
+    assert_one_line_error(&r, "no --top");
     cli_result_free(&r);
     tt_rmtree(dir);
     free(dir);
@@ -443,6 +480,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(text_report_of_a_job),
         cmocka_unit_test(json_report_of_a_job),
+        cmocka_unit_test(table_and_buckets_options),
         cmocka_unit_test(fail_on_sets_the_exit_status),
         cmocka_unit_test(bad_fail_on_lists_are_usage_errors),
         cmocka_unit_test(hostile_input_is_one_line_and_exit_2),

@@ -404,11 +404,13 @@ static void the_export_passes_and_holds_the_jobs_numbers(void **state)
         "collprof_ops_total{op=\"AllGather\"} 5\n",
         "collprof_ops_total{op=\"Send\"} 1\n",
         "collprof_bytes_total{op=\"AllReduce\"} 10485760\n",
-        "collprof_op_duration_seconds{op=\"AllGather\",bytes=\"1048576\",quantile=\"0.5\"} "
-        "5e-06\n",
-        "collprof_op_duration_seconds_count{op=\"AllReduce\",bytes=\"1048576\"} 10\n",
-        "collprof_busbw_bytes_per_second{op=\"AllReduce\",bytes=\"1048576\"} 1.572864e+11\n",
-        "collprof_algbw_bytes_per_second{op=\"Send\",bytes=\"4096\"} 1365333333.3333333\n",
+        "collprof_op_duration_seconds{op=\"AllGather\",nranks=\"4\",bytes=\"1048576\","
+        "quantile=\"0.5\"} 5e-06\n",
+        "collprof_op_duration_seconds_count{op=\"AllReduce\",nranks=\"4\",bytes=\"1048576\"} 10\n",
+        "collprof_busbw_bytes_per_second{op=\"AllReduce\",nranks=\"4\",bytes=\"1048576\"} "
+        "1.572864e+11\n",
+        "collprof_algbw_bytes_per_second{op=\"Send\",nranks=\"4\",bytes=\"4096\"} "
+        "1365333333.3333333\n",
         "collprof_straggler_kind{kind=\"persistent\"} 1\n",
         "collprof_straggler_late_collectives_total{rank=\"3\"} 5\n",
         "collprof_straggler_late_seconds_total{rank=\"3\"} 7.5e-05\n",

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "exporters/export_util.h"
 #include "exporters/exporters.h"
 
 typedef struct fixture {
@@ -51,16 +52,16 @@ static const char expected_with_findings[] =
     "clock    one host: one clock, nothing to align\n"
     "\n"
     "operations (by total time)\n"
-    "op                 size     calls    p50 us    p99 us  algbw GB/s  busbw GB/s\n"
-    "AllReduce         1 MiB        10      10.0      10.0      104.86      157.29\n"
-    "AllGather         1 MiB         5       5.0       5.0      209.72      157.29\n"
-    "Send/Recv         4 KiB         1       3.0       3.0        1.37        1.37\n"
+    "op            ranks         size     ops   p50 us   p99 us algbw GB/s busbw GB/s\n"
+    "AllReduce         4        1 MiB      10     10.0     10.0     104.86     157.29\n"
+    "AllGather         4        1 MiB       5      5.0      5.0     209.72     157.29\n"
+    "Send/Recv         4        4 KiB       1      3.0      3.0       1.37       1.37\n"
     "(times: on the GPU by NCCL's profiler plugin for 31% of the operations, by CUDA\n"
     "events for 62%, the host's enqueue only for 6%)\n"
     "\n"
     "nccl (algorithm/protocol and channels NCCL chose, by its plugin)\n"
-    "op                 size  algo/proto               channels\n"
-    "AllGather         1 MiB  RING/LL                         4\n"
+    "op            ranks         size  algo/proto               channels\n"
+    "AllGather         4        1 MiB  RING/LL                         4\n"
     "\n"
     "stragglers   persistent: rank 3 was the late one in 5 of 15 collectives\n"
     "  rank  host               late late total ms    p50 us   share   waited ms\n"
@@ -111,12 +112,90 @@ static void text_report_of_a_healthy_job_says_none(void **state)
     free(t);
 }
 
+/* nccl-tests' columns and number formats, a block per op and communicator size; the
+ * operations are those of the op table (exp_job.h: 1 MiB AllReduces of float32, 10 us;
+ * AllGathers of 1 MiB in all, 5 us; one untimed 4 KiB pair). */
+static const char expected_nccl_tests[] =
+    "# collprof report --table nccl-tests: /data/job-42\n"
+    "# the job's operations in nccl-tests' columns; time: the mean over #ops operations\n"
+    "#\n"
+    "# AllReduce, 4 ranks\n"
+    "#       size         count      type   redop    root     time   algbw   busbw     #ops\n"
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)\n"
+    "     1048576        262144     float     sum      -1    10.00  104.86  157.29       10\n"
+    "#\n"
+    "# AllGather, 4 ranks\n"
+    "#       size         count      type   redop    root     time   algbw   busbw     #ops\n"
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)\n"
+    "     1048576        262144     float    none      -1     5.00  209.72  157.29        5\n"
+    "#\n"
+    "# Send/Recv, 4 ranks\n"
+    "#       size         count      type   redop    root     time   algbw   busbw     #ops\n"
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)\n"
+    "        4096          1024     float    none      -1     3.00    1.37    1.37        1\n"
+    "#\n"
+    "# times: NCCL's profiler plugin 31%, CUDA events 62%, host only 6% of 16 operations\n";
+
+static void nccl_tests_table_lays_beside_all_reduce_perf(void **state)
+{
+    fixture *f = *state;
+    exp_buf b;
+    assert_int_equal(cpx_report_nccl_tests(exp_buf_open(&b), &f->a, "/data/job-42"), 0);
+    char *t = exp_buf_close(&b);
+    assert_string_equal(t, expected_nccl_tests);
+    free(t);
+    /* a trace with losses says so under the rows */
+    f->a.model->lost_records = 7;
+    assert_int_equal(cpx_report_nccl_tests(exp_buf_open(&b), &f->a, NULL), 0);
+    t = exp_buf_close(&b);
+    assert_non_null(strstr(t, "\n# WARNING: 7 records lost while tracing: operations may be "
+                              "missing from these rows\n"));
+    free(t);
+}
+
+/* A size is printed as it is: a 102,227,772 B Broadcast was "64 MiB" when rows were buckets,
+ * and "97.5 MiB" would read alike for messages a few bytes apart. */
+static void sizes_are_exact_never_rounded(void **state)
+{
+    (void)state;
+    static const struct {
+        uint64_t bytes;
+        const char *text;
+    } cases[] = {{0, "0 B"},
+                 {4096, "4 KiB"},
+                 {25u << 20, "25 MiB"},
+                 {43u << 19, "22016 KiB"},
+                 {102227772, "102227772 B"},
+                 {1ull << 30, "1 GiB"},
+                 {(1ull << 30) + 512, "1073742336 B"},
+                 {UINT64_MAX, "18446744073709551615 B"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[24];
+        cpx_fmt_size(buf, sizeof buf, cases[i].bytes);
+        assert_string_equal(buf, cases[i].text);
+    }
+}
+
+/* --buckets: the same operations by power-of-two bucket, said in the title */
+static void text_buckets_round_sizes_down_when_asked(void **state)
+{
+    fixture *f = *state;
+    exp_buf b;
+    cpx_text_options o = { .rows = CPA_ROWS_BUCKETS };
+    assert_int_equal(cpx_report_text(exp_buf_open(&b), &f->a, &o), 0);
+    char *t = exp_buf_close(&b);
+    assert_non_null(strstr(t, "\noperations (by total time; sizes in power-of-two buckets)\n"));
+    assert_non_null(strstr(t, "\nAllReduce         4      >=1 MiB      10     10.0"));
+    assert_non_null(strstr(t, "\nSend/Recv         4      >=4 KiB       1"));
+    free(t);
+}
+
 static void text_top_cuts_each_table(void **state)
 {
     fixture *f = *state;
     exp_set_findings(&f->a);
     char *t = text_of(&f->a, 1, 0, NULL);
-    assert_non_null(strstr(t, "\nAllReduce         1 MiB        10"));
+    assert_non_null(strstr(t, "\nAllReduce         4        1 MiB      10"));
     assert_null(strstr(t, "\nAllGather "));
     assert_non_null(strstr(t, "\n... 2 more rows (--top N, or --json)\n"));
     assert_non_null(strstr(t, "\n     3  node-a "));
@@ -268,7 +347,12 @@ static void json_report_has_the_contract_keys_and_values(void **state)
     assert_len(j, "ops", 3);
     assert_str(j, "ops.0.op", "AllReduce");
     assert_num(j, "ops.0.bytes", 1048576);
-    assert_num(j, "ops.0.calls", 10);
+    assert_num(j, "ops.0.nranks", 4);
+    assert_num(j, "ops.0.ops", 10);
+    assert_num(j, "ops.0.calls", 40);
+    assert_str(j, "ops.0.dtype", "float32");
+    assert_str(j, "ops.0.redop", "sum");
+    assert_num(j, "ops.0.count", 262144);
     assert_num(j, "ops.0.time_us_p50", 10.0);
     assert_num(j, "ops.0.time_us_p99", 10.0);
     assert_num(j, "ops.0.algbw_gbps", 104.858);
@@ -287,6 +371,9 @@ static void json_report_has_the_contract_keys_and_values(void **state)
     assert_num(j, "ops.1.timing.plugin", 5);
     assert_num(j, "ops.1.timing.events", 0);
     assert_num(j, "ops.1.nccl.algo_proto.RING/LL", 5);
+    assert_false(json_object_object_get_ex(get(j, "ops.0"), "algo", NULL)); /* NCCL said none */
+    assert_str(j, "ops.1.algo", "RING");
+    assert_str(j, "ops.1.proto", "LL");
     assert_num(j, "ops.1.nccl.channels_max", 4);
     assert_num(j, "ops.2.timing.host", 1);
 
@@ -397,8 +484,8 @@ static void values_no_trace_can_hold_are_said(void **state)
     char *t = text_of(&f->a, 0, 0, NULL);
     assert_non_null(strstr(t, "clock    one host: one clock, nothing to align\n"
                               "         3 clock samples rejected: a time past 2^62 ns\n"));
-    assert_non_null(strstr(t, "Send/Recv         4 KiB         1       3.0       3.0        "
-                              "1.37        1.37\n2 operations of no possible size (S past 2^64 "
+    assert_non_null(strstr(t, "Send/Recv         4        4 KiB       1      3.0      3.0       "
+                              "1.37       1.37\n2 operations of no possible size (S past 2^64 "
                               "bytes) left out\n"));
     assert_non_null(strstr(t, "  rank 3: 9223372036854775808\n"));
     free(t);
@@ -415,6 +502,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(text_report_names_everything_found, setup, teardown),
         cmocka_unit_test_setup_teardown(text_report_of_a_healthy_job_says_none, setup, teardown),
         cmocka_unit_test_setup_teardown(text_top_cuts_each_table, setup, teardown),
+        cmocka_unit_test_setup_teardown(nccl_tests_table_lays_beside_all_reduce_perf, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(text_buckets_round_sizes_down_when_asked, setup,
+                                        teardown),
+        cmocka_unit_test(sizes_are_exact_never_rounded),
         cmocka_unit_test_setup_teardown(text_is_terminal_safe_with_hostile_strings, setup,
                                         teardown),
         cmocka_unit_test(want_color_only_on_a_terminal_without_no_color),

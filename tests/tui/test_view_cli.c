@@ -52,9 +52,9 @@ static void without_a_terminal_it_prints_the_summary_once(void **state)
              "job      4 ranks on 1 host (node-a), ", dir);
     assert_true(strncmp(r.out, head, strlen(head)) == 0);
     assert_non_null(strstr(r.out, "\nclock    one host: one clock, nothing to align\n"));
-    assert_non_null(strstr(r.out, "\nop                 size     calls    p50 us    p99 us"));
-    assert_non_null(strstr(r.out, "\nAllReduce         1 MiB        10      10.0      10.0"));
-    assert_non_null(strstr(r.out, "\nAllGather         1 MiB         5       5.0       5.0"));
+    assert_non_null(strstr(r.out, "\nop            ranks         size     ops   p50 us   p99 us"));
+    assert_non_null(strstr(r.out, "\nAllReduce         4        1 MiB      10     10.0     10.0"));
+    assert_non_null(strstr(r.out, "\nAllGather         4        1 MiB       5      5.0      5.0"));
     assert_null(strstr(r.out, "\033")); /* no escape sequence into a file */
     assert_null(strstr(r.out, "q quit"));
     cli_result_free(&r);
@@ -179,7 +179,7 @@ static void in_tmux_keys_switch_screens_zoom_and_quit_cleanly(void **state)
     assert_int_equal(tmux("new-session -d -s v -x 100 -y 30 \"'%s' view '%s'; echo view-rc=\\$?; "
                           "sleep 30\"", cli_binary(), dir), 0);
     assert_true(wait_for("operations (by total time)"));
-    assert_non_null(strstr(screen, "AllReduce         1 MiB        20"));
+    assert_non_null(strstr(screen, "AllReduce         4        1 MiB      20"));
 
     tmux("send-keys -t v 2");
     assert_true(wait_for("persistent: rank 2 was the late one in 20 of 20 collectives"));

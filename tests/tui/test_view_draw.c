@@ -103,11 +103,11 @@ static void summary_shows_the_job_and_the_op_table(void **state)
         draw(f, CPV_SUMMARY, sizes[i][0], sizes[i][1]);
         expect_row(f, "job      4 ranks on 1 host (node-a), ");
         expect_row(f, "findings straggler rank 3 (persistent), 1 hang, 1 mismatch");
-        int h = expect_row(f, "op                 size     calls    p50 us");
+        int h = expect_row(f, "op            ranks         size     ops   p50 us");
         /* By total time: 10 AllReduce of 10 us before 5 AllGather of 5 us. */
-        assert_true(STARTS(row(f, h + 1), "AllReduce         1 MiB        10      10.0"));
+        assert_true(STARTS(row(f, h + 1), "AllReduce         4        1 MiB      10     10.0"));
         assert_int_equal(attr_at(f, 0, h + 1), CPV_SELECTED);
-        assert_true(STARTS(row(f, h + 2), "AllGather         1 MiB         5       5.0"));
+        assert_true(STARTS(row(f, h + 2), "AllGather         4        1 MiB       5      5.0"));
         assert_true(STARTS(row(f, h + 3), "Send/Recv"));
     }
 }
@@ -392,8 +392,8 @@ static void filter_keeps_the_rows_that_match(void **state)
     expect_row(f, "filter: RANK 2");
     snprintf(f->s.filter, sizeof f->s.filter, "allgather");
     draw(f, CPV_SUMMARY, 80, 24);
-    expect_row(f, "AllGather         1 MiB");
-    assert_int_equal(find_row(f, "AllReduce         1 MiB"), -1);
+    expect_row(f, "AllGather         4        1 MiB");
+    assert_int_equal(find_row(f, "AllReduce         4        1 MiB"), -1);
     cpv_act(&f->d, &f->s, CPV_ACT_BACK, 10); /* Esc clears it */
     assert_string_equal(f->s.filter, "");
     /* screen 3 keeps a hang or a mismatch whole when any of its lines holds the filter */

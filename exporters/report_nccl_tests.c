@@ -1,0 +1,121 @@
+/* report_nccl_tests: `collprof report --table nccl-tests`, the job's operations as
+ * nccl-tests prints its own, so that a job's figures can be laid beside all_reduce_perf's.
+ *
+ * One block per (op, communicator size), rows by size, in nccl-tests' columns and number
+ * formats: size (B), count (elements), type and redop by nccl-tests' names, root, time (us),
+ * algbw and busbw (GB/s), and in place of its #wrong the operations the row holds. Time is
+ * the mean over the row's operations, as nccl-tests averages its iterations; each
+ * operation's time is the report's (the last arrival's GPU duration). nccl-tests runs each
+ * size in and out of place; a job's calls are what they are, so there is one set of columns.
+ * Lines that are not rows start with '#', as in nccl-tests, so the same scripts parse both.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/text.h"
+#include "exporters/export_util.h"
+#include "exporters/exporters.h"
+
+/* nccl-tests' test_typenames, by ncclDataType_t */
+static const char *type_name(unsigned dtype)
+{
+    static const char *const names[CP_DTYPE_COUNT] = {
+        "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double",
+        "bfloat16", "f8e4m3", "f8e5m2"};
+    return dtype < CP_DTYPE_COUNT ? names[dtype] : "?";
+}
+
+/* nccl-tests' test_opnames; "none" for an op that does not reduce */
+static const char *redop_name(unsigned redop)
+{
+    static const char *const names[] = {"sum", "prod", "max", "min", "avg", "mulsum"};
+    if (redop == CP_REDOP_NONE)
+        return "none";
+    return redop < sizeof names / sizeof names[0] ? names[redop] : "?";
+}
+
+/* nccl-tests' time column: fewer decimals as the time grows, always 7 wide */
+static void fmt_time(char buf[32], double us)
+{
+    if (us >= 10000.0)
+        snprintf(buf, 32, "%7.0f", us);
+    else if (us >= 100.0)
+        snprintf(buf, 32, "%7.1f", us);
+    else
+        snprintf(buf, 32, "%7.2f", us);
+}
+
+static void header(FILE *out, const cpa_stat *r)
+{
+    fprintf(out, "#\n# %s, %d rank%s\n", cpx_op_label(r->op, 1), (int)r->nranks,
+            r->nranks == 1 ? "" : "s");
+    fprintf(out, "#       size         count      type   redop    root     time   algbw   busbw"
+                 "     #ops\n");
+    fprintf(out, "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)\n");
+}
+
+static void row(FILE *out, const cpa_stat *r)
+{
+    char count[24] = "-", time[32];
+    unsigned esize = cp_dtype_size(r->dtype);
+    if (esize)
+        snprintf(count, sizeof count, "%" PRIu64, r->size / esize);
+    fmt_time(time, r->ops ? r->time_us_total / (double)r->ops : 0);
+    fprintf(out, "%12" PRIu64 "  %12s  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %7" PRIu64 "\n",
+            r->size, count, type_name(r->dtype), redop_name(r->redop),
+            r->root >= 0 ? (int)r->root : -1, time, r->algbw_gbps, r->busbw_gbps, r->ops);
+}
+
+/* What the rows rest on, in '#' lines: where the times come from, and what the trace lost. */
+static void footer(FILE *out, const cpa_analysis *a, const cpa_stats *s)
+{
+    uint64_t plugin = 0, events = 0, host = 0;
+    for (size_t i = 0; i < s->nrows; i++) {
+        plugin += s->rows[i].timed_plugin;
+        events += s->rows[i].timed_events;
+        host += s->rows[i].timed_host;
+    }
+    uint64_t all = plugin + events + host;
+    fprintf(out, "#\n");
+    if (all)
+        fprintf(out, "# times: NCCL's profiler plugin %.0f%%, CUDA events %.0f%%, host only %.0f%%"
+                     " of %" PRIu64 " operations\n",
+                100.0 * (double)plugin / (double)all, 100.0 * (double)events / (double)all,
+                100.0 * (double)host / (double)all, all);
+    if (s->oversized)
+        fprintf(out, "# %" PRIu64 " operations of no possible size left out\n", s->oversized);
+    if (a->model->lost_records)
+        fprintf(out, "# WARNING: %s%" PRIu64 " records lost while tracing: operations may be "
+                     "missing from these rows\n",
+                cpa_lost_at_least(a->model) ? "at least " : "", a->model->lost_records);
+}
+
+int cpx_report_nccl_tests(FILE *out, const cpa_analysis *a, const char *title)
+{
+    cpa_stats s;
+    char err[128];
+    if (cpa_stats_compute(a->model, &a->matched, CPA_ROWS_NCCL_TESTS, &s, err, sizeof err)) {
+        errno = ENOMEM;
+        return -1;
+    }
+    if (title) {
+        char t[256];
+        cp_text_escape(t, sizeof t, title, strlen(title));
+        fprintf(out, "# collprof report --table nccl-tests: %s\n", t);
+    }
+    fprintf(out, "# the job's operations in nccl-tests' columns; time: the mean over #ops "
+                 "operations\n");
+    if (!s.nrows)
+        fprintf(out, "#\n# no operation with a known duration\n");
+    for (size_t i = 0; i < s.nrows; i++) {
+        const cpa_stat *r = &s.rows[i];
+        if (i == 0 || r->op != s.rows[i - 1].op || r->nranks != s.rows[i - 1].nranks)
+            header(out, r);
+        row(out, r);
+    }
+    footer(out, a, &s);
+    cpa_stats_free(&s);
+    return fflush(out) != 0 || ferror(out) ? -1 : 0;
+}
