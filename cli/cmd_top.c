@@ -2,6 +2,7 @@
  * (tui/top_screen.c); with --once, --json or no terminal, one snapshot of the live model
  * (tui/live.h) on stdout. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,7 +20,12 @@ static const char top_notes[] =
     "your own, every user's for root. A snapshot scans twice, min(SECS, 0.25) s apart, so\n"
     "its rates cover that interval. An empty node is not an error.\n"
     "\n"
-    "exit codes: 0 shown; 2 bad options; 3 the directory cannot be read";
+    "A rank that exits stays listed, exited, for a few refreshes. A process killed with\n"
+    "SIGKILL (or crashed) cannot remove its block: it is listed as died, and from 30 s\n"
+    "after its death no longer listed but counted in a note. --clean removes the blocks\n"
+    "of processes that are gone (yours; every user's for root), never a live one's.\n"
+    "\n"
+    "exit codes: 0 shown (or cleaned); 2 bad options; 3 the directory cannot be read";
 
 static void sleep_s(double s)
 {
@@ -54,13 +60,29 @@ static int snapshot(const char *verb, double delay_s, int json)
     return CP_EXIT_OK;
 }
 
+static int clean(const char *verb)
+{
+    size_t kept;
+    int removed = cpt_live_clean(NULL, geteuid(), &kept);
+    if (removed < 0 && errno == ENOENT)
+        removed = 0; /* no directory: nothing was left behind */
+    else if (removed < 0)
+        return cli_error(verb, CP_EXIT_CANNOT_RUN, "cannot read the live directory: %s",
+                         strerror(errno));
+    printf("collprof top: removed %d block%s of processes that are gone; %zu of live "
+           "processes kept\n", removed, removed == 1 ? "" : "s", kept);
+    return CP_EXIT_OK;
+}
+
 int cmd_top(int argc, char **argv)
 {
-    int once = 0, json = 0;
+    int once = 0, json = 0, do_clean = 0;
     double delay_s = 1.0;
-    static const char *const usage[] = { "top [--once] [--json] [-d SECS]", NULL };
+    static const char *const usage[] = { "top [--once] [--json] [-d SECS]", "top --clean", NULL };
     const struct cli_option options[] = {
         CLI_BOOL(0, "once", &once, "print one snapshot and exit (no terminal needed)"),
+        CLI_BOOL(0, "clean", &do_clean,
+                 "remove the blocks of processes that are gone\n(SIGKILL leaves them), and exit"),
         CLI_BOOL(0, "json", &json, "the snapshot as JSON (implies --once)"),
         CLI_DOUBLE('d', NULL, &delay_s, "SECS", 0.1, 86400, "refresh every SECS seconds (default 1)"),
         CLI_END(),
@@ -77,6 +99,10 @@ int cmd_top(int argc, char **argv)
     int rc = cli_parse(&c, argc, argv, &nargs);
     if (rc != CLI_GO_ON)
         return rc;
+    if (do_clean && (once || json))
+        return cli_usage_error(&c, "--clean prints no snapshot: no --%s", once ? "once" : "json");
+    if (do_clean)
+        return clean(c.verb);
     if (once || json || !isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO))
         return snapshot(c.verb, delay_s, json);
 #ifdef COLLPROF_HAVE_TOP_SCREEN

@@ -120,6 +120,19 @@ static int pid_gone(uint32_t pid)
     return pid != 0 && kill((pid_t)pid, 0) == -1 && errno == ESRCH;
 }
 
+/* The pid a block's name carries (collprof-<uid>-<pid>, cp_stats_path), 0 when it carries
+ * none: what is left to judge a block by when its writer died inside an update. */
+static uint32_t name_pid(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    unsigned uid, pid;
+    char end;
+    base = base ? base + 1 : path;
+    if (sscanf(base, CP_STATS_PREFIX "%u-%u%c", &uid, &pid, &end) != 2)
+        return 0;
+    return pid;
+}
+
 /* Fills r from its new snapshot (r->snap), with prev the same process one scan ago (NULL
  * on its first). */
 static void derive(cpt_rank *r, const cpt_rank *prev, uint64_t now)
@@ -297,6 +310,9 @@ out:
 static int cmp_rank(const void *a, const void *b)
 {
     const cpt_rank *x = a, *y = b;
+    /* the live ranks first: exited ones must not push them off a screen */
+    if (x->state != y->state)
+        return x->state == CPT_RUNNING ? -1 : 1;
     /* unknown ranks (-1) after the known ones */
     uint32_t rx = (uint32_t)x->rank, ry = (uint32_t)y->rank;
     if (rx != ry)
@@ -341,6 +357,34 @@ static void prune_gone(cpt_live *l, char **paths, int npaths)
     l->ngone = w;
 }
 
+static int listed(char **paths, int npaths, const char *path)
+{
+    for (int k = 0; k < npaths; k++)
+        if (strcmp(paths[k], path) == 0)
+            return 1;
+    return 0;
+}
+
+/* A rank listed one scan ago whose block is gone now (a clean exit unlinks it): listed on as
+ * exited, with what it last published, for the scans an exited rank stays. */
+static size_t keep_vanished(cpt_live *l, const cpt_rank *prev, size_t nprev, char **paths,
+                            int npaths, cpt_rank *cur, size_t n)
+{
+    for (size_t i = 0; i < nprev; i++) {
+        const cpt_rank *p = &prev[i];
+        if (listed(paths, npaths, p->path) || p->exited_scans >= CPT_EXITED_KEEP ||
+            is_gone(l, p->path, p->start_mono_ns))
+            continue;
+        cpt_rank *r = &cur[n++];
+        *r = *p;
+        r->state = CPT_EXITED;
+        r->exited_scans = p->exited_scans + 1;
+        r->calls_per_s = r->gbps = r->nccl_share = 0;
+        r->inflight_op = CP_OP_NONE;
+    }
+    return n;
+}
+
 static const cpt_rank *find_prev(const cpt_rank *prev, size_t nprev, const char *path)
 {
     for (size_t i = 0; i < nprev; i++)
@@ -358,6 +402,7 @@ int cpt_live_scan_at(cpt_live *l, const char *dir, uid_t uid, uint64_t now)
     snprintf(l->dir, sizeof l->dir, "%s", dir);
     clear_notes(l);
     l->other_users = 0;
+    l->dead_hidden = 0;
 
     char **paths = NULL;
     int npaths = cp_stats_list(dir, &paths);
@@ -374,7 +419,8 @@ int cpt_live_scan_at(cpt_live *l, const char *dir, uid_t uid, uint64_t now)
     }
     cpt_rank *prev = l->ranks;
     size_t nprev = l->nranks;
-    cpt_rank *cur = malloc(((size_t)npaths ? (size_t)npaths : 1) * sizeof *cur);
+    /* room for every block, and for the ranks of the last scan whose block has gone */
+    cpt_rank *cur = malloc(((size_t)npaths + nprev + 1) * sizeof *cur);
     if (!cur) {
         cp_stats_list_free(paths, npaths);
         errno = ENOMEM;
@@ -402,8 +448,12 @@ int cpt_live_scan_at(cpt_live *l, const char *dir, uid_t uid, uint64_t now)
         int e = errno;
         cp_stats_close(h);
         if (rc != 0) {
-            add_note(l, "skipped '%s': %s", path,
-                     e == EAGAIN ? "its writer never left an update" : "changed while read");
+            /* a process killed inside an update leaves its block torn for good */
+            if (e == EAGAIN && pid_gone(name_pid(path)))
+                l->dead_hidden++;
+            else
+                add_note(l, "skipped '%s': %s", path,
+                         e == EAGAIN ? "its writer never left an update" : "changed while read");
             continue;
         }
         if (is_gone(l, path, r->snap.start_mono_ns))
@@ -413,8 +463,15 @@ int cpt_live_scan_at(cpt_live *l, const char *dir, uid_t uid, uint64_t now)
             p = NULL; /* the same pid again: a new process */
         snprintf(r->path, sizeof r->path, "%s", path);
         r->exited_scans = p ? p->exited_scans : 0;
-        r->state = atomic_load(&r->snap.exited) || pid_gone(r->snap.pid) ? CPT_EXITED
-                                                                          : CPT_RUNNING;
+        int gone = pid_gone(r->snap.pid), marked = atomic_load(&r->snap.exited) != 0;
+        r->state = marked || gone ? CPT_EXITED : CPT_RUNNING;
+        r->died = gone && !marked;
+        /* left behind long ago (a killed job's): not news, and not to bury the live ranks */
+        if (!p && gone && now > r->snap.update_ns &&
+            now - r->snap.update_ns > (uint64_t)CPT_DEAD_GRACE_S * 1000000000u) {
+            l->dead_hidden++;
+            continue;
+        }
         if (r->state == CPT_EXITED && ++r->exited_scans > CPT_EXITED_KEEP) {
             r->start_mono_ns = r->snap.start_mono_ns;
             add_gone(l, r);
@@ -423,6 +480,7 @@ int cpt_live_scan_at(cpt_live *l, const char *dir, uid_t uid, uint64_t now)
         derive(r, p, now);
         n++;
     }
+    n = keep_vanished(l, prev, nprev, paths, npaths, cur, n);
     prune_gone(l, paths, npaths);
     cp_stats_list_free(paths, npaths);
     free(prev);
@@ -449,7 +507,42 @@ int cpt_live_scan_at(cpt_live *l, const char *dir, uid_t uid, uint64_t now)
     if (l->other_users)
         add_note(l, "%zu block%s of other users not shown (root sees them)", l->other_users,
                  l->other_users == 1 ? "" : "s");
+    if (l->dead_hidden)
+        add_note(l, "%zu block%s of processes that died over %d s ago not shown "
+                    "(collprof top --clean removes them)",
+                 l->dead_hidden, l->dead_hidden == 1 ? "" : "s", CPT_DEAD_GRACE_S);
     return 0;
+}
+
+int cpt_live_clean(const char *dir, uid_t uid, size_t *kept)
+{
+    if (!dir || !*dir)
+        dir = getenv("COLLPROF_LIVE_DIR");
+    if (!dir || !*dir)
+        dir = CP_STATS_DEFAULT_DIR;
+    *kept = 0;
+    char **paths = NULL;
+    int npaths = cp_stats_list(dir, &paths);
+    if (npaths < 0)
+        return -1;
+    int removed = 0;
+    for (int k = 0; k < npaths; k++) {
+        char err[CP_STATS_PATH_BYTES + 128];
+        /* only a valid block the caller owns (root: any): never a file planted at the name */
+        cp_stats_handle *h = cp_stats_open_as(paths[k], uid, err, sizeof err);
+        if (!h)
+            continue;
+        cp_stats_close(h);
+        /* the name's pid, not the block's: a process killed inside an update leaves a
+         * block no snapshot can read, and those are the ones to clean */
+        if (!pid_gone(name_pid(paths[k]))) {
+            ++*kept;
+            continue;
+        }
+        removed += unlink(paths[k]) == 0;
+    }
+    cp_stats_list_free(paths, npaths);
+    return removed;
 }
 
 int cpt_live_scan(cpt_live *l, const char *dir, uid_t uid)

@@ -28,6 +28,8 @@ typedef struct cpt_rank {
     uint32_t pid, uid;
     int32_t rank, local_rank, world_size, cuda_dev;
     int state;                 /* enum cpt_rank_state */
+    int died;                  /* exited without its shim's exit path (SIGKILL, a crash, the
+                                * OOM killer): its block was left behind, never marked */
     int exited_scans;          /* scans since it was first seen exited */
     uint64_t calls;            /* since tracing started */
     uint64_t bytes;
@@ -61,6 +63,9 @@ typedef struct cpt_live {
     /* totals */
     double calls_per_s, gbps;
     int running, exited, hung;  /* hung: cpt_rank_hung */
+    /* blocks left behind by processes that died more than CPT_DEAD_GRACE_S ago: not shown
+     * (a day of killed jobs would bury the live ranks), counted; `top --clean` removes them */
+    size_t dead_hidden;
     int slowest;               /* index of the rank with the largest late_us_p50, -1 none */
     size_t other_users;        /* blocks of other users left unread (not root) */
     /* An operation in flight this long is hung, as the shim's watchdog would say
@@ -73,10 +78,13 @@ typedef struct cpt_live {
 } cpt_live;
 
 /* A scan of dir (NULL: COLLPROF_LIVE_DIR, else /dev/shm) for blocks readable by uid (0: root,
- * every owner). The model keeps what the last scan saw, so rates are over the interval; a rank
- * seen exited stays CPT_EXITED_KEEP scans, then is dropped. 0, or -1 with errno when dir
- * cannot be read. */
+ * every owner). The model keeps what the last scan saw, so rates are over the interval. A rank
+ * that exits stays listed, exited, for CPT_EXITED_KEEP scans, then is dropped, whether its
+ * block is gone (a clean exit unlinks it) or left behind; a block whose process died longer
+ * than CPT_DEAD_GRACE_S before the scan is not listed at all. Running ranks come first, then
+ * exited ones, each by rank. 0, or -1 with errno when dir cannot be read. */
 #define CPT_EXITED_KEEP 5
+#define CPT_DEAD_GRACE_S 30
 int cpt_live_scan(cpt_live *l, const char *dir, uid_t uid);
 /* A running rank the watchdog reported hung, or whose operation in flight is older than
  * l->hang_s: what the screen marks red, the header and --json count as hung. */
@@ -84,6 +92,12 @@ int cpt_rank_hung(const cpt_live *l, const cpt_rank *r);
 /* The same with the time of the scan given (CLOCK_MONOTONIC ns): tests drive time. */
 int cpt_live_scan_at(cpt_live *l, const char *dir, uid_t uid, uint64_t now_ns);
 void cpt_live_free(cpt_live *l); /* and zeroes it: ready for a new first scan */
+
+/* `collprof top --clean`: removes from dir (as cpt_live_scan finds it) the blocks of
+ * processes that are gone, owned by uid (0: root, any owner); a live process' block, and a
+ * file that is not a valid block, are never touched. Returns how many it removed, or -1 with
+ * errno when dir cannot be read; *kept counts the blocks of live processes. */
+int cpt_live_clean(const char *dir, uid_t uid, size_t *kept);
 
 /* A rank's recent operations, newest first (i < cpt_rank_nrecent): what the detail view
  * lists, each with its host entry and, when timed, GPU start and end. */

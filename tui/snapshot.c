@@ -8,6 +8,7 @@
 
 #include "common/text.h"
 #include "tui/live.h"
+#include "tui/top_internal.h"
 
 static const char *state_name(const cpt_live *l, const cpt_rank *r)
 {
@@ -31,7 +32,8 @@ static void fmt_rank(char *out, size_t len, const cpt_rank *r)
 static void fmt_inflight(char *out, size_t len, const cpt_rank *r)
 {
     if (r->state == CPT_EXITED) {
-        snprintf(out, len, "(exited)");
+        /* died: no exit path ran (SIGKILL, a crash): what it had in flight is lost */
+        snprintf(out, len, r->died ? "(died)" : "(exited)");
         return;
     }
     if (r->inflight_op == CP_OP_NONE) {
@@ -82,25 +84,28 @@ int cpt_snapshot_text(FILE *out, const cpt_live *l)
         } else {
             fprintf(out, "slowest rank -\n");
         }
-        fprintf(out, "%-5s %-8s %7s %3s %7s %6s %4s %6s %-18s %6s\n", "RANK", "HOST", "PID",
-                "GPU", "CALLS/S", "GB/S", "NCCL", "P50us", "IN FLIGHT", "LATEus");
+        /* the screen's column names and number formats (top_draw.c), in 80 columns */
+        fprintf(out, "%-5s %-8s %7s %3s %6s %5s %5s %6s %-18s %7s\n", "RANK", "HOST", "PID",
+                "GPU", "CALL/S", "GB/S", "NCCL%", "P50", "IN FLIGHT", "LATE");
         for (size_t i = 0; i < l->nranks; i++) {
             const cpt_rank *r = &l->ranks[i];
             char rk[32], gpu[12] = "-", fl[40], late[16] = "-", p50[16] = "-", host[9];
+            char rate[16], gbps[16];
             fmt_rank(rk, sizeof rk, r);
             /* cut to the column here, at a whole escape or character */
             cp_text_escape(host, sizeof host, r->hostname, strlen(r->hostname));
             if (r->cuda_dev >= 0)
                 snprintf(gpu, sizeof gpu, "%d", r->cuda_dev);
             fmt_inflight(fl, sizeof fl, r);
-            if (r->late_judged) /* no "-0" for a rank a fraction of a us early */
-                snprintf(late, sizeof late, "%.0f",
-                         r->late_us_p50 > -0.5 && r->late_us_p50 < 0.5 ? 0.0 : r->late_us_p50);
+            if (r->late_judged)
+                cpt_fmt_late(late, sizeof late, r->late_us_p50);
             if (r->p50_us > 0)
-                snprintf(p50, sizeof p50, r->p50_us < 100 ? "%.1f" : "%.0f", r->p50_us);
-            fprintf(out, "%-5.5s %-8s %7u %3.3s %7.1f %6.2f %3.0f%% %6.6s %-18.18s %6.6s\n",
-                    rk, host, (unsigned)r->pid, gpu, r->calls_per_s, r->gbps,
-                    r->nccl_share * 100, p50, fl, late);
+                cpt_fmt_us(p50, sizeof p50, r->p50_us);
+            cpt_fmt_rate(rate, sizeof rate, r->calls_per_s);
+            cpt_fmt_gbps(gbps, sizeof gbps, r->gbps);
+            fprintf(out, "%-5.5s %-8s %7u %3.3s %6.6s %5.5s %4.0f%% %6.6s %-18.18s %7.7s\n",
+                    rk, host, (unsigned)r->pid, gpu, rate, gbps, r->nccl_share * 100, p50, fl,
+                    late);
         }
     }
     for (size_t i = 0; i < l->nnotes; i++) {
@@ -122,10 +127,11 @@ static json_object *shown_json(const char *s)
 }
 
 /* Keys: {"version":1, "dir", "dir_exists", "ranks":[{"rank","local_rank","world_size","host","pid","gpu",
- * "job_id","state","calls","calls_per_s","gbps","nccl_share","p50_us","inflight":{"op",
+ * "job_id","state","died","calls","calls_per_s","gbps","nccl_share","p50_us","inflight":{"op",
  * "comm","seq","bytes","age_s","typical_us"}|null,"hang","late_us_p50","late_count",
  * "late_judged","lost_records"}], "totals":{"running","exited","hung","calls_per_s","gbps",
- * "slowest_rank"}, "notes":[...]}. "comm" is the 16-hex-digit id, as in the report. */
+ * "slowest_rank","dead_hidden"}, "notes":[...]}. "died": an exited rank's process ended
+ * without its exit path (SIGKILL, a crash). "comm" is the 16-hex-digit id, as in the report. */
 int cpt_snapshot_json(FILE *out, const cpt_live *l)
 {
     json_object *root = json_object_new_object();
@@ -148,6 +154,7 @@ int cpt_snapshot_json(FILE *out, const cpt_live *l)
         put(o, "gpu", json_object_new_int(r->cuda_dev));
         put(o, "job_id", shown_json(r->job_id));
         put(o, "state", json_object_new_string(state_name(l, r)));
+        put(o, "died", json_object_new_boolean(r->state == CPT_EXITED && r->died));
         put(o, "calls", json_object_new_int64((int64_t)r->calls));
         put(o, "calls_per_s", json_object_new_double(r->calls_per_s));
         put(o, "gbps", json_object_new_double(r->gbps));
@@ -182,6 +189,7 @@ int cpt_snapshot_json(FILE *out, const cpt_live *l)
     put(t, "gbps", json_object_new_double(l->gbps));
     put(t, "slowest_rank",
         l->slowest >= 0 ? json_object_new_int(l->ranks[l->slowest].rank) : NULL);
+    put(t, "dead_hidden", json_object_new_int64((int64_t)l->dead_hidden));
     json_object *notes = json_object_new_array();
     put(root, "notes", notes);
     for (size_t i = 0; i < l->nnotes; i++)

@@ -110,7 +110,7 @@ static void cell(const cpt_rank *r, int c, int width, double hang_s, char *buf, 
         cpt_fmt_rate(buf, len, r->calls_per_s);
         break;
     case C_GBPS:
-        snprintf(buf, len, r->gbps < 99.995 ? "%.2f" : r->gbps < 999.95 ? "%.1f" : "%.0f", r->gbps);
+        cpt_fmt_gbps(buf, len, r->gbps);
         break;
     case C_NCCL:
         snprintf(buf, len, "%.0f%%", r->nccl_share * 100);
@@ -123,7 +123,7 @@ static void cell(const cpt_rank *r, int c, int width, double hang_s, char *buf, 
         break;
     case C_FLIGHT: {
         if (r->state == CPT_EXITED) {
-            snprintf(buf, len, "exited");
+            snprintf(buf, len, r->died ? "died" : "exited");
             break;
         }
         if (r->inflight_op == CP_OP_NONE) {

@@ -63,6 +63,11 @@ void cpt_fmt_arrives(char *buf, size_t len, double us)
         snprintf(buf, len, "arrives %s %s", t, us > 0 ? "after" : "before");
 }
 
+void cpt_fmt_gbps(char *buf, size_t len, double gbps)
+{
+    snprintf(buf, len, gbps < 99.995 ? "%.2f" : gbps < 999.95 ? "%.1f" : "%.0f", gbps);
+}
+
 void cpt_fmt_rate(char *buf, size_t len, double v)
 {
     if (v < 9999.5)

@@ -1,5 +1,6 @@
 /* tui/top_internal: what the files drawing `collprof top` share (top_fmt.c, top_draw.c,
- * top_detail.c); not for other parts. */
+ * top_detail.c, and snapshot.c, whose text names and formats its columns as the screen
+ * does); not for other parts. */
 #ifndef COLLPROF_TUI_TOP_INTERNAL_H
 #define COLLPROF_TUI_TOP_INTERNAL_H
 
@@ -13,6 +14,8 @@ void cpt_fmt_late(char *buf, size_t len, double us);
 void cpt_fmt_arrives(char *buf, size_t len, double us);
 /* calls/s: "1500", "123.5k", "1.2M" */
 void cpt_fmt_rate(char *buf, size_t len, double v);
+/* GB/s in 5 columns: "12.34", "123.4", "1234" */
+void cpt_fmt_gbps(char *buf, size_t len, double gbps);
 
 /* CPT_BAD (hung or past hang_s), CPT_WARN (past its typical time), CPT_DIM (exited), else
  * CPT_NORMAL: the role of a rank's in-flight cell. */

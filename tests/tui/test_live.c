@@ -152,6 +152,11 @@ static void rates_inflight_hang(void **state)
     char *t = text_of(&l, 0);
     assert_non_null(strstr(t, "AllReduce#10 2.0s!"));
     assert_non_null(strstr(t, "5/1"));
+    /* the screen's column names (test_top_draw.c) and number formats, not names of its own */
+    assert_non_null(strstr(t, "\nRANK  HOST         PID GPU CALL/S  GB/S NCCL%    P50 IN FLIGHT"
+                              "             LATE\n"));
+    assert_non_null(strstr(t, "   200 "));  /* calls/s as the screen's CALL/S */
+    assert_non_null(strstr(t, "  60us "));  /* p50 with its unit, as the screen's P50 */
     for (char *line = t; *line;) { /* 80 columns */
         char *nl = strchr(line, '\n');
         size_t len = nl ? (size_t)(nl - line) : strlen(line);
@@ -275,6 +280,7 @@ static void exited_then_dropped(void **state)
     lt_block_init(&a, (unsigned)g_child[0], 0, 0, 3, "n"); /* alive, its block says exited */
     atomic_store(&a.exited, 1);
     lt_block_init(&d, (unsigned)lt_dead_pid(), 1, 1, 3, "n"); /* gone, block never told */
+    d.update_ns = T0;                                         /* ... just now */
     lt_block_init(&live, (unsigned)g_child[1], 2, 2, 3, "n");
     assert_int_equal(lt_write(g_dir, &a), 0);
     assert_int_equal(lt_write(g_dir, &d), 0);
@@ -282,16 +288,22 @@ static void exited_then_dropped(void **state)
     cpt_live l = {0};
     for (int scan = 1; scan <= CPT_EXITED_KEEP; scan++) {
         assert_int_equal(cpt_live_scan_at(&l, g_dir, geteuid(), T0 + (uint64_t)scan * S), 0);
+        /* the live rank first, then the exited ones by rank */
         assert_int_equal(l.nranks, 3);
-        assert_int_equal(l.ranks[0].state, CPT_EXITED);
+        assert_int_equal(l.ranks[0].state, CPT_RUNNING);
+        assert_int_equal(l.ranks[0].rank, 2);
         assert_int_equal(l.ranks[1].state, CPT_EXITED);
-        assert_int_equal(l.ranks[2].state, CPT_RUNNING);
-        assert_int_equal(l.ranks[0].exited_scans, scan);
+        assert_int_equal(l.ranks[1].rank, 0);
+        assert_false(l.ranks[1].died); /* its exit path ran */
+        assert_int_equal(l.ranks[2].state, CPT_EXITED);
+        assert_true(l.ranks[2].died);  /* no exit path: killed */
+        assert_int_equal(l.ranks[1].exited_scans, scan);
         assert_int_equal(l.exited, 2);
         assert_int_equal(l.running, 1);
     }
     char *t = text_of(&l, 0);
     assert_non_null(strstr(t, "(exited)"));
+    assert_non_null(strstr(t, "(died)"));
     free(t);
     for (int scan = 0; scan < 3; scan++) {
         assert_int_equal(cpt_live_scan_at(&l, g_dir, geteuid(), T0 + 10 * S), 0);
@@ -314,6 +326,103 @@ static void exited_then_dropped(void **state)
     assert_int_equal(l.nranks, 2);
     assert_int_equal(l.ranks[0].state, CPT_RUNNING);
     cpt_live_free(&l);
+}
+
+/* A clean exit unlinks the block: the rank stays listed, exited, with what it last
+ * published, for CPT_EXITED_KEEP scans, instead of vanishing between two refreshes. */
+static void a_rank_whose_block_goes_stays_listed_exited(void **state)
+{
+    (void)state;
+    static cp_stats_block b, other;
+    g_child[0] = lt_live_child();
+    g_child[1] = lt_live_child();
+    lt_block_init(&b, (unsigned)g_child[0], 4, 0, 8, "n");
+    b.ops[CP_OP_ALLREDUCE].calls = 77;
+    lt_block_init(&other, (unsigned)g_child[1], 5, 1, 8, "n");
+    assert_int_equal(lt_write(g_dir, &b), 0);
+    assert_int_equal(lt_write(g_dir, &other), 0);
+    cpt_live l = {0};
+    assert_int_equal(cpt_live_scan_at(&l, g_dir, geteuid(), T0), 0);
+    assert_int_equal(l.running, 2);
+    char path[CP_STATS_PATH_BYTES];
+    cp_stats_path(path, sizeof path, g_dir, b.uid, b.pid);
+    assert_int_equal(unlink(path), 0);
+    for (int scan = 1; scan <= CPT_EXITED_KEEP; scan++) {
+        assert_int_equal(cpt_live_scan_at(&l, g_dir, geteuid(), T0 + (uint64_t)scan * S), 0);
+        assert_int_equal(l.nranks, 2);
+        assert_int_equal(l.running, 1);
+        assert_int_equal(l.exited, 1);
+        assert_int_equal(l.ranks[0].rank, 5); /* the live one first */
+        assert_int_equal(l.ranks[1].rank, 4);
+        assert_int_equal(l.ranks[1].state, CPT_EXITED);
+        assert_int_equal(l.ranks[1].calls, 77);
+        assert_true(l.ranks[1].calls_per_s == 0);
+    }
+    assert_int_equal(cpt_live_scan_at(&l, g_dir, geteuid(), T0 + 10 * S), 0);
+    assert_int_equal(l.nranks, 1);
+    assert_int_equal(l.exited, 0);
+    cpt_live_free(&l);
+}
+
+/* Blocks left by processes killed long ago (SIGKILL cannot unlink them) are not listed, so a
+ * day of killed jobs cannot push the live ranks off the screen; a note counts them, and
+ * cpt_live_clean (top --clean) removes them and never a live process' block. A block its
+ * writer was killed inside an update of (torn for good) counts the same. */
+static void blocks_of_long_dead_processes_are_hidden_then_cleaned(void **state)
+{
+    (void)state;
+    static cp_stats_block old[3], recent, live;
+    for (int i = 0; i < 3; i++) {
+        lt_block_init(&old[i], (unsigned)lt_dead_pid(), 10 + i, i, 16, "n");
+        old[i].update_ns = T0 - 600 * S;
+    }
+    atomic_store(&old[2].seqlock, 7); /* killed inside an update */
+    lt_block_init(&recent, (unsigned)lt_dead_pid(), 1, 1, 16, "n");
+    recent.update_ns = T0 - 5 * S;
+    g_child[0] = lt_live_child();
+    lt_block_init(&live, (unsigned)g_child[0], 0, 0, 16, "n");
+    live.update_ns = T0 - 600 * S; /* idle for 10 minutes, but alive */
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(lt_write(g_dir, &old[i]), 0);
+    assert_int_equal(lt_write(g_dir, &recent), 0);
+    assert_int_equal(lt_write(g_dir, &live), 0);
+
+    cpt_live l = {0};
+    assert_int_equal(cpt_live_scan_at(&l, g_dir, geteuid(), T0), 0);
+    assert_int_equal(l.nranks, 2);
+    assert_int_equal(l.ranks[0].rank, 0);
+    assert_int_equal(l.ranks[0].state, CPT_RUNNING);
+    assert_int_equal(l.ranks[1].rank, 1);
+    assert_true(l.ranks[1].died);
+    assert_int_equal(l.dead_hidden, 3);
+    assert_true(has_note(&l, "3 blocks of processes that died over 30 s ago not shown "
+                             "(collprof top --clean removes them)"));
+    assert_false(has_note(&l, "never left an update"));
+    char *t = text_of(&l, 1);
+    assert_non_null(strstr(t, "\"dead_hidden\":3"));
+    free(t);
+    cpt_live_free(&l);
+
+    size_t kept;
+    assert_int_equal(cpt_live_clean(g_dir, geteuid(), &kept), 4);
+    assert_int_equal(kept, 1);
+    assert_int_equal(cpt_live_scan_at(&l, g_dir, geteuid(), T0), 0);
+    assert_int_equal(l.nranks, 1);
+    assert_int_equal(l.ranks[0].rank, 0);
+    assert_int_equal(l.dead_hidden, 0);
+    cpt_live_free(&l);
+    /* a file that is not a block is not ours to remove */
+    char path[CP_STATS_PATH_BYTES];
+    snprintf(path, sizeof path, "%s/collprof-%u-%u", g_dir, (unsigned)geteuid(),
+             (unsigned)lt_dead_pid());
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("not a block", f);
+    fclose(f);
+    assert_int_equal(cpt_live_clean(g_dir, geteuid(), &kept), 0);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    unlink(path);
 }
 
 static void write_raw(const char *name, const void *data, size_t len)
@@ -386,6 +495,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(rates_inflight_hang, setup, teardown),
         cmocka_unit_test_setup_teardown(lateness_vs_local_peers, setup, teardown),
         cmocka_unit_test_setup_teardown(exited_then_dropped, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_rank_whose_block_goes_stays_listed_exited, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(blocks_of_long_dead_processes_are_hidden_then_cleaned,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(corrupt_foreign_and_others, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

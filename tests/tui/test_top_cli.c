@@ -74,6 +74,34 @@ static void once_shows_hostile_strings_escaped(void **state)
     cli_result_free(&r);
 }
 
+/* `top --clean` removes a killed process' block, keeps a live one's, says both counts. */
+static void clean_removes_only_the_blocks_of_gone_processes(void **state)
+{
+    (void)state;
+    g_child = lt_live_child();
+    static cp_stats_block live, dead;
+    lt_block_init(&live, (unsigned)g_child, 0, 0, 2, "n");
+    lt_block_init(&dead, (unsigned)lt_dead_pid(), 1, 1, 2, "n");
+    assert_int_equal(lt_write(g_live, &live), 0);
+    assert_int_equal(lt_write(g_live, &dead), 0);
+    struct cli_result r;
+    cli_runl(&r, "top", "--clean", NULL);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "collprof top: removed 1 block of processes that are gone; "
+                               "1 of live processes kept\n");
+    cli_result_free(&r);
+    char path[CP_STATS_PATH_BYTES];
+    struct stat st;
+    cp_stats_path(path, sizeof path, g_live, dead.uid, dead.pid);
+    assert_int_equal(stat(path, &st), -1);
+    cp_stats_path(path, sizeof path, g_live, live.uid, live.pid);
+    assert_int_equal(stat(path, &st), 0);
+    cli_runl(&r, "top", "--clean", "--once", NULL);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "--clean prints no snapshot"));
+    cli_result_free(&r);
+}
+
 static json_object *key(json_object *o, const char *k)
 {
     json_object *v = NULL;
@@ -114,6 +142,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(once_shows_hostile_strings_escaped, setup, teardown),
         cmocka_unit_test_setup_teardown(json_carries_hostile_strings_escaped, setup, teardown),
+        cmocka_unit_test_setup_teardown(clean_removes_only_the_blocks_of_gone_processes, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
