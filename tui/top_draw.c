@@ -195,6 +195,9 @@ static int cmp_rows(const void *pa, const void *pb, void *ctx)
     const cpt_live *l = ((const void *const *)ctx)[0];
     int sort = *(const int *)((const void *const *)ctx)[1];
     const cpt_rank *a = &l->ranks[*(const size_t *)pa], *b = &l->ranks[*(const size_t *)pb];
+    /* whatever the key, the live ranks first: exited ones must not push them off the screen */
+    if (a->state != b->state)
+        return a->state == CPT_RUNNING ? -1 : 1;
     int c = 0;
     switch (sort) {
     case CPT_SORT_HOST: c = strcmp(a->hostname, b->hostname); break;

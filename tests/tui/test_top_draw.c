@@ -202,6 +202,30 @@ static void test_exited_rank_dimmed_and_marked(void **st)
     cpt_grid_free(&g);
 }
 
+/* Whatever the sort key, the running ranks come first: forty exited ranks from earlier jobs
+ * sorted among them left 3 of 8 live ranks on a 30-line screen. A killed one reads "died". */
+static void test_running_ranks_before_exited_ones(void **st)
+{
+    (void)st;
+    cpt_rank r[3] = { mk(0, 0, "h", 10), mk(1, 1, "h", 11), mk(2, 2, "h", 12) };
+    r[0].state = CPT_EXITED;
+    r[0].died = 1;
+    r[0].calls_per_s = 1e6; /* would sort first by calls/s */
+    cpt_live l = model(r, 3);
+    cpt_state s;
+    cpt_state_init(&s, 60, 1);
+    for (int k = 0; k < 2; k++) {
+        cpt_grid g;
+        draw(&l, &s, &g, 100, 30);
+        assert_int_equal(strncmp(row(&g, 4), "1/1", 3), 0);
+        assert_int_equal(strncmp(row(&g, 5), "2/2", 3), 0);
+        assert_int_equal(strncmp(row(&g, 6), "0/0", 3), 0);
+        assert_int_equal(col_of(&g, 6, "died"), col_of(&g, 3, "IN FLIGHT"));
+        cpt_grid_free(&g);
+        s.sort = CPT_SORT_CALLS;
+    }
+}
+
 static void test_sort_cycles_and_orders(void **st)
 {
     (void)st;
@@ -564,6 +588,7 @@ int main(void)
         cmocka_unit_test(test_slowest_rank_in_header),
         cmocka_unit_test(test_in_flight_highlights),
         cmocka_unit_test(test_exited_rank_dimmed_and_marked),
+        cmocka_unit_test(test_running_ranks_before_exited_ones),
         cmocka_unit_test(test_sort_cycles_and_orders),
         cmocka_unit_test(test_filter_by_host_or_rank),
         cmocka_unit_test(test_selection_moves_and_follows),
