@@ -131,6 +131,37 @@ static int block_index(cpv_data *d)
     return 0;
 }
 
+/* The timeline's extent: the calls that took part in an operation, with a margin. The job's
+ * first-to-last record would put a long start-up (25 s, the collectives in its last 5) in
+ * the fitted view, and every zoom around its middle on a blank stretch. */
+static void timeline_extent(cpv_data *d)
+{
+    const cpa_analysis *a = d->a;
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t ri = 0; ri < a->model->nranks; ri++) {
+        const cpa_rank *r = &a->model->ranks[ri];
+        for (size_t ci = 0; ci < r->ncalls; ci++) {
+            if (d->tl.call_op[ri][ci] == CPX_NO_OP)
+                continue;
+            uint64_t st, en;
+            int open;
+            cpx_call_span_job_ns(a, ri, &r->calls[ci], &st, &en, &open);
+            double su = cpx_job_ns_us(a, st), eu = cpx_job_ns_us(a, en);
+            lo = su < lo ? su : lo;
+            hi = eu > hi ? eu : hi;
+        }
+    }
+    if (!(lo <= hi)) { /* no operation: the job's whole span */
+        lo = 0;
+        hi = a->duration_s * 1e6;
+    }
+    double margin = (hi - lo) / 50;
+    d->t0_us = lo - margin;
+    d->t1_us = hi + margin;
+    if (d->t1_us <= d->t0_us)
+        d->t1_us = d->t0_us + 1;
+}
+
 int cpv_data_init(cpv_data *d, const cpa_analysis *a, const char *title)
 {
     memset(d, 0, sizeof *d);
@@ -179,10 +210,7 @@ int cpv_data_init(cpv_data *d, const cpa_analysis *a, const char *title)
         cpv_data_free(d);
         return -1;
     }
-    d->t0_us = 0;
-    d->t1_us = a->duration_s * 1e6;
-    if (d->t1_us <= d->t0_us)
-        d->t1_us = d->t0_us + 1;
+    timeline_extent(d);
     return 0;
 }
 

@@ -66,7 +66,8 @@ typedef struct cpv_data {
     uint64_t *rank_late_n;  /* per model rank: collectives it was the late one in */
     double *rank_late_us;   /* ... and their lateness summed */
     double max_late_us;     /* the worst single lateness of the job */
-    double t0_us, t1_us;    /* the timeline's extent, microseconds on the job line */
+    double t0_us, t1_us;    /* the timeline's extent, microseconds on the job line: the
+                             * calls that took part in an operation, and a margin */
     /* Per rank, per block of CPV_BLOCK_CALLS calls (file order): the earliest start and
      * latest end of their slices (us), so the timeline skips what its window does not
      * show at the cost of 16 bytes a block, whatever order the calls are in. */

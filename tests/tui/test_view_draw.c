@@ -214,7 +214,7 @@ static void timeline_zooms_and_scrolls_around_the_middle(void **state)
     assert_true(fabs(f->s.us_per_col - fit) < 1e-9);
     cpv_act(&f->d, &f->s, CPV_ACT_ZOOM_FIT, 10);
     assert_true(fabs(f->s.us_per_col - fit) < 1e-9);
-    assert_true(f->s.view_us == 0);
+    assert_true(f->s.view_us == f->d.t0_us);
 }
 
 static void detail_lists_every_ranks_arrival_start_end_and_wait(void **state)
@@ -325,6 +325,51 @@ static void timeline_finds_calls_deep_in_a_long_trace(void **state)
                 fail_msg("call %d of rank %d not where it should be", i, r);
             }
         }
+    }
+    cpv_grid_free(&f.g);
+    cpv_data_free(&f.d);
+    cpa_analysis_free(&f.a);
+    tt_rmtree(dir);
+    free(dir);
+}
+
+/* A job that starts up for 20 s before its first collective (the trace begins with a record
+ * at the start): the fitted timeline spans the collectives, so it opens on them and a zoom
+ * around its middle lands on them, not on the blank start-up (six zooms found nothing). */
+static void timeline_opens_on_the_collectives(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    const uint64_t startup = 20000000000ull; /* 20 s */
+    for (int r = 0; r < 2; r++) {
+        cp_trace_writer *w = exp_open_rank(dir, r, "node-d");
+        exp_put_comm(w, 2, r);
+        cp_rec_clock c = {.h = {CP_REC_CLOCK, sizeof c}, .mono_ns = EXP_MONO0,
+                          .realtime_ns = EXP_MONO0};
+        exp_put(w, &c); /* the trace's first moment */
+        for (int i = 0; i < 50; i++) {
+            uint64_t t = EXP_MONO0 + startup + (uint64_t)i * 100000000ull; /* every 100 ms */
+            exp_put_call(w, r, CP_OP_ALLREDUCE, (uint64_t)i, 1024, -1, t, 1);
+            exp_put_done(w, CP_OP_ALLREDUCE, (uint64_t)i, -1, t, t + 20000000); /* 20 ms */
+        }
+        assert_int_equal(cp_trace_writer_close(w), 0);
+    }
+    fixture f = {0};
+    exp_analyze(dir, &f.a);
+    assert_true(f.a.duration_s > 24.9);
+    assert_int_equal(cpv_data_init(&f.d, &f.a, dir), 0);
+    cpv_state_init(&f.s);
+    draw(&f, CPV_TIMELINE, 80, 24);
+    assert_true(f.d.t0_us > 19e6 && f.d.t1_us < 25.1e6);
+    int lx = lane_x(&f);
+    for (int zoom = 0; zoom < 4; zoom++) {
+        const char *lane = row(&f, expect_row(&f, "rank 0    node-d")) + lx;
+        if (!strchr(lane, 'A')) {
+            dump(&f);
+            fail_msg("no collective on the timeline after %d zooms", zoom);
+        }
+        cpv_act(&f.d, &f.s, CPV_ACT_ZOOM_IN, 10);
+        draw(&f, CPV_TIMELINE, 80, 24);
     }
     cpv_grid_free(&f.g);
     cpv_data_free(&f.d);
@@ -480,6 +525,7 @@ int main(void)
         T(enter_on_a_timeline_row_opens_the_collective_in_the_middle),
         T(enter_on_an_op_row_opens_its_first_collective),
         cmocka_unit_test(timeline_finds_calls_deep_in_a_long_trace),
+        cmocka_unit_test(timeline_opens_on_the_collectives),
         T(filter_keeps_the_rows_that_match),
         cmocka_unit_test(detail_steps_through_send_recv_pairs),
         T(keys_move_the_selection_within_the_rows),
