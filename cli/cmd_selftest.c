@@ -30,8 +30,11 @@ static const char selftest_notes[] =
     "--sizes 1M:256M. --quick: sizes 16x apart (the largest always), 2 warm-up and 5\n"
     "timed iterations.\n"
     "\n"
-    "exit codes: 0 PASS or WARN; 1 FAIL; 2 bad options; 3 could not run (no driver,\n"
-    "no GPU, no NCCL, NCCL failed), with the reason";
+    "A collective past --timeout stops the sweep: the sizes measured before it are\n"
+    "reported, with a FAIL that names it (exit 1).\n"
+    "\n"
+    "exit codes: 0 PASS or WARN; 1 FAIL (or a sweep that stopped part-way); 2 bad\n"
+    "options; 3 could not run (no driver, no GPU, no NCCL, NCCL's init failed)";
 
 /* "64M" -> bytes; -1 when not a size. */
 static long long parse_size(const char *s)
@@ -263,7 +266,13 @@ int cmd_selftest(int argc, char **argv)
     char why[512] = "";
     int src = cps_sweep(&o, &run, why, sizeof why);
     cli_progress_stop(prog);
-    if (src != CPS_SWEEP_OK) {
+    if (src == CPS_SWEEP_PARTIAL) {
+        /* what stopped it goes to stderr on every rank; rank 0's report holds what was
+         * measured before it, and the FAIL that the sweep stopped */
+        cli_error("selftest", CP_EXIT_BAD_NEWS, "%s (the sizes measured before it are %s)", why,
+                  run.world_rank == 0 ? "in the report" : "in rank 0's report");
+        rc = judge_and_print(&run, root, json, all_sizes);
+    } else if (src != CPS_SWEEP_OK) {
         rc = cli_error("selftest", src == CPS_SWEEP_USAGE ? CP_EXIT_USAGE : CP_EXIT_CANNOT_RUN,
                        "%s", why[0] ? why : "the sweep could not run");
     } else {

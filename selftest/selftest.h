@@ -162,6 +162,7 @@ typedef struct cps_run {
     cps_net_pair *net_pairs;
     int n_net_pairs;
     char log_path[512];       /* this process's NCCL INFO log, "" when none */
+    char stopped[512];        /* "" when the sweep ran to its end, else what stopped it */
     /* What NCCL logged: this process's log; under a launcher, every rank's counts, network,
      * IB, NVLS and plugin findings merged (conns stay this rank's own). */
     cps_nccl_log log;
@@ -171,11 +172,19 @@ typedef struct cps_run {
  * (else MASTER_ADDR:MASTER_PORT). */
 #define CPS_RENDEZVOUS_VAR "COLLPROF_RENDEZVOUS_DIR"
 
-enum cps_sweep_rc { CPS_SWEEP_OK = 0, CPS_SWEEP_CANNOT_RUN = 3, CPS_SWEEP_USAGE = 2 };
+enum cps_sweep_rc {
+    CPS_SWEEP_OK = 0,
+    CPS_SWEEP_PARTIAL = 1,
+    CPS_SWEEP_USAGE = 2,
+    CPS_SWEEP_CANNOT_RUN = 3,
+};
 
-/* Run the sweep. Returns CPS_SWEEP_OK; CPS_SWEEP_CANNOT_RUN with a one-line reason in why (no
- * driver, no GPU, no NCCL, init or a call failed, a peer never came, the timeout);
- * CPS_SWEEP_USAGE for a bad launcher variable. Free with cps_run_free. */
+/* Run the sweep. Returns CPS_SWEEP_OK; CPS_SWEEP_PARTIAL when a measurement failed once the
+ * communicators were up (a collective past the timeout, a call that failed): r holds every
+ * point measured before it and r->stopped (and why) says what happened, a FAIL to judge, not a
+ * run that never was; CPS_SWEEP_CANNOT_RUN with a one-line reason in why (no driver, no GPU,
+ * no NCCL, init failed, a peer never came); CPS_SWEEP_USAGE for a bad launcher variable. Free
+ * with cps_run_free. */
 int cps_sweep(const cps_options *o, cps_run *r, char *why, size_t whyn);
 void cps_run_free(cps_run *r);
 

@@ -145,6 +145,7 @@ static int add_run(json_object *top, const cps_report *rep)
     if (add(top, "run", o) || add(o, "ranks", json_object_new_int(r->nranks)) ||
         add(o, "hosts", json_object_new_int(r->nhosts)) ||
         add(o, "multi_process", json_object_new_boolean(r->multi_process)) ||
+        add(o, "partial", json_object_new_boolean(r->stopped[0] != '\0')) ||
         add(o, "nccl_version", json_object_new_int(r->nccl_version)) ||
         add(o, "cuda_driver_version", json_object_new_int(r->cuda_driver_version)) ||
         add_num(o, "expected_bus_gbps", rep->ring.bus_gbps > 0 ? rep->ring.bus_gbps : NAN) ||

@@ -36,12 +36,24 @@ static const char *clean(const char *s, char *buf, size_t n)
     return buf;
 }
 
-static void print_links(FILE *out, const cps_topology *t)
+/* Whether topology GPU g is one the run tested (rep->map holds the run's GPUs on this host). */
+static int tested(const cps_report *rep, int g)
 {
+    for (int i = 0; i < rep->run->nranks; i++)
+        if (rep->map && rep->map[i] == g)
+            return 1;
+    return 0;
+}
+
+/* The links between the GPUs tested: two GPUs of eight under CUDA_VISIBLE_DEVICES have one
+ * pair between them, not the node's 28. */
+static void print_links(FILE *out, const cps_report *rep)
+{
+    const cps_topology *t = rep->topo;
     int count[3] = {0, 0, 0}, lanes_min[3] = {0, 0, 0}, lanes_max[3] = {0, 0, 0};
     for (int i = 0; i < t->n_links; i++) {
         const cps_link *l = &t->links[i];
-        if (l->kind < 0 || l->kind > 2)
+        if (l->kind < 0 || l->kind > 2 || !tested(rep, l->a) || !tested(rep, l->b))
             continue;
         int k = l->kind;
         if (!count[k] || l->lanes < lanes_min[k])
@@ -211,6 +223,16 @@ static void print_net(FILE *out, const cps_report *rep)
     }
 }
 
+/* A count as a count ("8 GPUs", not "8.0 GPUs"), a rate with its one decimal. */
+static const char *figure(char *buf, size_t len, double v)
+{
+    if (v == (double)(long long)v && fabs(v) < 1e15)
+        snprintf(buf, len, "%lld", (long long)v);
+    else
+        snprintf(buf, len, "%.1f", v);
+    return buf;
+}
+
 void cps_summary_print(FILE *out, const cps_report *rep, int all_sizes)
 {
     const cps_run *r = rep->run;
@@ -224,7 +246,7 @@ void cps_summary_print(FILE *out, const cps_report *rep, int all_sizes)
     if (r->nhosts > 1)
         fprintf(out, ", %d hosts", r->nhosts);
     fprintf(out, "\n");
-    print_links(out, rep->topo);
+    print_links(out, rep);
     if (rep->ring.bus_gbps > 0)
         fprintf(out, "  expected  %.1f GB/s bus bandwidth: %s\n", rep->ring.bus_gbps,
                 rep->ring.basis);
@@ -243,12 +265,14 @@ void cps_summary_print(FILE *out, const cps_report *rep, int all_sizes)
             busbw_pass++;
             continue;
         }
-        char detail[4 * sizeof c->detail];
+        char detail[4 * sizeof c->detail], m[32], e[32];
         fprintf(out, "  %-5s %-20s ", cps_status_name(c->status), c->name);
         if (!isnan(c->measured)) {
-            fprintf(out, "%.1f", c->measured);
-            if (!isnan(c->expected))
-                fprintf(out, " / %.1f", c->expected);
+            fprintf(out, "%s", figure(m, sizeof m, c->measured));
+            /* an expectation of 0 (no wrong element; no figure to hold a rate to) is not one
+             * to print: "0 / 0 elements" says nothing */
+            if (!isnan(c->expected) && c->expected != 0)
+                fprintf(out, " / %s", figure(e, sizeof e, c->expected));
             fprintf(out, " %s: ", c->unit);
         }
         fprintf(out, "%s\n", clean(c->detail, detail, sizeof detail));

@@ -370,6 +370,9 @@ int cps_sweep(const cps_options *o, cps_run *r, char *why, size_t whyn)
     }
     if (!fail)
         fail = cps_world_buffers(&w, (size_t)need, why, whyn);
+    /* from here a failure is the node's answer (a collective that never finishes is the worst
+     * one): what was measured before it is kept and judged */
+    int measuring = !fail;
 
     struct cps_progress pr = {o, 0, 0, r->world_rank != 0};
     for (int op = 0; op < CPS_NOPS; op++)
@@ -394,7 +397,7 @@ int cps_sweep(const cps_options *o, cps_run *r, char *why, size_t whyn)
         fail = cps_world_merge_log(&w, &r->log, why, whyn);
     }
     cps_world_close(&w, fail != 0);
-    if (!fail && !r->multi_process && r->log_path[0])
+    if ((!fail || measuring) && !r->multi_process && r->log_path[0])
         (void)cps_nccl_log_parse_file(r->log_path, &r->log);
     if (fail) {
         if (r->multi_process) {
@@ -402,6 +405,10 @@ int cps_sweep(const cps_options *o, cps_run *r, char *why, size_t whyn)
             char own[512];
             snprintf(own, sizeof own, "rank %d of %d: %s", id.rank, id.world, why);
             snprintf(why, whyn, "%s", own);
+        }
+        if (measuring) {
+            snprintf(r->stopped, sizeof r->stopped, "%s", why);
+            return CPS_SWEEP_PARTIAL;
         }
         cps_run_free(r);
         return CPS_SWEEP_CANNOT_RUN;

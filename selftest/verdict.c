@@ -98,7 +98,7 @@ static int check_correctness(cps_report *rep)
         return -1;
     c->measured = (double)wrong;
     c->expected = 0;
-    snprintf(c->unit, sizeof c->unit, "elements");
+    snprintf(c->unit, sizeof c->unit, "wrong elements");
     char size[32];
     cps_bytes_text(r->check_bytes, size, sizeof size);
     if (wrong)
@@ -453,6 +453,21 @@ static int check_nics(cps_report *rep)
     return 0;
 }
 
+/* A sweep that stopped part-way: what stopped it, beside the figures measured before. */
+static int check_sweep(cps_report *rep)
+{
+    const cps_run *r = rep->run;
+    if (!r->stopped[0])
+        return 0;
+    cps_check *c = add(rep, "sweep", CPS_FAIL);
+    if (!c)
+        return -1;
+    c->measured = r->npoints;
+    snprintf(c->unit, sizeof c->unit, "sizes measured");
+    snprintf(c->detail, sizeof c->detail, "stopped: %s", r->stopped);
+    return 0;
+}
+
 int cps_judge(cps_report *rep, char *const *env)
 {
     const cps_run *r = rep->run;
@@ -461,7 +476,7 @@ int cps_judge(cps_report *rep, char *const *env)
                                         log->count[CPS_TR_NET_OTHER] +
                                         log->count[CPS_TR_COLLNET] > 0;
     cps_expect_ring(rep->topo, r, rep->map, rep->net, &rep->ring);
-    if (check_gpus(rep) || check_correctness(rep) || check_transport(rep, env) ||
+    if (check_sweep(rep) || check_gpus(rep) || check_correctness(rep) || check_transport(rep, env) ||
         check_busbw(rep) || check_p2p(rep) || check_net(rep) || check_nics(rep))
         return -1;
     rep->verdict = CPS_PASS;

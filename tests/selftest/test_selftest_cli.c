@@ -416,10 +416,47 @@ static void init_that_never_finishes_cannot_run(void **state)
         fail_msg("it took %.1f s to give up after a 2 s timeout", s);
 }
 
+/* A collective that never finishes part-way through the sweep: a FAIL that says which size
+ * and what happened, with every size measured before it in the table; exit 1, not 3. The
+ * checks print figures that mean something ("0 wrong elements", "2 / 2 GPUs"), and the link
+ * summary counts the links between the GPUs tested (two of eight: one pair). */
+static void a_size_that_times_out_keeps_what_came_before(void **state)
+{
+    (void)state;
+    emu_env(emu_dir);
+    /* the check (1 call), then 7 calls a size: 1 KiB and 2 KiB pass, 4 KiB never ends */
+    setenv("COLLPROF_EMU_HANG", "1:17", 1);
+    setenv("CUDA_VISIBLE_DEVICES", "0,1", 1);
+    const char *args[] = { "selftest", "--ops", "allreduce", "--sizes", "1K:4K", "--warmup", "2",
+                           "--iters", "5", "--no-p2p", "--timeout", "1", "--root", root_ib,
+                           NULL };
+    struct cli_result r;
+    cli_run(&r, args);
+    unsetenv("COLLPROF_EMU_HANG");
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    fprintf(stderr, "%s%s", r.out, r.err);
+    assert_int_equal(r.status, 1);
+    assert_string_equal(r.err, "collprof: selftest: allreduce 4 KiB did not finish within 1 s: "
+                               "every communicator aborted (the sizes measured before it are "
+                               "in the report)\n");
+    assert_true(cli_starts_with(r.out, "collprof selftest: FAIL\n"));
+    assert_non_null(strstr(r.out, "\n  links     NVLINK 1 pair x18\n"));
+    /* the table's row: the largest size measured, and the smallest */
+    assert_non_null(strstr(r.out, "\n  AllReduce          2 KiB "));
+    assert_non_null(strstr(r.out, "  1 KiB in "));
+    assert_non_null(strstr(r.out, "\n  FAIL  sweep                2 sizes measured: stopped: "
+                                  "allreduce 4 KiB did not finish within 1 s"));
+    assert_non_null(strstr(r.out, "\n  PASS  correctness          0 wrong elements: "));
+    assert_non_null(strstr(r.out, "\n  PASS  gpus                 2 / 2 GPUs: "));
+    assert_null(strstr(r.out, ".0 GPUs"));
+    cli_result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(healthy_h100_passes_near_the_model),
+        cmocka_unit_test(a_size_that_times_out_keeps_what_came_before),
         cmocka_unit_test(sockets_between_two_hosts_fail_the_transport),
         cmocka_unit_test(one_slow_link_is_named),
         cmocka_unit_test(gpus_are_named_in_pci_order_whatever_cuda_calls_them),

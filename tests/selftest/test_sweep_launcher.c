@@ -132,7 +132,7 @@ static void start_rank(struct rank_run *k, const struct job *j, int r)
     const char *argv[] = {"collprof", "selftest", "--json", "--quick", "--sizes", "8:4M",
                           "--iters", "20", "--timeout", j->timeout, "--root", root_ib, NULL};
     const char *hang_argv[] = {"collprof", "selftest", "--json", "--ops", "allreduce",
-                               "--sizes", "1K:1K", "--warmup", "2", "--iters", "5",
+                               "--sizes", "1K:4K", "--warmup", "2", "--iters", "5",
                                "--timeout", j->timeout, "--root", root_ib, NULL};
     /* the rail pairs, not the sweep, find a slow link between hosts: the sweep kept short */
     const char *slow_argv[] = {"collprof", "selftest", "--json", "--quick", "--ops", "allreduce",
@@ -435,24 +435,40 @@ static void test_ranks_share_a_gpu(void **state)
     }
 }
 
-/* A rank that never enters a collective (its 4th AllReduce: after the check and the two
- * warm-up calls): every rank's --timeout ends the run, each with its own line, exit 3. */
+/* A rank that never enters a collective (its 21st AllReduce: after the check and the sum
+ * that agrees on its count, then 7 calls and the min that agrees on the times for each of
+ * 1 KiB and 2 KiB, the third of 4 KiB): every rank's --timeout ends the run, each
+ * with its own line, exit 1 (a FAIL, not a run that could not be made); rank 0's report keeps
+ * the two sizes measured before it and says the sweep stopped. */
 static void test_hang_times_out(void **state)
 {
     (void)state;
-    struct job j = {2, 2, 1, tp_free_port(), "1", NULL, "1:3", NULL};
+    struct job j = {2, 2, 1, tp_free_port(), "1", NULL, "1:20", NULL};
     struct rank_run k[2];
     run_job(k, &j);
     for (int r = 0; r < 2; r++) {
         fprintf(stderr, "rank %d: exit %d: %s", r, k[r].res.status, k[r].res.err);
-        char want[128];
-        snprintf(want, sizeof want, "collprof: selftest: rank %d of 2: allreduce 1 KiB did not "
-                 "finish within 1 s: every communicator aborted\n", r);
-        assert_int_equal(k[r].res.status, 3);
+        char want[256];
+        snprintf(want, sizeof want, "collprof: selftest: rank %d of 2: allreduce 4 KiB did not "
+                 "finish within 1 s: every communicator aborted (the sizes measured before it "
+                 "are in %s)\n", r, r == 0 ? "the report" : "rank 0's report");
+        assert_int_equal(k[r].res.status, 1);
         assert_string_equal(k[r].res.err, want);
-        assert_string_equal(k[r].res.out, "");
-        cli_result_free(&k[r].res);
     }
+    assert_string_equal(k[1].res.out, "");
+    json_object *o = json_tokener_parse(k[0].res.out);
+    assert_non_null(o);
+    assert_string_equal(json_object_get_string(get(o, "verdict")), "FAIL");
+    assert_true(json_object_get_boolean(get(get(o, "run"), "partial")));
+    json_object *sweep = check_named(o, "sweep");
+    assert_string_equal(json_object_get_string(get(sweep, "status")), "FAIL");
+    assert_int_equal(json_object_get_int(get(sweep, "measured")), 2);
+    assert_non_null(strstr(json_object_get_string(get(sweep, "detail")),
+                           "allreduce 4 KiB did not finish within 1 s"));
+    assert_int_equal(json_object_array_length(get(o, "ops")), 2);
+    json_object_put(o);
+    for (int r = 0; r < 2; r++)
+        cli_result_free(&k[r].res);
 }
 
 /* A launcher variable that makes no sense is a usage error, before anything starts. */
