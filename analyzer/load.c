@@ -431,7 +431,12 @@ static int on_nccl_op(void *ctx, const cp_rec_nccl_op *n)
 static int on_lost(void *ctx, const cp_rec_lost *l)
 {
     load_ctx *x = ctx;
+    cpa_integrity *g = &x->r->integrity;
     x->lost_in_records = cpa_sat_add(x->lost_in_records, l->count);
+    unsigned cause = l->cause <= CP_LOST_CAUSE_LAST ? l->cause : 0;
+    g->lost_by_cause[cause] = cpa_sat_add(g->lost_by_cause[cause], l->count);
+    if (l->at_ns && l->at_ns <= CPA_TIME_MAX && (!g->first_gap_ns || l->at_ns < g->first_gap_ns))
+        g->first_gap_ns = l->at_ns;
     return 0;
 }
 
@@ -521,6 +526,9 @@ static void walk_warnings(cpa_model *m, const cpa_rank *r, const cp_walk_result 
                        res->corrupt_chunks, res->message);
     if (res->missing_chunks)
         cpa_model_warn(m, "'%s': %" PRIu64 " chunks missing", r->path, res->missing_chunks);
+    if (res->unknown_records)
+        cpa_model_warn(m, "'%s': %" PRIu64 " records of a type this collprof does not know "
+                       "(from a newer one?) skipped", r->path, res->unknown_records);
     if (r->lost_records)
         cpa_model_warn(m, "'%s': the writer lost %" PRIu64 " records", r->path,
                        r->lost_records);
@@ -645,6 +653,14 @@ static int load_file(cpa_model *wm, cpa_rank *r, const char *path, const cpa_mem
      * chunk; LOST records may tell of more in a chunk that survived a later cut. */
     r->lost_records = res.lost_records > x.lost_in_records ? res.lost_records
                                                             : x.lost_in_records;
+    cpa_integrity *g = &r->integrity;
+    g->unknown_records = res.unknown_records;
+    g->corrupt_chunks = res.corrupt_chunks;
+    g->missing_chunks = res.missing_chunks;
+    g->truncated = res.stop == CP_WALK_TRUNCATED;
+    /* a cut: the hole starts after the last record read */
+    if (g->truncated && r->last_ns && (!g->first_gap_ns || r->last_ns < g->first_gap_ns))
+        g->first_gap_ns = r->last_ns;
     resolve_comms(wm, r, x.hang_comm_index, x.resolve_again);
     free(x.hang_comm_index);
     walk_warnings(wm, r, &res);
@@ -763,6 +779,15 @@ static int load_files(char **paths, const cpa_mem_file *mem, int n, unsigned thr
             }
             m->records += r->records;
             m->lost_records = cpa_sat_add(m->lost_records, r->lost_records);
+            cpa_integrity *g = &m->integrity;
+            const cpa_integrity *rg = &r->integrity;
+            for (unsigned c = 0; c <= CP_LOST_CAUSE_LAST; c++)
+                g->lost_by_cause[c] = cpa_sat_add(g->lost_by_cause[c], rg->lost_by_cause[c]);
+            g->unknown_records = cpa_sat_add(g->unknown_records, rg->unknown_records);
+            g->corrupt_chunks = cpa_sat_add(g->corrupt_chunks, rg->corrupt_chunks);
+            g->missing_chunks = cpa_sat_add(g->missing_chunks, rg->missing_chunks);
+            g->truncated += rg->truncated;
+            m->ranks_with_holes += cpa_rank_has_holes(r) != 0;
             m->nranks++;
         }
     }

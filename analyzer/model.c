@@ -1,6 +1,8 @@
-/* analyzer/model.c: the model's memory (growth, warnings, free). Loading is in load.c. */
+/* analyzer/model.c: the model's memory (growth, warnings, free) and how its holes read.
+ * Loading is in load.c. */
 #include "analyzer/model.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,4 +72,48 @@ void cpa_model_free(cpa_model *m)
         free(m->warnings[i]);
     free(m->warnings);
     free(m);
+}
+
+void cpa_integrity_text(char *buf, size_t len, const cpa_integrity *g, uint64_t lost)
+{
+    size_t n = 0;
+    if (!len)
+        return;
+    buf[0] = '\0';
+#define CPA_PUT(...)                                                                     \
+    do {                                                                                 \
+        if (n < len)                                                                     \
+            n += (size_t)snprintf(buf + n, len - n, __VA_ARGS__);                        \
+    } while (0)
+    uint64_t by_cause = 0;
+    for (unsigned c = 0; c <= CP_LOST_CAUSE_LAST; c++)
+        by_cause = cpa_sat_add(by_cause, g->lost_by_cause[c]);
+    if (lost < by_cause)
+        lost = by_cause;
+    if (lost) {
+        CPA_PUT("%" PRIu64 " record%s lost", lost, lost == 1 ? "" : "s");
+        const char *sep = " (";
+        for (unsigned c = 1; c <= CP_LOST_CAUSE_LAST; c++)
+            if (g->lost_by_cause[c]) {
+                CPA_PUT("%s%" PRIu64 " %s", sep, g->lost_by_cause[c], cp_lost_cause_name(c));
+                sep = ", ";
+            }
+        /* the chunk headers' total counts drops whose LOST record never reached the disk */
+        uint64_t untold = lost - (by_cause - g->lost_by_cause[0]);
+        if (untold && sep[0] == ',')
+            CPA_PUT("%s%" PRIu64 " cause unknown", sep, untold);
+        if (sep[0] == ',')
+            CPA_PUT(")");
+    }
+    if (g->unknown_records)
+        CPA_PUT("%s%" PRIu64 " of an unknown type", n ? ", " : "", g->unknown_records);
+    if (g->missing_chunks)
+        CPA_PUT("%s%" PRIu64 " chunk%s missing", n ? ", " : "", g->missing_chunks,
+                g->missing_chunks == 1 ? "" : "s");
+    if (g->corrupt_chunks && g->corrupt_chunks != g->missing_chunks)
+        CPA_PUT("%s%" PRIu64 " corrupt", n ? ", " : "", g->corrupt_chunks);
+    if (g->truncated)
+        CPA_PUT("%s%" PRIu64 " file%s cut short", n ? ", " : "", g->truncated,
+                g->truncated == 1 ? "" : "s");
+#undef CPA_PUT
 }

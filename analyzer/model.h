@@ -93,6 +93,18 @@ enum {
     CPA_NCCL_NOT_STARTED = 2, /* ... and no kernel channel of it had started by the end */
 };
 
+/* What a trace lacks, by kind: every output says it where its figures rest on it. */
+typedef struct cpa_integrity {
+    uint64_t lost_by_cause[CP_LOST_CAUSE_LAST + 1]; /* LOST records' counts; [0] a cause this
+                                                      * collprof does not know */
+    uint64_t unknown_records;  /* of a type this collprof does not know: skipped */
+    uint64_t corrupt_chunks;   /* failed their checks: skipped */
+    uint64_t missing_chunks;   /* gaps in the chunk sequence (corrupt, or never written) */
+    uint64_t truncated;        /* files cut short inside a chunk (a kill, a full disk) */
+    uint64_t first_gap_ns;     /* monotonic time of its first hole where known (the first
+                                * LOST record's time; the last record before a cut), else 0 */
+} cpa_integrity;
+
 typedef struct cpa_rank {
     char *path;
     int32_t rank;          /* header's, superseded by a PROCESS record's when >= 0 */
@@ -134,6 +146,7 @@ typedef struct cpa_rank {
                               unused: past CPA_TIME_MAX, or a GPU end before its start */
     int walk_stop;         /* enum cp_walk_stop */
     int ended;             /* an END record was seen: the process closed its trace */
+    cpa_integrity integrity;
 } cpa_rank;
 
 typedef struct cpa_model {
@@ -145,7 +158,27 @@ typedef struct cpa_model {
     uint64_t dropped_warnings; /* past CPA_MAX_WARNINGS: counted, not kept */
     uint64_t records;
     uint64_t lost_records; /* saturates at UINT64_MAX */
+    cpa_integrity integrity; /* the ranks' summed (first_gap_ns: unused, per rank only) */
+    size_t ranks_with_holes; /* ranks whose trace lost records or chunks, or was cut */
 } cpa_model;
+
+/* Whether a rank's trace, or the job's, has a hole: records lost, unknown, chunks corrupt or
+ * missing, a cut. */
+static inline int cpa_rank_has_holes(const cpa_rank *r)
+{
+    const cpa_integrity *g = &r->integrity;
+    return r->lost_records || g->unknown_records || g->corrupt_chunks || g->missing_chunks ||
+           g->truncated;
+}
+static inline int cpa_model_has_holes(const cpa_model *m)
+{
+    return m->ranks_with_holes > 0;
+}
+
+/* "12 records lost (10 ring_full, 2 at_end), 1 chunk missing, cut short": what g counts,
+ * with lost the records lost in all (which may exceed the LOST records' sum: the chunk
+ * headers count what a lost LOST record told). "" when nothing. */
+void cpa_integrity_text(char *buf, size_t len, const cpa_integrity *g, uint64_t lost);
 
 /* Whether m->lost_records is a lower bound only: a trace that ends without END (killed, or
  * its closing chunk never reached the disk) lost what its process still held, uncounted. */

@@ -396,23 +396,11 @@ static int print_clock(void *ctx, const cp_rec_clock *rec)
     return end(d);
 }
 
-static const char *lost_cause_name(unsigned cause)
-{
-    switch (cause) {
-    case CP_LOST_RING_FULL: return "ring_full";
-    case CP_LOST_WRITE_ERROR: return "write_error";
-    case CP_LOST_TOO_BIG: return "too_big";
-    case CP_LOST_NO_MEMORY: return "no_memory";
-    case CP_LOST_AT_END: return "at_end";
-    default: return NULL;
-    }
-}
-
 static int print_lost(void *ctx, const cp_rec_lost *rec)
 {
     struct dump *d = ctx;
     struct dump_line *l = begin(d, "LOST");
-    const char *cause = lost_cause_name(rec->cause);
+    const char *cause = cp_lost_cause_name(rec->cause);
     if (cause)
         put_name(l, "cause", cause);
     else
@@ -472,7 +460,7 @@ static void warn_losses(struct dump *d, const char *path, const cp_walk_result *
     for (unsigned cause = 1; cause <= CP_LOST_CAUSE_LAST; cause++)
         if (f->lost_by_cause[cause] && n < sizeof why)
             n += (size_t)snprintf(why + n, sizeof why - n, "%s%" PRIu64 " %s", n ? ", " : "",
-                                  f->lost_by_cause[cause], lost_cause_name(cause));
+                                  f->lost_by_cause[cause], cp_lost_cause_name(cause));
     if (total - (by_cause - f->lost_by_cause[0]) > 0 && n < sizeof why)
         snprintf(why + n, sizeof why - n, "%s%" PRIu64 " cause unknown", n ? ", " : "",
                  total - (by_cause - f->lost_by_cause[0]));

@@ -335,6 +335,7 @@ const char *cp_op_name(unsigned op);             /* "AllReduce"; "?" when unknow
 int cp_op_from_name(const char *name);           /* -1 when unknown */
 const char *cp_dtype_name(unsigned dtype);       /* "float32"; "?" when unknown */
 const char *cp_redop_name(unsigned redop);       /* "sum"; "?" when unknown */
+const char *cp_lost_cause_name(unsigned cause);  /* "ring_full"; NULL when unknown */
 const char *cp_record_type_name(unsigned type);  /* "CALL"; NULL when unknown */
 const char *cp_algo_name(unsigned algo);         /* "RING"; "?" when unknown */
 const char *cp_proto_name(unsigned proto);       /* "SIMPLE"; "?" when unknown */

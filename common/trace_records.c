@@ -70,6 +70,15 @@ const char *cp_redop_name(unsigned redop)
     return redop == CP_REDOP_NONE ? "none" : "?";
 }
 
+const char *cp_lost_cause_name(unsigned cause)
+{
+    static const char *const names[CP_LOST_CAUSE_LAST + 1] = {
+        [CP_LOST_RING_FULL] = "ring_full", [CP_LOST_WRITE_ERROR] = "write_error",
+        [CP_LOST_TOO_BIG] = "too_big",     [CP_LOST_NO_MEMORY] = "no_memory",
+        [CP_LOST_AT_END] = "at_end"};
+    return cause <= CP_LOST_CAUSE_LAST ? names[cause] : NULL;
+}
+
 static const char *const record_type_names[CP_REC_TYPE_MAX_KNOWN + 1] = {
     [CP_REC_PROCESS] = "PROCESS", [CP_REC_COMM] = "COMM", [CP_REC_SITE] = "SITE",
     [CP_REC_CALL] = "CALL",       [CP_REC_DONE] = "DONE", [CP_REC_CLOCK] = "CLOCK",

@@ -18,7 +18,8 @@
 
 static const char header[] =
     "rank,host,comm,seq,op,count,dtype,bytes,root_or_peer,stream,enter_us,start_us,end_us,"
-    "dur_us,arrival_us,wait_us,late,site,timing,algo,proto,channels,nccl_seq\n";
+    "dur_us,arrival_us,wait_us,late,site,timing,algo,proto,channels,nccl_seq,rank_holes,"
+    "after_hole\n";
 
 /* A text field, escaped and quoted when RFC 4180 wants it. */
 static void field(FILE *out, const char *s)
@@ -117,9 +118,23 @@ static void row(FILE *out, const cpa_analysis *a, const cpx_timeline *tl, size_t
     /* NCCL's own seqNumber (per communicator and function), to read beside NCCL's logs */
     uint64_t nseq = cpa_call_nccl_seq(r, c);
     if (nseq != CPA_SEQ_NONE)
-        fprintf(out, ",%" PRIu64 "\n", nseq);
+        fprintf(out, ",%" PRIu64, nseq);
     else
-        fputs(",\n", out);
+        fputs(",", out);
+    /* what the rank's trace lacks, on each of its rows (a filter in pandas, not a trailer
+     * that breaks its parser), and whether the row comes after its first known hole */
+    if (cpa_rank_has_holes(r)) {
+        char holes[400];
+        cpa_integrity_text(holes, sizeof holes, &r->integrity, r->lost_records);
+        fputc(',', out);
+        field(out, holes);
+        if (r->integrity.first_gap_ns)
+            fprintf(out, ",%d\n", c->enter_ns >= r->integrity.first_gap_ns);
+        else
+            fputs(",\n", out);
+    } else {
+        fputs(",,\n", out);
+    }
 }
 
 int cpx_export_csv(FILE *out, const cpa_analysis *a)

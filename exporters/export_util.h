@@ -84,6 +84,15 @@ void cpx_timeline_free(cpx_timeline *t);
 int32_t cpx_op_late_rank_idx(const cpa_analysis *a, size_t op_idx);
 double cpx_op_late_us(const cpa_analysis *a, size_t op_idx);
 
+/* The trace's holes in one line, as every output says them: "12 records lost (10 ring_full,
+ * 2 at_end), 1 chunk missing; 2 of 8 ranks, the first at +3.214 s (rank 3)"; "" when it has
+ * none. The first hole's rank index and job time (seconds since the start) in *first_rank
+ * and *first_s when known (else -1 and NAN); either may be NULL. */
+void cpx_holes_text(char *buf, size_t len, const cpa_analysis *a, long *first_rank,
+                    double *first_s);
+/* The caveat a figure over a hole carries, "" when the trace has none. */
+const char *cpx_holes_caveat(const cpa_analysis *a);
+
 /* Index into model->ranks of global rank `rank`, -1 when no file has it. */
 long cpx_rank_index(const cpa_model *m, int32_t rank);
 

@@ -238,10 +238,11 @@ static void rank_metadata(pw *p, size_t ri)
     const cpa_rank *r = &p->a->model->ranks[ri];
     char name[320], host[4 * CP_HOSTNAME_BYTES];
     cp_text_escape(host, sizeof host, r->hostname, strlen(r->hostname));
+    const char *holes = cpa_rank_has_holes(r) ? ", trace has holes" : "";
     if (r->rank >= 0)
-        snprintf(name, sizeof name, "rank %d (%s)", (int)r->rank, host[0] ? host : "?");
+        snprintf(name, sizeof name, "rank %d (%s%s)", (int)r->rank, host[0] ? host : "?", holes);
     else
-        snprintf(name, sizeof name, "rank ? (%s, pid %u)", host[0] ? host : "?", r->pid);
+        snprintf(name, sizeof name, "rank ? (%s, pid %u%s)", host[0] ? host : "?", r->pid, holes);
     metadata(p, "process_name", p->pid[ri], p->pid[ri], "name", json_object_new_string(name));
     metadata(p, "process_sort_index", p->pid[ri], p->pid[ri], "sort_index",
              json_object_new_int64(p->pid[ri]));
@@ -414,6 +415,37 @@ static void hang_instant(pw *p, const cpa_hang *h, int32_t rank, const char *rol
     emit(p, ev, oom);
 }
 
+/* A rank whose trace has a hole: an instant on its process where the first hole is known
+ * (else at its first record), holding what it lacks; Perfetto shows the rank's slices as if
+ * complete, so the mark is where a reader looks. */
+static void hole_instant(pw *p, size_t ri)
+{
+    const cpa_analysis *a = p->a;
+    const cpa_rank *r = &a->model->ranks[ri];
+    if (!cpa_rank_has_holes(r))
+        return;
+    int oom = 0;
+    char what[400], name[440];
+    cpa_integrity_text(what, sizeof what, &r->integrity, r->lost_records);
+    snprintf(name, sizeof name, "trace hole: %s", what);
+    json_object *ev = event_named(p, &oom, chk(&oom, json_object_new_string(name)), "i",
+                                  p->pid[ri], p->tid_base[ri]);
+    put(&oom, ev, "s", chk(&oom, json_object_new_string("p")));
+    put(&oom, ev, "cat", chk(&oom, json_object_new_string("integrity")));
+    uint64_t at = r->integrity.first_gap_ns ? r->integrity.first_gap_ns : r->first_ns;
+    uint64_t job = cpa_clock_job_ns(a->model, &a->clock, ri, at);
+    put(&oom, ev, "ts", ns_us(&oom, (int64_t)(job - a->start_ns)));
+    json_object *args = chk(&oom, json_object_new_object());
+    put(&oom, args, "lost_records", chk(&oom, json_object_new_uint64(r->lost_records)));
+    put(&oom, args, "missing_chunks", chk(&oom, json_object_new_uint64(r->integrity.missing_chunks)));
+    put(&oom, args, "unknown_records",
+        chk(&oom, json_object_new_uint64(r->integrity.unknown_records)));
+    put(&oom, args, "cut_short", chk(&oom, json_object_new_boolean(r->integrity.truncated != 0)));
+    put(&oom, args, "first_hole_known", chk(&oom, json_object_new_boolean(r->integrity.first_gap_ns != 0)));
+    put(&oom, ev, "args", args);
+    emit(p, ev, oom);
+}
+
 static void header(pw *p)
 {
     const cpa_analysis *a = p->a;
@@ -426,6 +458,11 @@ static void header(pw *p)
     char start[32];
     snprintf(start, sizeof start, "%" PRIu64, a->start_ns);
     put(&oom, other, "start_unix_ns", chk(&oom, json_object_new_string(start)));
+    /* what the trace lacks, where a reader of the file looks first */
+    char holes[512];
+    cpx_holes_text(holes, sizeof holes, a, NULL, NULL);
+    put(&oom, other, "lost_records", chk(&oom, json_object_new_uint64(a->model->lost_records)));
+    put(&oom, other, "holes", chk(&oom, json_object_new_string(holes[0] ? holes : "none")));
     if (oom) {
         json_object_put(other);
         p->failed = 1;
@@ -459,6 +496,8 @@ int cpx_export_perfetto_events(FILE *out, const cpa_analysis *a, uint64_t *event
     header(&p);
     for (size_t ri = 0; ri < m->nranks && !p.failed; ri++)
         rank_metadata(&p, ri);
+    for (size_t ri = 0; ri < m->nranks && !p.failed; ri++)
+        hole_instant(&p, ri);
     for (size_t ri = 0; ri < m->nranks && !p.failed; ri++)
         for (size_t ci = 0; ci < m->ranks[ri].ncalls && !p.failed; ci++)
             call_events(&p, ri, ci);

@@ -118,6 +118,40 @@ static void job_metrics(FILE *out, const cpa_analysis *a)
     family(out, "collprof_lost_records_total", "counter",
            "Trace records the writers dropped (a full ring, a write error).");
     sample_u64(out, "collprof_lost_records_total", NULL, m->lost_records);
+    /* what the trace lacks, by kind: a dashboard must not show figures from a holed trace as
+     * whole (docs/REPORT.md) */
+    const cpa_integrity *g = &m->integrity;
+    family(out, "collprof_lost_records_by_cause_total", "counter",
+           "Trace records dropped, by the cause their LOST records give (untold: the chunk "
+           "headers count drops whose LOST record never reached the disk).");
+    labels l;
+    uint64_t by_cause = 0;
+    for (unsigned c = 0; c <= CP_LOST_CAUSE_LAST; c++) {
+        by_cause += g->lost_by_cause[c];
+        if (!g->lost_by_cause[c])
+            continue;
+        lbl_reset(&l);
+        lbl_add(&l, "cause", c ? cp_lost_cause_name(c) : "unknown");
+        sample_u64(out, "collprof_lost_records_by_cause_total", &l, g->lost_by_cause[c]);
+    }
+    if (m->lost_records > by_cause) {
+        lbl_reset(&l);
+        lbl_add(&l, "cause", "untold");
+        sample_u64(out, "collprof_lost_records_by_cause_total", &l, m->lost_records - by_cause);
+    }
+    family(out, "collprof_trace_unknown_records_total", "counter",
+           "Trace records of a type this collprof does not know: skipped.");
+    sample_u64(out, "collprof_trace_unknown_records_total", NULL, g->unknown_records);
+    family(out, "collprof_trace_missing_chunks_total", "counter",
+           "Chunks missing from the traces (corrupt, or never written).");
+    sample_u64(out, "collprof_trace_missing_chunks_total", NULL, g->missing_chunks);
+    family(out, "collprof_trace_truncated_files", "gauge",
+           "Trace files cut short inside a chunk (a kill, a full disk).");
+    sample_u64(out, "collprof_trace_truncated_files", NULL, g->truncated);
+    family(out, "collprof_trace_ranks_with_holes", "gauge",
+           "Ranks whose trace lost records or chunks, or was cut: figures over them may leave "
+           "operations out.");
+    sample_u64(out, "collprof_trace_ranks_with_holes", NULL, m->ranks_with_holes);
     family(out, "collprof_warnings", "gauge", "Problems met reading the trace (cut files, ...).");
     sample_u64(out, "collprof_warnings", NULL, m->nwarnings + m->dropped_warnings);
     family(out, "collprof_trace_duration_seconds", "gauge",

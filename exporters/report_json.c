@@ -83,6 +83,30 @@ static size_t limit(size_t n, size_t top)
     return top && n > top ? top : n;
 }
 
+/* What a trace (or all of them) lacks: lost records by cause, unknown records, chunks
+ * missing or corrupt, files cut short. */
+static json_object *integrity(jb *b, const cpa_integrity *g, uint64_t lost)
+{
+    json_object *o = chk(b, json_object_new_object());
+    json_object *causes = chk(b, json_object_new_object());
+    uint64_t by_cause = 0;
+    for (unsigned c = 0; c <= CP_LOST_CAUSE_LAST; c++) {
+        by_cause += g->lost_by_cause[c];
+        if (g->lost_by_cause[c])
+            put(b, causes, c ? cp_lost_cause_name(c) : "unknown",
+                chk(b, json_object_new_uint64(g->lost_by_cause[c])));
+    }
+    /* drops the chunk headers count whose LOST record never reached the disk */
+    if (lost > by_cause)
+        put(b, causes, "untold", chk(b, json_object_new_uint64(lost - by_cause)));
+    put(b, o, "lost_by_cause", causes);
+    put(b, o, "unknown_records", chk(b, json_object_new_uint64(g->unknown_records)));
+    put(b, o, "missing_chunks", chk(b, json_object_new_uint64(g->missing_chunks)));
+    put(b, o, "corrupt_chunks", chk(b, json_object_new_uint64(g->corrupt_chunks)));
+    put(b, o, "truncated_files", chk(b, json_object_new_uint64(g->truncated)));
+    return o;
+}
+
 static json_object *job(jb *b, const cpa_analysis *a)
 {
     const cpa_model *m = a->model;
@@ -115,6 +139,20 @@ static json_object *job(jb *b, const cpa_analysis *a)
     put(b, o, "interrupted_operations", chk(b, json_object_new_uint64(h->interrupted)));
     put(b, o, "unjudged_operations", chk(b, json_object_new_uint64(h->unknown)));
     put(b, o, "oversized_operations", chk(b, json_object_new_uint64(a->stats.oversized)));
+    json_object *g = integrity(b, &m->integrity, m->lost_records);
+    put(b, g, "holes", chk(b, json_object_new_boolean(cpa_model_has_holes(m))));
+    put(b, g, "ranks_with_holes", chk(b, json_object_new_uint64(m->ranks_with_holes)));
+    long first;
+    double first_s;
+    char text[512];
+    cpx_holes_text(text, sizeof text, a, &first, &first_s);
+    if (first >= 0) {
+        json_object *f = chk(b, json_object_new_object());
+        put(b, f, "rank", chk(b, json_object_new_int(m->ranks[first].rank)));
+        put(b, f, "t_s", num(b, first_s, 6));
+        put(b, g, "first_hole", f);
+    }
+    put(b, o, "integrity", g);
     return o;
 }
 
@@ -356,6 +394,10 @@ static json_object *per_rank(jb *b, const cpa_analysis *a)
         }
         put(b, o, "records", chk(b, json_object_new_uint64(r->records)));
         put(b, o, "lost_records", chk(b, json_object_new_uint64(r->lost_records)));
+        put(b, o, "integrity", integrity(b, &r->integrity, r->lost_records));
+        if (r->integrity.first_gap_ns)
+            put(b, o, "first_hole_s",
+                num(b, cpx_job_us(a, i, r->integrity.first_gap_ns) / 1e6, 6));
         put(b, o, "ended", chk(b, json_object_new_boolean(r->ended != 0)));
         if (r->ended && r->end_signal)
             put(b, o, "signal", chk(b, json_object_new_int(r->end_signal)));

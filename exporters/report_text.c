@@ -30,6 +30,7 @@ typedef struct tw {
     FILE *out;
     int color;
     size_t top;
+    const char *caveat; /* under each table of figures when the trace has holes, else "" */
 } tw;
 
 int cpx_want_color(int fd)
@@ -86,8 +87,9 @@ static void line(tw *w, enum style st, const char *fmt, ...)
 }
 
 /* Free text (a warning, what a rank did last) on at most max_lines lines of WIDTH, broken
- * at spaces, each after indent; what does not fit ends in "...". */
-static void wrapped(tw *w, const char *indent, const char *text, int max_lines)
+ * at spaces, each after indent, in style st; what does not fit ends in "...". */
+static void wrapped_style(tw *w, enum style st, const char *indent, const char *text,
+                          int max_lines)
 {
     char *clean = cp_text_escape_dup(text, strlen(text));
     if (!clean)
@@ -113,12 +115,17 @@ static void wrapped(tw *w, const char *indent, const char *text, int max_lines)
         char buf[1024];
         snprintf(buf, sizeof buf, "%s%.*s%s", indent, (int)take, p,
                  len > take && l == max_lines - 1 ? "..." : "");
-        emit_line(w, PLAIN, buf);
+        emit_line(w, st, buf);
         p += take;
         while (*p == ' ')
             p++;
     }
     free(clean);
+}
+
+static void wrapped(tw *w, const char *indent, const char *text, int max_lines)
+{
+    wrapped_style(w, PLAIN, indent, text, max_lines);
 }
 
 /* s escaped, cut to max_cols bytes at a whole character or escape. */
@@ -158,6 +165,13 @@ static void section_job(tw *w, const cpa_analysis *a)
     line(w, m->lost_records || at_least ? WARN : PLAIN,
          INDENT "%" PRIu64 " records (%s), %" PRIu64 " calls in %zu operations", m->records, lost,
          calls, a->matched.nops);
+    char holes[512];
+    cpx_holes_text(holes, sizeof holes, a, NULL, NULL);
+    if (holes[0]) {
+        char text[600];
+        snprintf(text, sizeof text, "holes: %s", holes);
+        wrapped_style(w, WARN, INDENT, text, 3);
+    }
 
     if (a->ranks && m->nranks) {
         size_t lo = 0, hi = 0;
@@ -268,6 +282,8 @@ static void section_ops(tw *w, const cpa_stats *s)
     if (s->nrows > shown)
         line(w, PLAIN, "... %zu more rows (--top N, or --json)", s->nrows - shown);
     ops_oversized(w, s);
+    if (*w->caveat)
+        line(w, WARN, "%s", w->caveat);
     /* An operation some rank's call is missing from (its file lost, or cut) is timed on the
      * ranks that are there: say so, beside the operations, since "ops" cannot show it. */
     uint64_t short_ops = 0, calls = 0;
@@ -363,6 +379,8 @@ static void section_stragglers(tw *w, const cpa_analysis *a)
         line(w, PLAIN, "... %zu more ranks (--top N, or --json)", s->nrows - shown);
     line(w, PLAIN, "(late: arrived > %.0f us after the others' median, whatever the durations)",
          s->threshold_us);
+    if (*w->caveat)
+        line(w, WARN, "%s", w->caveat);
 }
 
 /* ---- what hung, what disagreed ---- */
@@ -511,7 +529,8 @@ static void section_warnings(tw *w, const cpa_analysis *a)
 
 int cpx_report_text(FILE *out, const cpa_analysis *a, const cpx_text_options *o)
 {
-    tw w = { .out = out, .color = o && o->color, .top = o && o->top ? o->top : CPX_TOP_DEFAULT };
+    tw w = { .out = out, .color = o && o->color, .top = o && o->top ? o->top : CPX_TOP_DEFAULT,
+             .caveat = cpx_holes_caveat(a) };
     if (o && o->title) {
         char t[WIDTH + 1];
         clean_cut(t, sizeof t, o->title, WIDTH - 17);

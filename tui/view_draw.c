@@ -443,6 +443,10 @@ static int summary_job(const cpv_data *d, cpv_grid *g, int y)
     cpt_grid_putf_utf8(g, 0, y++, m->lost_records ? CPV_WARN : CPV_NORMAL, "         %" PRIu64
                        " records (%s), %" PRIu64 " calls in %zu operations", m->records, lost,
                        calls, a->matched.nops);
+    char holes[512];
+    cpx_holes_text(holes, sizeof holes, a, NULL, NULL);
+    if (holes[0])
+        cpt_grid_putf_utf8(g, 0, y++, CPV_WARN, "         holes: %s", holes);
     if (a->ranks && m->nranks) {
         double sum = 0;
         size_t hi = 0;
@@ -493,8 +497,10 @@ static int draw_summary(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, in
         cpt_grid_put_utf8(g, 0, y, CPV_TITLE, "operations   none with a known duration");
         return 1;
     }
-    cpt_grid_putf_utf8(g, 0, y++, CPV_TITLE, "operations (by total time)%s",
-                       n ? "" : ": none match the filter");
+    int holes = cpa_model_has_holes(d->a->model);
+    cpt_grid_putf_utf8(g, 0, y++, holes ? CPV_WARN : CPV_TITLE, "operations (by total time)%s%s",
+                       n ? "" : ": none match the filter",
+                       holes ? "; the trace has holes: rows may leave operations out" : "");
     char text[256];
     cpx_fmt_stat_header(text, sizeof text);
     cpt_grid_put_utf8(g, 0, y++, CPV_HEADER, text);

@@ -17,7 +17,7 @@
  * every time in the model at most CPA_TIME_MAX, job times within [0, INT64_MAX], operations'
  * parts inside the model, finite figures, sorted and unique rank lists; every exporter
  * succeeds, the JSON documents parse strictly, the text report is 80 columns of clean text,
- * every CSV record has the header's 23 fields, every Prometheus line is a comment or a
+ * every CSV record has the header's 25 fields, every Prometheus line is a comment or a
  * sample. fa_last says what the last input reached (the replay test checks the seeds
  * reach matching across ranks, hangs, mismatches and stragglers).
  * Built with -fsanitize=fuzzer under COLLPROF_FUZZ; test_analysis_fuzz_replay runs it over
@@ -223,7 +223,7 @@ static void require_clean_text(const char *s, size_t max_cols)
     }
 }
 
-/* RFC 4180 records of exactly 23 fields each, the last one ending the document. */
+/* RFC 4180 records of exactly 25 fields each, the last one ending the document. */
 static void require_csv(const char *s)
 {
     size_t fields = 1, records = 0;
@@ -244,7 +244,7 @@ static void require_csv(const char *s)
             at_start = 1;
             continue;
         } else if (*p == '\n') {
-            REQUIRE(fields == 23);
+            REQUIRE(fields == 25);
             fields = 1;
             records++;
             at_start = 1;

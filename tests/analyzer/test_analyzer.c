@@ -773,6 +773,79 @@ static void test_load_nccl_op(void **state)
 /* Sizes and counts no trace can hold: an AllReduce of 2^62 float32 (S past 2^64 bytes) is
  * left out of the statistics and counted, where it used to wrap to a 0-byte row; forged
  * LOST counts saturate rather than wrap back to a small, believable total. */
+/* What each trace lacks reaches the model by kind: rank 0 LOST records of three causes (one
+ * this collprof has no name for) and a record of an unknown type; rank 1 a corrupt chunk in
+ * the middle; rank 2 a file cut inside its last chunk (its hole starts after the last record
+ * read); rank 3 nothing. */
+static void test_integrity_by_kind(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    char path[3][1024];
+    for (int r = 0; r < 4; r++) {
+        cp_trace_writer *w = open_rank(dir, r, r, "node-a", 1024);
+        put_comm(w, 0, COMM_ID, 4, r);
+        for (int i = 0; i < 40; i++) {
+            uint64_t t = BASE_NS + (uint64_t)i * 1000000;
+            put_call(w, CP_OP_ALLREDUCE, (uint64_t)i, 1024, -1, t, 1);
+            put_done(w, CP_OP_ALLREDUCE, (uint64_t)i, -1, t + 1000, t + 11000);
+            if (r == 0 && i == 20) {
+                static const struct { uint32_t cause; uint64_t count; } lost[] = {
+                    {CP_LOST_WRITE_ERROR, 3}, {CP_LOST_TOO_BIG, 1}, {99, 5}};
+                for (size_t k = 0; k < 3; k++) {
+                    cp_rec_lost l = {.h = {CP_REC_LOST, sizeof l}, .cause = lost[k].cause,
+                                     .count = lost[k].count, .at_ns = t + 500 + k};
+                    assert_int_equal(cp_trace_writer_append(w, &l), 0);
+                }
+                struct { cp_record_header h; uint64_t x; } unknown = {{250, 16}, 0};
+                assert_int_equal(cp_trace_writer_append(w, &unknown), 0);
+            }
+        }
+        assert_int_equal(cp_trace_writer_close(w), 0);
+        if (r < 3)
+            snprintf(path[r], sizeof path[r], "%s/rank%02d%s", dir, r, CP_TRACE_FILE_SUFFIX);
+    }
+    struct stat st;
+    assert_int_equal(stat(path[1], &st), 0);
+    FILE *f = fopen(path[1], "r+b");
+    assert_non_null(f);
+    fseek(f, st.st_size / 2, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, st.st_size / 2, SEEK_SET);
+    fputc(c ^ 0x5a, f);
+    fclose(f);
+    assert_int_equal(stat(path[2], &st), 0);
+    assert_int_equal(truncate(path[2], st.st_size - 100), 0);
+
+    cpa_model *m = load_or_fail(dir);
+    assert_int_equal(m->nranks, 4);
+    const cpa_integrity *g0 = &m->ranks[0].integrity, *g1 = &m->ranks[1].integrity,
+                        *g2 = &m->ranks[2].integrity, *g3 = &m->ranks[3].integrity;
+    assert_int_equal(g0->lost_by_cause[CP_LOST_WRITE_ERROR], 3);
+    assert_int_equal(g0->lost_by_cause[CP_LOST_TOO_BIG], 1);
+    assert_int_equal(g0->lost_by_cause[0], 5);
+    assert_int_equal(g0->unknown_records, 1);
+    assert_int_equal(g0->first_gap_ns, BASE_NS + 20 * 1000000ull + 500);
+    assert_int_equal(m->ranks[0].lost_records, 9);
+    assert_int_equal(g1->corrupt_chunks, 1);
+    assert_true(g1->missing_chunks >= 1);
+    assert_int_equal(g2->truncated, 1);
+    assert_int_equal(g2->first_gap_ns, m->ranks[2].last_ns);
+    assert_true(g2->first_gap_ns > BASE_NS);
+    assert_false(cpa_rank_has_holes(&m->ranks[3]));
+    assert_int_equal(g3->first_gap_ns, 0);
+    assert_int_equal(m->ranks_with_holes, 3);
+    assert_int_equal(m->integrity.truncated, 1);
+    assert_int_equal(m->integrity.unknown_records, 1);
+    char text[256];
+    cpa_integrity_text(text, sizeof text, g0, m->ranks[0].lost_records);
+    assert_string_equal(text, "9 records lost (3 write_error, 1 too_big, 5 cause unknown), 1 of "
+                              "an unknown type");
+    cpa_model_free(m);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 static void test_impossible_sizes_and_counts(void **state)
 {
     (void)state;
@@ -876,6 +949,7 @@ int main(void)
         cmocka_unit_test(test_stats_rows_by_comm_size_and_exact_size),
         cmocka_unit_test(test_formulas),
         cmocka_unit_test(test_impossible_sizes_and_counts),
+        cmocka_unit_test(test_integrity_by_kind),
         cmocka_unit_test(test_load_nccl_op),
         cmocka_unit_test(test_sites_demangled),
     };

@@ -185,26 +185,39 @@ static int model_rank(int me, int n, const ncclUniqueId *id, void *arg)
         TN_NCCL(ncclCommDestroy(world));
         return 0;
     }
-    CUevent ev[3];
-    for (int i = 0; i < 3; i++)
+    /* NCHAIN collectives, of which the two fastest are held to the model: a machine loaded
+     * past its cores can stall an emulated stream thread (5 ms once, beside two busy loops
+     * and a sanitizer build), which makes one collective longer, never one shorter */
+    enum { NCHAIN = 6 };
+    CUevent ev[NCHAIN + 1];
+    for (int i = 0; i <= NCHAIN; i++)
         TN_CU(cuEventCreate(&ev[i], 0));
     TN_NCCL(ncclAllReduce(&gate, &gate, 1, ncclInt32, ncclSum, world, s));
     TN_CU(cuEventRecord(ev[0], s));
-    TN_NCCL(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, s));
-    TN_CU(cuEventRecord(ev[1], s));
-    TN_NCCL(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, s));
-    TN_CU(cuEventRecord(ev[2], s));
+    for (int i = 1; i <= NCHAIN; i++) {
+        TN_NCCL(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, s));
+        TN_CU(cuEventRecord(ev[i], s));
+    }
     TN_CU(cuStreamSynchronize(s));
     double want = expected_ms(m, CP_OP_ALLREDUCE, j->bytes, j->ib_disabled);
-    double got[2] = {elapsed_ms(ev[0], ev[1]), elapsed_ms(ev[1], ev[2])};
+    double got[2] = {INFINITY, INFINITY};
+    for (int i = 0; i < NCHAIN; i++) {
+        double d = elapsed_ms(ev[i], ev[i + 1]);
+        if (d < got[0]) {
+            got[1] = got[0];
+            got[0] = d;
+        } else if (d < got[1]) {
+            got[1] = d;
+        }
+    }
     if (me == 0)
-        printf("  %s%s %d ranks, %zu MiB all-reduce: measured %.3f and %.3f ms, model %.3f ms\n",
+        printf("  %s%s %d ranks, %zu MiB all-reduce: fastest two of %d %.3f and %.3f ms, model %.3f ms\n",
                getenv("COLLPROF_EMU_TOPO") ? getenv("COLLPROF_EMU_TOPO") : "h100-nvlink-8",
                getenv("COLLPROF_EMU_SLOW_LINK") ? " slow-link"
                : getenv("COLLPROF_EMU_NET") ? " 2 hosts, socket"
                : getenv("NCCL_IB_DISABLE") ? " 2 hosts, NCCL_IB_DISABLE"
                : getenv("COLLPROF_EMU_HOSTS") ? " 2 hosts, IB" : "", m,
-               j->bytes >> 20, got[0], got[1], want);
+               j->bytes >> 20, NCHAIN, got[0], got[1], want);
     fflush(stdout);   /* ranks end with _exit */
     for (int i = 0; i < 2; i++)
         TN_CHECK(fabs(got[i] / want - 1.0) <= 0.15, "measured %.3f ms, model %.3f ms", got[i],
@@ -217,7 +230,7 @@ static int model_rank(int me, int n, const ncclUniqueId *id, void *arg)
     TN_CHECK(fabs(sim.estimatedTime / (want * 1e3) - 1.0) < 1e-3, "estimate %g us",
              (double)sim.estimatedTime);
     TN_CHECK(cuStreamQuery(s) == CUDA_SUCCESS, "the simulated group ran");
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i <= NCHAIN; i++)
         TN_CU(cuEventDestroy_v2(ev[i]));
     free(buf);
     TN_NCCL(ncclCommDestroy(comm));

@@ -134,6 +134,13 @@ static inline void exp_put_nccl_op(cp_trace_writer *w, uint8_t op, uint64_t seq,
 /* text (NULL: none) is also the header's job id and launcher and rank 0's first frame,
  * and then rank 0's first AllReduce counts one element more: a count mismatch, so that a
  * report shows the call site. */
+/* The holes exp_write_job_with_holes plants in rank 2's trace, between its AllReduces and
+ * its AllGathers (at EXP_HOLE_NS): LOST records of 10 (ring_full) and 2 (at_end), and one
+ * record of a type no collprof knows. */
+#define EXP_HOLE_RANK 2
+#define EXP_HOLE_NS (EXP_MONO0 + 4000000ull) /* 3 ms into the job (it starts at +1 ms) */
+static int exp_plant_holes;
+
 static inline void exp_write_rank_text(const char *dir, int r, const char *host,
                                        const char *text)
 {
@@ -155,6 +162,17 @@ static inline void exp_write_rank_text(const char *dir, int r, const char *host,
     }
     /* Two chunks: a file cut near its end (a rank killed mid-write) keeps the first. */
     assert_int_equal(cp_trace_writer_flush(w), 0);
+    if (exp_plant_holes && r == EXP_HOLE_RANK) {
+        cp_rec_lost l = {.h = {CP_REC_LOST, sizeof l}, .cause = CP_LOST_RING_FULL, .count = 10,
+                         .at_ns = EXP_HOLE_NS};
+        exp_put(w, &l);
+        l.cause = CP_LOST_AT_END;
+        l.count = 2;
+        l.at_ns = EXP_HOLE_NS + 1000;
+        exp_put(w, &l);
+        struct { cp_record_header h; uint64_t x; } unknown = {{200, 16}, 0};
+        exp_put(w, &unknown);
+    }
     for (int i = 0; i < EXP_N_AG; i++) {
         uint64_t t = exp_ag_start(i);
         uint64_t start = r == 3 ? t + 15000 : t;
@@ -182,6 +200,14 @@ static inline void exp_write_job(const char *dir)
 {
     for (int r = 0; r < EXP_NRANKS; r++)
         exp_write_rank(dir, r, "node-a");
+}
+
+/* The job, with holes in rank 2's trace (EXP_HOLE_RANK). */
+static inline void exp_write_job_with_holes(const char *dir)
+{
+    exp_plant_holes = 1;
+    exp_write_job(dir);
+    exp_plant_holes = 0;
 }
 
 /* The job with text in every string a trace holds (exp_write_rank_text), hostnames too. */

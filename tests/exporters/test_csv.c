@@ -5,11 +5,12 @@
 
 #include "exporters/exporters.h"
 
-#define NCOLS 23
+#define NCOLS 25
 
 static const char header[] =
     "rank,host,comm,seq,op,count,dtype,bytes,root_or_peer,stream,enter_us,start_us,end_us,"
-    "dur_us,arrival_us,wait_us,late,site,timing,algo,proto,channels,nccl_seq\n";
+    "dur_us,arrival_us,wait_us,late,site,timing,algo,proto,channels,nccl_seq,rank_holes,"
+    "after_hole\n";
 
 typedef struct fixture {
     char *dir;
@@ -135,7 +136,7 @@ static void rows_hold_the_traces_values(void **state)
     const char *want =
         "0,node-a,9f2c0e1d22aa4b01,0,AllReduce,262144,float32,1048576,,0x7f00abc0,0.000,"
         "0.000,10.000,10.000,0.000,0.000,0,"
-        "\"train_step+0x12 (libtrain.so) < main, \"\"quoted\"\" (app)\",gpu,,,,\n";
+        "\"train_step+0x12 (libtrain.so) < main, \"\"quoted\"\" (app)\",gpu,,,,,,\n";
     assert_non_null(strstr(f->csv, want));
 
     char *x[NCOLS + 4];
@@ -179,7 +180,7 @@ static void pythons_csv_reads_the_same(void **state)
         "import csv, io, sys\n"
         "rows = list(csv.reader(io.StringIO(sys.stdin.read(), newline=''), strict=True))\n"
         "assert len(rows) == 63, len(rows)\n"
-        "assert all(len(r) == 23 for r in rows)\n"
+        "assert all(len(r) == 25 for r in rows)\n"
         "h = rows[0]\n"
         "site = [r for r in rows[1:] if r[0] == '0'][0][h.index('site')]\n"
         "assert site == 'train_step+0x12 (libtrain.so) < main, \"quoted\" (app)', site\n"
@@ -227,6 +228,38 @@ static void a_size_past_64_bits_is_an_empty_cell(void **state)
     free_fields(x, NCOLS);
 }
 
+/* The rows of a rank whose trace has holes say what it lacks, and whether each came after
+ * its first hole (3 ms in: the AllReduces before, the AllGathers after); other ranks' rows
+ * leave both cells empty. */
+static void rows_of_a_rank_with_holes_say_so(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    exp_write_job_with_holes(dir);
+    cpa_analysis a;
+    exp_analyze(dir, &a);
+    exp_buf b;
+    assert_int_equal(cpx_export_csv(exp_buf_open(&b), &a), 0);
+    fixture f = {.csv = exp_buf_close(&b)};
+    char *x[NCOLS + 4];
+    find_row(&f, "2", "AllReduce", "0", x);
+    assert_string_equal(x[NCOLS - 2], "12 records lost (10 ring_full, 2 at_end), 1 of an "
+                                      "unknown type");
+    assert_string_equal(x[NCOLS - 1], "0");
+    free_fields(x, NCOLS);
+    find_row(&f, "2", "AllGather", "10", x);
+    assert_string_equal(x[NCOLS - 1], "1");
+    free_fields(x, NCOLS);
+    find_row(&f, "1", "AllGather", "10", x);
+    assert_string_equal(x[NCOLS - 2], "");
+    assert_string_equal(x[NCOLS - 1], "");
+    free_fields(x, NCOLS);
+    free(f.csv);
+    cpa_analysis_free(&a);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -236,6 +269,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(hostile_strings_are_escaped_and_quoted, setup, teardown),
         cmocka_unit_test_setup_teardown(a_failed_stream_is_an_error, setup, teardown),
         cmocka_unit_test_setup_teardown(a_size_past_64_bits_is_an_empty_cell, setup, teardown),
+        cmocka_unit_test(rows_of_a_rank_with_holes_say_so),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

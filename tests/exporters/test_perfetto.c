@@ -387,6 +387,47 @@ static void values_past_64_bits_are_left_out_or_saturate(void **state)
     memcpy(late, keep, nops * sizeof *late);
 }
 
+/* A trace with holes says so where a reader of the file looks: otherData, the rank's
+ * process name, and an instant at its first hole; a whole one says "none". */
+static void holes_are_in_the_metadata_and_on_the_rank(void **state)
+{
+    fixture *f = *state;
+    assert_string_equal(str_of(field(f->doc, "otherData"), "holes"), "none");
+    char *dir = tt_tmpdir();
+    exp_write_job_with_holes(dir);
+    cpa_analysis a;
+    exp_analyze(dir, &a);
+    char *s = export_of(&a);
+    json_object *doc = parse_strict(s);
+    free(s);
+    json_object *other = field(doc, "otherData");
+    assert_non_null(strstr(str_of(other, "holes"), "12 records lost (10 ring_full, 2 at_end)"));
+    assert_int_equal(json_object_get_int(field(other, "lost_records")), 12);
+    json_object *events = field(doc, "traceEvents");
+    int named = 0, marked = 0;
+    for (size_t i = 0; i < json_object_array_length(events); i++) {
+        json_object *ev = json_object_array_get_idx(events, i);
+        const char *name = str_of(ev, "name");
+        if (!strcmp(name, "process_name") &&
+            !strcmp(str_of(field(ev, "args"), "name"), "rank 2 (node-a, trace has holes)"))
+            named++;
+        if (!strncmp(name, "trace hole: 12 records lost", 27)) {
+            marked++;
+            assert_int_equal(json_object_get_int(field(ev, "pid")), 2);
+            assert_string_equal(str_of(ev, "ph"), "i");
+            /* at the first LOST record's time: 3 ms after the job's start */
+            assert_true(fabs(json_object_get_double(field(ev, "ts")) - 3000.0) < 1e-6);
+            assert_int_equal(json_object_get_int(field(field(ev, "args"), "lost_records")), 12);
+        }
+    }
+    assert_int_equal(named, 1);
+    assert_int_equal(marked, 1);
+    json_object_put(doc);
+    cpa_analysis_free(&a);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -399,6 +440,8 @@ int main(void)
         cmocka_unit_test(an_unfinished_call_runs_to_the_end_of_its_trace),
         cmocka_unit_test(a_failed_stream_is_an_error),
         cmocka_unit_test(values_past_64_bits_are_left_out_or_saturate),
+        cmocka_unit_test_setup_teardown(holes_are_in_the_metadata_and_on_the_rank, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -443,6 +443,34 @@ static void the_export_passes_and_holds_the_jobs_numbers(void **state)
 
 /* Label values from the trace: control characters and invalid UTF-8 as \\xNN (common/text.h),
  * then \\, \" escaped; the same rank claimed by two files appears once (no duplicate series). */
+/* What a holed trace lacks, by kind, for a dashboard; a whole one exports zeros. */
+static void holes_are_exported_by_kind(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    exp_write_job_with_holes(dir);
+    cpa_analysis a;
+    exp_analyze(dir, &a);
+    char *t = export_of(&a);
+    assert_valid(t);
+    static const char *const lines[] = {
+        "collprof_lost_records_total 12\n",
+        "collprof_lost_records_by_cause_total{cause=\"ring_full\"} 10\n",
+        "collprof_lost_records_by_cause_total{cause=\"at_end\"} 2\n",
+        "collprof_trace_unknown_records_total 1\n",
+        "collprof_trace_missing_chunks_total 0\n",
+        "collprof_trace_truncated_files 0\n",
+        "collprof_trace_ranks_with_holes 1\n",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        if (!strstr(t, lines[i]))
+            fail_msg("no line '%s' in:\n%s", lines[i], t);
+    free(t);
+    cpa_analysis_free(&a);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 static void hostile_labels_are_escaped_and_ranks_unique(void **state)
 {
     (void)state;
@@ -485,6 +513,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(the_checker_refuses_each_broken_rule),
         cmocka_unit_test(the_export_passes_and_holds_the_jobs_numbers),
+        cmocka_unit_test(holes_are_exported_by_kind),
         cmocka_unit_test(hostile_labels_are_escaped_and_ranks_unique),
         cmocka_unit_test(a_failed_stream_is_an_error),
     };

@@ -471,6 +471,42 @@ static void a_failed_stream_is_an_error(void **state)
     fclose(full);
 }
 
+/* A trace with holes (rank 2: 12 records lost, one of an unknown type) says so in both
+ * reports, with the cause, the rank and when, and the tables of figures carry the caveat; a
+ * whole trace says nothing of holes (the expected texts above). */
+static void a_trace_with_holes_says_so_in_both_reports(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    exp_write_job_with_holes(dir);
+    cpa_analysis a;
+    exp_analyze(dir, &a);
+    exp_set_findings(&a);
+    char *t = text_of(&a, 0, 0, NULL);
+    assert_non_null(strstr(t, "\n         holes: 12 records lost (10 ring_full, 2 at_end), 1 of an "
+                              "unknown type;\n         1 of 4 ranks, the first at +0.003 s (rank 2)\n"));
+    assert_non_null(strstr(t, "\n(the trace has holes, see job: these figures may leave operations "
+                              "out)\n"));
+    free(t);
+    json_object *j = json_of(&a, 0);
+    assert_true(json_object_get_boolean(get(j, "job.integrity.holes")));
+    assert_num(j, "job.integrity.lost_by_cause.ring_full", 10);
+    assert_num(j, "job.integrity.lost_by_cause.at_end", 2);
+    assert_num(j, "job.integrity.unknown_records", 1);
+    assert_num(j, "job.integrity.missing_chunks", 0);
+    assert_num(j, "job.integrity.ranks_with_holes", 1);
+    assert_num(j, "job.integrity.first_hole.rank", 2);
+    assert_num(j, "job.integrity.first_hole.t_s", 0.003);
+    assert_num(j, "job.lost_records", 12);
+    assert_num(j, "per_rank.2.integrity.lost_by_cause.ring_full", 10);
+    assert_num(j, "per_rank.2.first_hole_s", 0.003);
+    assert_num(j, "per_rank.1.integrity.unknown_records", 0);
+    json_object_put(j);
+    cpa_analysis_free(&a);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 /* What a damaged or forged trace makes the analyzer leave out is said where the figures rest
  * on it: clock samples rejected (under the clock), operations of no possible size (under the
  * operations), and a count past INT64_MAX shown as the count it is, not a negative number. */
@@ -507,6 +543,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(text_buckets_round_sizes_down_when_asked, setup,
                                         teardown),
         cmocka_unit_test(sizes_are_exact_never_rounded),
+        cmocka_unit_test(a_trace_with_holes_says_so_in_both_reports),
         cmocka_unit_test_setup_teardown(text_is_terminal_safe_with_hostile_strings, setup,
                                         teardown),
         cmocka_unit_test(want_color_only_on_a_terminal_without_no_color),

@@ -378,6 +378,31 @@ static void timeline_opens_on_the_collectives(void **state)
     free(dir);
 }
 
+/* A trace with holes: the summary says what, where and when, and the op table's title warns
+ * that its rows may leave operations out. */
+static void summary_says_the_trace_has_holes(void **state)
+{
+    (void)state;
+    fixture f = {0};
+    f.dir = tt_tmpdir();
+    exp_write_job_with_holes(f.dir);
+    exp_analyze(f.dir, &f.a);
+    assert_int_equal(cpv_data_init(&f.d, &f.a, f.dir), 0);
+    cpv_state_init(&f.s);
+    draw(&f, CPV_SUMMARY, 160, 30);
+    int y = expect_row(&f, "holes: 12 records lost (10 ring_full, 2 at_end), 1 of an unknown "
+                           "type; 1 of 4 ranks, the first at +0.003 s (rank 2)");
+    assert_int_equal(attr_at(&f, 9, y), CPV_WARN);
+    y = expect_row(&f, "operations (by total time); the trace has holes: rows may leave "
+                       "operations out");
+    assert_int_equal(attr_at(&f, 0, y), CPV_WARN);
+    cpv_grid_free(&f.g);
+    cpv_data_free(&f.d);
+    cpa_analysis_free(&f.a);
+    tt_rmtree(f.dir);
+    free(f.dir);
+}
+
 /* The detail of a send/recv pair says which ranks, and Left/Right step through the pairs,
  * not the collectives. */
 static void detail_steps_through_send_recv_pairs(void **state)
@@ -526,6 +551,7 @@ int main(void)
         T(enter_on_an_op_row_opens_its_first_collective),
         cmocka_unit_test(timeline_finds_calls_deep_in_a_long_trace),
         cmocka_unit_test(timeline_opens_on_the_collectives),
+        cmocka_unit_test(summary_says_the_trace_has_holes),
         T(filter_keeps_the_rows_that_match),
         cmocka_unit_test(detail_steps_through_send_recv_pairs),
         T(keys_move_the_selection_within_the_rows),
