@@ -104,6 +104,56 @@ static json_object *slice(fixture *f, int pid, const char *name, int64_t seq)
     return NULL;
 }
 
+/* No two slices of one track partly overlap (in integer nanoseconds, as Perfetto reads
+ * them): they nest, or one ends before the next starts; a viewer mis-nests the others. */
+typedef struct span_ns {
+    int64_t pid, tid, s, e;
+} span_ns;
+
+static int cmp_span(const void *x, const void *y)
+{
+    const span_ns *a = x, *b = y;
+    if (a->pid != b->pid)
+        return a->pid < b->pid ? -1 : 1;
+    if (a->tid != b->tid)
+        return a->tid < b->tid ? -1 : 1;
+    if (a->s != b->s)
+        return a->s < b->s ? -1 : 1;
+    return (a->e < b->e) - (a->e > b->e); /* the longer first: it is the parent */
+}
+
+static void assert_no_partial_overlap(json_object *events)
+{
+    size_t n = json_object_array_length(events), k = 0;
+    span_ns *v = calloc(n + 1, sizeof *v);
+    for (size_t i = 0; i < n; i++) {
+        json_object *ev = json_object_array_get_idx(events, i);
+        if (strcmp(str_of(ev, "ph"), "X") != 0)
+            continue;
+        int64_t s = llround(json_object_get_double(field(ev, "ts")) * 1000);
+        v[k++] = (span_ns){json_object_get_int64(field(ev, "pid")),
+                           json_object_get_int64(field(ev, "tid")), s,
+                           s + llround(json_object_get_double(field(ev, "dur")) * 1000)};
+    }
+    qsort(v, k, sizeof *v, cmp_span);
+    span_ns stack[64];
+    size_t depth = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (i && (v[i].pid != v[i - 1].pid || v[i].tid != v[i - 1].tid))
+            depth = 0;
+        while (depth && stack[depth - 1].e <= v[i].s)
+            depth--;
+        if (depth && v[i].e > stack[depth - 1].e)
+            fail_msg("pid %lld tid %lld: [%lld, %lld] ns starts inside [%lld, %lld] and ends "
+                     "after it", (long long)v[i].pid, (long long)v[i].tid, (long long)v[i].s,
+                     (long long)v[i].e, (long long)stack[depth - 1].s,
+                     (long long)stack[depth - 1].e);
+        if (depth < 64)
+            stack[depth++] = v[i];
+    }
+    free(v);
+}
+
 static void document_is_strict_json_with_the_object_format(void **state)
 {
     fixture *f = *state;
@@ -347,6 +397,44 @@ static void an_unfinished_call_runs_to_the_end_of_its_trace(void **state)
     free(dir);
 }
 
+/* Two calls on one stream whose measured GPU times overlap by 2 us (events and the plugin's
+ * timers, clock conversions): the second slice starts where the first ends and says by how
+ * much, so no track holds a partial overlap; the standard job's tracks hold none either. */
+static void slices_on_a_stream_never_partly_overlap(void **state)
+{
+    fixture *f = *state;
+    assert_no_partial_overlap(f->events);
+    char *dir = tt_tmpdir();
+    for (int r = 0; r < 2; r++) {
+        cp_trace_writer *w = exp_open_rank(dir, r, "node-a");
+        exp_put_comm(w, 2, r);
+        exp_put_call(w, r, CP_OP_ALLREDUCE, 0, 256, -1, EXP_MONO0, 1);
+        exp_put_done(w, CP_OP_ALLREDUCE, 0, -1, EXP_MONO0 + 1000, EXP_MONO0 + 11000);
+        exp_put_call(w, r, CP_OP_ALLREDUCE, 1, 256, -1, EXP_MONO0 + 2000, 1);
+        exp_put_done(w, CP_OP_ALLREDUCE, 1, -1, EXP_MONO0 + 9000, EXP_MONO0 + 20000);
+        cp_rec_end e = {.h = {CP_REC_END, sizeof e}, .at_ns = EXP_MONO0 + 50000};
+        exp_put(w, &e);
+        assert_int_equal(cp_trace_writer_close(w), 0);
+    }
+    cpa_analysis a;
+    exp_analyze(dir, &a);
+    char *s = export_of(&a);
+    json_object *doc = parse_strict(s);
+    free(s);
+    fixture g = { .doc = doc };
+    assert_true(json_object_object_get_ex(doc, "traceEvents", &g.events));
+    assert_no_partial_overlap(g.events);
+    json_object *second = slice(&g, 0, "AllReduce", 1);
+    assert_us(field(second, "ts"), 10.0); /* job time starts at the first entry */
+    assert_us(field(second, "dur"), 9.0);
+    assert_us(arg(second, "clipped_us"), 2.0);
+    assert_null(arg(slice(&g, 0, "AllReduce", 0), "clipped_us"));
+    json_object_put(doc);
+    cpa_analysis_free(&a);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 static void a_failed_stream_is_an_error(void **state)
 {
     fixture *f = *state;
@@ -440,8 +528,8 @@ int main(void)
         cmocka_unit_test(an_unfinished_call_runs_to_the_end_of_its_trace),
         cmocka_unit_test(a_failed_stream_is_an_error),
         cmocka_unit_test(values_past_64_bits_are_left_out_or_saturate),
-        cmocka_unit_test_setup_teardown(holes_are_in_the_metadata_and_on_the_rank, setup,
-                                        teardown),
+        cmocka_unit_test(holes_are_in_the_metadata_and_on_the_rank),
+        cmocka_unit_test(slices_on_a_stream_never_partly_overlap),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
