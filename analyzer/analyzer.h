@@ -127,6 +127,7 @@ typedef struct cpa_stats {
     cpa_stat *rows;        /* sorted by op, nranks, size (then dtype, redop, root) */
     size_t nrows;
     uint64_t oversized;    /* operations whose S does not fit 64 bits: left out of the rows */
+    uint64_t aborted;      /* operations an abort ended (cpa_call_aborted): left out */
 } cpa_stats;
 
 int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_rows kind, cpa_stats *out,

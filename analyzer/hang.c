@@ -64,7 +64,7 @@ static int really_done(const finder *f, const cpa_part *pt)
 {
     const cpa_rank *r = &f->m->ranks[pt->rank_idx];
     const cpa_call *c = &r->calls[pt->call_idx];
-    return c->done && !(r->abort_ns && c->gpu_timed && c->gpu_end_ns >= r->abort_ns);
+    return c->done && !cpa_call_aborted(r, c);
 }
 
 /* Each member's last call and last finished call on the comm; the last seq any finished. */

@@ -162,6 +162,13 @@ typedef struct cpa_model {
     size_t ranks_with_holes; /* ranks whose trace lost records or chunks, or was cut */
 } cpa_model;
 
+/* Ended by its rank's ncclCommAbort (a watchdog's) rather than done: an abort ends the
+ * kernels it releases, which then show DONEs; the span such a DONE gives is no duration. */
+static inline int cpa_call_aborted(const cpa_rank *r, const cpa_call *c)
+{
+    return r->abort_ns && c->gpu_timed && c->gpu_end_ns >= r->abort_ns;
+}
+
 /* Whether a rank's trace, or the job's, has a hole: records lost, unknown, chunks corrupt or
  * missing, a cut. */
 static inline int cpa_rank_has_holes(const cpa_rank *r)

@@ -184,7 +184,7 @@ static int rank_shares(const cpa_rank *rk, float **out)
  * with the mean, one straggler would halve the busbw of every collective it joins, and the
  * bandwidth question ("do my links deliver?") would get the straggler question's answer.
  * nccl-tests averages over ranks that a barrier has just lined up, which is the same thing.
- * Host times (no GPU) are the mean. -1 when the op has no time. */
+ * Host times (no GPU) are the mean. -1 when the op has no time, -2 when an abort ended it. */
 static double op_time_ns(const cpa_model *m, const cpa_matched *mt, const cpa_op *o,
                          float *const *shares, sample *smp)
 {
@@ -199,6 +199,8 @@ static double op_time_ns(const cpa_model *m, const cpa_matched *mt, const cpa_op
             if (c->nchannels > smp->nchannels)
                 smp->nchannels = c->nchannels;
         }
+        if (cpa_call_aborted(&m->ranks[p->rank_idx], c))
+            return -2; /* ended by an abort: no duration */
         if (c->gpu_timed) {
             /* the DONE says whose times these are: an NCCL_OP may come beside an events
              * DONE (auto mode times some calls by events while NCCL's plugin runs) */
@@ -309,6 +311,8 @@ int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_rows kind, 
             continue;
         sample one = {0};
         double t = op_time_ns(m, mt, o, shares, &one);
+        if (t == -2)
+            out->aborted++;
         if (t < 0)
             continue;
         const cpa_part *p0 = &mt->parts[o->first_part];

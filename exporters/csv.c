@@ -97,9 +97,9 @@ static void row(FILE *out, const cpa_analysis *a, const cpx_timeline *tl, size_t
     us(out, arrival);
     uint32_t oi = tl->call_op[ri][ci];
     int late = 0;
-    if (oi != CPX_NO_OP && a->matched.ops[oi].nparts >= 2) {
-        int64_t latest = rel(a, tl->latest_ns[oi]);
-        us(out, latest > arrival ? latest - arrival : 0);
+    int64_t wait = cpx_call_wait_ns(a, tl, ri, ci);
+    if (wait >= 0) {
+        us(out, wait);
         late = cpx_op_late_rank_idx(a, oi) == (int32_t)ri;
     } else {
         fputc(',', out);
@@ -108,7 +108,11 @@ static void row(FILE *out, const cpa_analysis *a, const cpx_timeline *tl, size_t
     const char *site = cpa_call_site(r, c);
     if (site)
         field(out, site);
-    fprintf(out, ",%s", unfinished ? "unfinished" : c->gpu_timed ? "gpu" : "host");
+    /* an abort's DONE is no completion: "aborted", never shown as a finished "gpu" call */
+    fprintf(out, ",%s", unfinished               ? "unfinished"
+                        : cpa_call_aborted(r, c) ? "aborted"
+                        : c->gpu_timed           ? "gpu"
+                                                 : "host");
     /* what NCCL's profiler plugin said it ran the call with; empty when it said nothing */
     if (c->nccl & CPA_NCCL_SEEN)
         fprintf(out, ",%s,%s,%u", c->algo ? cp_algo_name(c->algo) : "",

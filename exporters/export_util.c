@@ -345,3 +345,20 @@ const char *cpx_holes_caveat(const cpa_analysis *a)
                ? "(the trace has holes, see job: these figures may leave operations out)"
                : "";
 }
+
+int64_t cpx_call_wait_ns(const cpa_analysis *a, const cpx_timeline *tl, size_t ri, size_t ci)
+{
+    uint32_t oi = tl->call_op[ri][ci];
+    if (oi == CPX_NO_OP || a->matched.ops[oi].nparts < 2)
+        return -1;
+    const cpa_call *c = &a->model->ranks[ri].calls[ci];
+    uint64_t arrival = cpx_call_arrival_job_ns(a, ri, c), latest = tl->latest_ns[oi];
+    if (c->gpu_timed) {
+        uint64_t start, end;
+        int unfinished;
+        cpx_call_span_job_ns(a, ri, c, &start, &end, &unfinished);
+        if (latest > end)
+            latest = end;
+    }
+    return latest > arrival ? (int64_t)(latest - arrival) : 0;
+}

@@ -80,6 +80,12 @@ typedef struct cpx_timeline {
 int cpx_timeline_build(const cpa_analysis *a, cpx_timeline *t);
 void cpx_timeline_free(cpx_timeline *t);
 
+/* A call's wait (ns): its operation's latest arrival minus its own arrival; for a call timed
+ * on the GPU never longer than from its arrival to its end (an operation ends after its last
+ * rank arrives, unless an abort or an error ended it: then what the call spent). -1 when it
+ * is in no operation of two ranks or more. */
+int64_t cpx_call_wait_ns(const cpa_analysis *a, const cpx_timeline *tl, size_t ri, size_t ci);
+
 /* The operation's late rank (model index) from the straggler analysis, -1 none. */
 int32_t cpx_op_late_rank_idx(const cpa_analysis *a, size_t op_idx);
 double cpx_op_late_us(const cpa_analysis *a, size_t op_idx);

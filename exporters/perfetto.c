@@ -346,6 +346,8 @@ static void call_events(pw *p, size_t ri, size_t ci)
         put(&oom, args, "unfinished", yes(p, &oom));
     if (clipped)
         put(&oom, args, "clipped_us", ns_us(&oom, clipped));
+    if (cpa_call_aborted(r, c)) /* its span ends at the abort, not at a completion */
+        put(&oom, args, "aborted", yes(p, &oom));
     uint64_t enter = cpa_clock_job_ns(a->model, &a->clock, ri, c->enter_ns);
     put(&oom, args, "host_enter_us", ns_us(&oom, (int64_t)(enter - a->start_ns)));
     put(&oom, args, "host_us", ns_us(&oom, c->host_ns));
@@ -356,7 +358,7 @@ static void call_events(pw *p, size_t ri, size_t ci)
     if (flow) {
         int64_t latest = (int64_t)(p->tl.latest_ns[oi] - a->start_ns);
         put(&oom, args, "arrival_us", ns_us(&oom, arrival));
-        put(&oom, args, "wait_us", ns_us(&oom, latest > arrival ? latest - arrival : 0));
+        put(&oom, args, "wait_us", ns_us(&oom, cpx_call_wait_ns(a, &p->tl, ri, ci)));
         put(&oom, args, "ranks", chk(&oom, json_object_new_int64(o->nparts)));
         int32_t late = cpx_op_late_rank_idx(a, oi);
         if (late >= 0) {

@@ -139,6 +139,7 @@ static json_object *job(jb *b, const cpa_analysis *a)
     put(b, o, "interrupted_operations", chk(b, json_object_new_uint64(h->interrupted)));
     put(b, o, "unjudged_operations", chk(b, json_object_new_uint64(h->unknown)));
     put(b, o, "oversized_operations", chk(b, json_object_new_uint64(a->stats.oversized)));
+    put(b, o, "aborted_operations", chk(b, json_object_new_uint64(a->stats.aborted)));
     json_object *g = integrity(b, &m->integrity, m->lost_records);
     put(b, g, "holes", chk(b, json_object_new_boolean(cpa_model_has_holes(m))));
     put(b, g, "ranks_with_holes", chk(b, json_object_new_uint64(m->ranks_with_holes)));

@@ -239,6 +239,10 @@ static void ops_oversized(tw *w, const cpa_stats *s)
     if (s->oversized)
         line(w, WARN, "%" PRIu64 " operation%s of no possible size (S past 2^64 bytes) left out",
              s->oversized, s->oversized == 1 ? "" : "s");
+    /* an abort's DONE ends the kernel it releases: its span is no duration */
+    if (s->aborted)
+        line(w, WARN, "%" PRIu64 " operation%s ended by ncclCommAbort (a watchdog's) left out",
+             s->aborted, s->aborted == 1 ? "" : "s");
 }
 
 static int cmp_stat_time(const void *x, const void *y)

@@ -210,6 +210,28 @@ static inline void exp_write_job_with_holes(const char *dir)
     exp_plant_holes = 0;
 }
 
+/* A job a watchdog ended: 2 ranks, AllReduce seq 0 done by both (10 us); rank 1 never
+ * enters seq 1; rank 0, in it from EXP_ABORT_T - 3 s, calls ncclCommAbort at EXP_ABORT_T,
+ * which releases its kernel: a DONE 826 us long that ends after the abort. */
+#define EXP_ABORT_T (EXP_MONO0 + 4000000000ull)
+static inline void exp_write_aborted_job(const char *dir)
+{
+    for (int r = 0; r < 2; r++) {
+        cp_trace_writer *w = exp_open_rank(dir, r, "node-a");
+        exp_put_comm(w, 2, r);
+        exp_put_call(w, r, CP_OP_ALLREDUCE, 0, 256, -1, EXP_MONO0, 1);
+        exp_put_done(w, CP_OP_ALLREDUCE, 0, -1, EXP_MONO0 + 1000, EXP_MONO0 + 11000);
+        if (r == 0) {
+            uint64_t t = EXP_ABORT_T - 3000000000ull;
+            exp_put_call(w, r, CP_OP_ALLREDUCE, 1, 256, -1, t, 1);
+            exp_put_call(w, r, CP_OP_COMM_ABORT, 0, 0, -1, EXP_ABORT_T, 0);
+            exp_put_done(w, CP_OP_ALLREDUCE, 1, -1, EXP_ABORT_T - 200000,
+                         EXP_ABORT_T - 200000 + 826000);
+        }
+        assert_int_equal(cp_trace_writer_close(w), 0);
+    }
+}
+
 /* The job with text in every string a trace holds (exp_write_rank_text), hostnames too. */
 static inline void exp_write_job_text(const char *dir, const char *text)
 {

@@ -260,6 +260,65 @@ static void rows_of_a_rank_with_holes_say_so(void **state)
     free(dir);
 }
 
+/* A call a watchdog's ncclCommAbort ended is "aborted", never a finished "gpu" call. */
+static void a_call_an_abort_ended_says_aborted(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    exp_write_aborted_job(dir);
+    cpa_analysis a;
+    exp_analyze(dir, &a);
+    exp_buf b;
+    assert_int_equal(cpx_export_csv(exp_buf_open(&b), &a), 0);
+    fixture f = {.csv = exp_buf_close(&b)};
+    char *x[NCOLS + 4];
+    find_row(&f, "0", "AllReduce", "1", x);
+    assert_string_equal(x[18], "aborted");
+    free_fields(x, NCOLS);
+    find_row(&f, "0", "AllReduce", "0", x);
+    assert_string_equal(x[18], "gpu");
+    free_fields(x, NCOLS);
+    free(f.csv);
+    cpa_analysis_free(&a);
+    tt_rmtree(dir);
+    free(dir);
+}
+
+/* A wait is never longer than from the call's arrival to its end: the peer that arrives
+ * after an abort ended the call (rank 1 enters seq 1 5 ms after rank 0's abort) does not make
+ * rank 0 wait past its end, as the 8,009,681 us wait beside an 826 us duration did. */
+static void a_wait_never_outlasts_the_call(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    exp_write_aborted_job(dir);
+    /* rank 1's file again, now with its late seq 1 */
+    char path[1200];
+    snprintf(path, sizeof path, "%s/rank01%s", dir, CP_TRACE_FILE_SUFFIX);
+    assert_int_equal(unlink(path), 0);
+    cp_trace_writer *w = exp_open_rank(dir, 1, "node-a");
+    exp_put_comm(w, 2, 1);
+    exp_put_call(w, 1, CP_OP_ALLREDUCE, 0, 256, -1, EXP_MONO0, 1);
+    exp_put_done(w, CP_OP_ALLREDUCE, 0, -1, EXP_MONO0 + 1000, EXP_MONO0 + 11000);
+    exp_put_call(w, 1, CP_OP_ALLREDUCE, 1, 256, -1, EXP_ABORT_T + 5000000, 1);
+    assert_int_equal(cp_trace_writer_close(w), 0);
+    cpa_analysis a;
+    exp_analyze(dir, &a);
+    exp_buf b;
+    assert_int_equal(cpx_export_csv(exp_buf_open(&b), &a), 0);
+    fixture f = {.csv = exp_buf_close(&b)};
+    char *x[NCOLS + 4];
+    find_row(&f, "0", "AllReduce", "1", x);
+    assert_string_equal(x[18], "aborted");
+    assert_true(atof(x[15]) <= atof(x[13]) + 1e-9);
+    assert_true(atof(x[15]) > 0);
+    free_fields(x, NCOLS);
+    free(f.csv);
+    cpa_analysis_free(&a);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -270,6 +329,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_failed_stream_is_an_error, setup, teardown),
         cmocka_unit_test_setup_teardown(a_size_past_64_bits_is_an_empty_cell, setup, teardown),
         cmocka_unit_test(rows_of_a_rank_with_holes_say_so),
+        cmocka_unit_test(a_call_an_abort_ended_says_aborted),
+        cmocka_unit_test(a_wait_never_outlasts_the_call),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -435,6 +435,29 @@ static void slices_on_a_stream_never_partly_overlap(void **state)
     free(dir);
 }
 
+/* A call an abort ended is flagged in its slice, and its wait never runs past its end. */
+static void an_aborted_call_is_flagged(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    exp_write_aborted_job(dir);
+    cpa_analysis a;
+    exp_analyze(dir, &a);
+    char *s = export_of(&a);
+    json_object *doc = parse_strict(s);
+    free(s);
+    fixture g = { .doc = doc };
+    assert_true(json_object_object_get_ex(doc, "traceEvents", &g.events));
+    json_object *ab = slice(&g, 0, "AllReduce", 1);
+    assert_true(json_object_get_boolean(arg(ab, "aborted")));
+    assert_null(arg(slice(&g, 0, "AllReduce", 0), "aborted"));
+    assert_no_partial_overlap(g.events);
+    json_object_put(doc);
+    cpa_analysis_free(&a);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 static void a_failed_stream_is_an_error(void **state)
 {
     fixture *f = *state;
@@ -530,6 +553,7 @@ int main(void)
         cmocka_unit_test(values_past_64_bits_are_left_out_or_saturate),
         cmocka_unit_test(holes_are_in_the_metadata_and_on_the_rank),
         cmocka_unit_test(slices_on_a_stream_never_partly_overlap),
+        cmocka_unit_test(an_aborted_call_is_flagged),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

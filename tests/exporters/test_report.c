@@ -507,6 +507,29 @@ static void a_trace_with_holes_says_so_in_both_reports(void **state)
     free(dir);
 }
 
+/* An operation a watchdog's abort ended has no duration: left out of the op table, and said
+ * (its 826 us DONE came with the abort, 3 s after the call). */
+static void an_aborted_operation_is_no_duration(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    exp_write_aborted_job(dir);
+    cpa_analysis a;
+    exp_analyze(dir, &a);
+    assert_int_equal(a.stats.aborted, 1);
+    assert_int_equal(a.stats.nrows, 1);
+    assert_int_equal(a.stats.rows[0].ops, 1); /* seq 0 only */
+    char *t = text_of(&a, 0, 0, NULL);
+    assert_non_null(strstr(t, "\n1 operation ended by ncclCommAbort (a watchdog's) left out\n"));
+    free(t);
+    json_object *j = json_of(&a, 0);
+    assert_num(j, "job.aborted_operations", 1);
+    json_object_put(j);
+    cpa_analysis_free(&a);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 /* What a damaged or forged trace makes the analyzer leave out is said where the figures rest
  * on it: clock samples rejected (under the clock), operations of no possible size (under the
  * operations), and a count past INT64_MAX shown as the count it is, not a negative number. */
@@ -544,6 +567,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test(sizes_are_exact_never_rounded),
         cmocka_unit_test(a_trace_with_holes_says_so_in_both_reports),
+        cmocka_unit_test(an_aborted_operation_is_no_duration),
         cmocka_unit_test_setup_teardown(text_is_terminal_safe_with_hostile_strings, setup,
                                         teardown),
         cmocka_unit_test(want_color_only_on_a_terminal_without_no_color),
