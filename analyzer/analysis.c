@@ -141,10 +141,15 @@ int cpa_analyze_model(cpa_model *model, cpa_analysis *a, cpa_progress_fn progres
         if (summarize_rank(&m->ranks[i], &a->ranks[i]))
             goto oom;
     job_span(a);
+    if (cpa_timeline_build(a, &a->timeline))
+        goto oom_timeline;
     say(progress, ctx, "done", 1.0);
     return 0;
 oom:
     snprintf(err, errlen, "out of memory summarizing the ranks");
+    goto fail;
+oom_timeline:
+    snprintf(err, errlen, "out of memory laying out the job timeline");
 fail:
     cpa_analysis_free(a);
     return -1;
@@ -154,6 +159,7 @@ void cpa_analysis_free(cpa_analysis *a)
 {
     if (!a)
         return;
+    cpa_timeline_free(&a->timeline);
     cpa_mismatches_free(&a->mismatches);
     cpa_hangs_free(&a->hangs);
     cpa_stragglers_free(&a->stragglers);

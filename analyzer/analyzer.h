@@ -351,6 +351,23 @@ typedef struct cpa_rank_summary {
     uint64_t calls;
 } cpa_rank_summary;
 
+/* ---- the job timeline (timeline.c) ----
+ *
+ * Every output's one source of job time: after clock alignment, each call's operation and
+ * its arrival, slice and wait on the job time line, and each operation's latest arrival and
+ * its first and last ranks to arrive. Built once by cpa_analyze_model; the report, the
+ * exporters and the screens read it and never convert a time themselves. */
+
+#define CPA_NO_OP UINT32_MAX
+
+typedef struct cpa_timeline {
+    uint32_t **call_op;    /* [rank_idx][call_idx]: index into matched.ops, or CPA_NO_OP */
+    uint64_t *latest_ns;   /* per op: its latest arrival on the job line (ns) */
+    uint32_t *first_part;  /* per op: the part (0..nparts) that arrived first, ties: lowest */
+    uint32_t *last_part;   /* ... and last, ties: the highest rank */
+    size_t nranks;
+} cpa_timeline;
+
 typedef struct cpa_analysis {
     cpa_model *model;
     cpa_matched matched;
@@ -359,6 +376,7 @@ typedef struct cpa_analysis {
     cpa_stragglers stragglers;
     cpa_hangs hangs;
     cpa_mismatches mismatches;
+    cpa_timeline timeline;
     cpa_rank_summary *ranks;  /* per model rank */
     char **hosts;             /* distinct hostnames, first seen first */
     size_t nhosts;
@@ -377,5 +395,40 @@ int cpa_analyze(const char *dir, cpa_analysis *out, cpa_progress_fn progress, vo
 int cpa_analyze_model(cpa_model *m, cpa_analysis *out, cpa_progress_fn progress, void *ctx,
                       char *err, size_t errlen);
 void cpa_analysis_free(cpa_analysis *a);
+
+/* ---- reading the job timeline (timeline.c) ---- */
+
+/* A call on the job time line (ns): its arrival (GPU start when timed, else host entry:
+ * match.c's rule) and its slice: GPU start..end when timed, else host entry..entry + time
+ * in the call, and for a timed call with no DONE (in flight when the trace ended) host
+ * entry..the rank's last record, with *unfinished set. GPU times go through
+ * cpa_clock_gpu_job_ns, host times through cpa_clock_job_ns. */
+uint64_t cpa_call_arrival_job_ns(const cpa_analysis *a, size_t rank_idx, const cpa_call *c);
+void cpa_call_span_job_ns(const cpa_analysis *a, size_t rank_idx, const cpa_call *c,
+                          uint64_t *start, uint64_t *end, int *unfinished);
+
+/* Host (cpa_clock_job_ns) or GPU (cpa_clock_gpu_job_ns) local ns of a rank -> microseconds
+ * since the job's start on the job line; a job-line time (ns) -> the same. Negative before
+ * the start (a GPU time may precede the first record the job span was measured from). */
+double cpa_job_us(const cpa_analysis *a, size_t rank_idx, uint64_t local_ns);
+double cpa_gpu_job_us(const cpa_analysis *a, size_t rank_idx, uint64_t local_ns);
+double cpa_job_ns_us(const cpa_analysis *a, uint64_t job_ns);
+
+/* 0, or -1 out of memory (errno ENOMEM); cpa_analyze_model calls it. */
+int cpa_timeline_build(const cpa_analysis *a, cpa_timeline *t);
+void cpa_timeline_free(cpa_timeline *t);
+
+/* The operation a call belongs to (index into matched.ops), CPA_NO_OP none. */
+uint32_t cpa_call_op(const cpa_analysis *a, size_t rank_idx, size_t call_idx);
+
+/* A call's wait (ns): its operation's latest arrival minus its own arrival; for a call timed
+ * on the GPU never longer than from its arrival to its end (an operation ends after its last
+ * rank arrives, unless an abort or an error ended it: then what the call spent). -1 when it
+ * is in no operation of two ranks or more. */
+int64_t cpa_call_wait_ns(const cpa_analysis *a, size_t rank_idx, size_t call_idx);
+
+/* The operation's late rank (model index) from the straggler analysis, -1 none. */
+int32_t cpa_op_late_rank_idx(const cpa_analysis *a, size_t op_idx);
+double cpa_op_late_us(const cpa_analysis *a, size_t op_idx);
 
 #endif

@@ -56,7 +56,7 @@ static int64_t rel(const cpa_analysis *a, uint64_t job_ns)
     return (int64_t)(job_ns - a->start_ns);
 }
 
-static void row(FILE *out, const cpa_analysis *a, const cpx_timeline *tl, size_t ri, size_t ci)
+static void row(FILE *out, const cpa_analysis *a, size_t ri, size_t ci)
 {
     const cpa_rank *r = &a->model->ranks[ri];
     const cpa_call *c = &r->calls[ci];
@@ -80,7 +80,7 @@ static void row(FILE *out, const cpa_analysis *a, const cpx_timeline *tl, size_t
 
     uint64_t start, end;
     int unfinished;
-    cpx_call_span_job_ns(a, ri, c, &start, &end, &unfinished);
+    cpa_call_span_job_ns(a, ri, c, &start, &end, &unfinished);
     us(out, rel(a, cpa_clock_job_ns(a->model, &a->clock, ri, c->enter_ns)));
     if (c->gpu_timed) {
         us(out, rel(a, start));
@@ -93,14 +93,14 @@ static void row(FILE *out, const cpa_analysis *a, const cpx_timeline *tl, size_t
     else
         us(out, (int64_t)(end - start));
 
-    int64_t arrival = rel(a, cpx_call_arrival_job_ns(a, ri, c));
+    int64_t arrival = rel(a, cpa_call_arrival_job_ns(a, ri, c));
     us(out, arrival);
-    uint32_t oi = tl->call_op[ri][ci];
+    uint32_t oi = cpa_call_op(a, ri, ci);
     int late = 0;
-    int64_t wait = cpx_call_wait_ns(a, tl, ri, ci);
+    int64_t wait = cpa_call_wait_ns(a, ri, ci);
     if (wait >= 0) {
         us(out, wait);
-        late = cpx_op_late_rank_idx(a, oi) == (int32_t)ri;
+        late = cpa_op_late_rank_idx(a, oi) == (int32_t)ri;
     } else {
         fputc(',', out);
     }
@@ -143,14 +143,10 @@ static void row(FILE *out, const cpa_analysis *a, const cpx_timeline *tl, size_t
 
 int cpx_export_csv(FILE *out, const cpa_analysis *a)
 {
-    cpx_timeline tl;
-    if (cpx_timeline_build(a, &tl) != 0)
-        return -1;
     fputs(header, out);
     const cpa_model *m = a->model;
     for (size_t ri = 0; ri < m->nranks && !ferror(out); ri++)
         for (size_t ci = 0; ci < m->ranks[ri].ncalls && !ferror(out); ci++)
-            row(out, a, &tl, ri, ci);
-    cpx_timeline_free(&tl);
+            row(out, a, ri, ci);
     return fflush(out) != 0 || ferror(out) ? -1 : 0;
 }

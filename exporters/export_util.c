@@ -125,127 +125,6 @@ void cpx_fmt_site(char *buf, size_t len, const char *site)
     strcat(buf, "...");
 }
 
-uint64_t cpx_call_arrival_job_ns(const cpa_analysis *a, size_t rank_idx, const cpa_call *c)
-{
-    if (c->gpu_timed)
-        return cpa_clock_gpu_job_ns(a->model, &a->clock, rank_idx, c->gpu_start_ns);
-    return cpa_clock_job_ns(a->model, &a->clock, rank_idx, c->enter_ns);
-}
-
-void cpx_call_span_job_ns(const cpa_analysis *a, size_t rank_idx, const cpa_call *c,
-                          uint64_t *start, uint64_t *end, int *unfinished)
-{
-    const cpa_model *m = a->model;
-    const cpa_rank *r = &m->ranks[rank_idx];
-    *unfinished = 0;
-    if (c->gpu_timed) {
-        *start = cpa_clock_gpu_job_ns(m, &a->clock, rank_idx, c->gpu_start_ns);
-        *end = cpa_clock_gpu_job_ns(m, &a->clock, rank_idx, c->gpu_end_ns);
-    } else {
-        uint64_t last = c->enter_ns + c->host_ns;
-        if ((c->flags & CP_CALL_TIMED) && !c->done) {
-            *unfinished = 1;
-            if (r->last_ns > last)
-                last = r->last_ns;
-        }
-        *start = cpa_clock_job_ns(m, &a->clock, rank_idx, c->enter_ns);
-        *end = cpa_clock_job_ns(m, &a->clock, rank_idx, last);
-    }
-    if (*end < *start)
-        *end = *start;
-}
-
-double cpx_job_ns_us(const cpa_analysis *a, uint64_t job_ns)
-{
-    return job_ns >= a->start_ns ? (double)(job_ns - a->start_ns) / 1e3
-                                 : -(double)(a->start_ns - job_ns) / 1e3;
-}
-
-double cpx_job_us(const cpa_analysis *a, size_t rank_idx, uint64_t local_ns)
-{
-    return cpx_job_ns_us(a, cpa_clock_job_ns(a->model, &a->clock, rank_idx, local_ns));
-}
-
-double cpx_gpu_job_us(const cpa_analysis *a, size_t rank_idx, uint64_t local_ns)
-{
-    return cpx_job_ns_us(a, cpa_clock_gpu_job_ns(a->model, &a->clock, rank_idx, local_ns));
-}
-
-int cpx_timeline_build(const cpa_analysis *a, cpx_timeline *t)
-{
-    const cpa_model *m = a->model;
-    const cpa_matched *mt = &a->matched;
-    memset(t, 0, sizeof *t);
-    t->nranks = m->nranks;
-    t->call_op = calloc(m->nranks ? m->nranks : 1, sizeof *t->call_op);
-    size_t nops = mt->nops ? mt->nops : 1;
-    t->latest_ns = calloc(nops, sizeof *t->latest_ns);
-    t->first_part = calloc(nops, sizeof *t->first_part);
-    t->last_part = calloc(nops, sizeof *t->last_part);
-    if (!t->call_op || !t->latest_ns || !t->first_part || !t->last_part)
-        goto oom;
-    for (size_t r = 0; r < m->nranks; r++) {
-        size_t n = m->ranks[r].ncalls;
-        t->call_op[r] = malloc((n ? n : 1) * sizeof **t->call_op);
-        if (!t->call_op[r])
-            goto oom;
-        memset(t->call_op[r], 0xff, (n ? n : 1) * sizeof **t->call_op);
-    }
-    for (size_t i = 0; i < mt->nops; i++) {
-        const cpa_op *o = &mt->ops[i];
-        uint64_t lo = UINT64_MAX, hi = 0;
-        for (uint32_t k = 0; k < o->nparts; k++) {
-            const cpa_part *p = &mt->parts[o->first_part + k];
-            if (p->rank_idx >= m->nranks || p->call_idx >= m->ranks[p->rank_idx].ncalls)
-                continue;
-            t->call_op[p->rank_idx][p->call_idx] = (uint32_t)i;
-            uint64_t at = cpx_call_arrival_job_ns(a, p->rank_idx,
-                                                  &m->ranks[p->rank_idx].calls[p->call_idx]);
-            if (at < lo) {
-                lo = at;
-                t->first_part[i] = k;
-            }
-            if (at >= hi) {
-                hi = at;
-                t->last_part[i] = k;
-            }
-        }
-        t->latest_ns[i] = hi;
-    }
-    return 0;
-oom:
-    cpx_timeline_free(t);
-    errno = ENOMEM;
-    return -1;
-}
-
-void cpx_timeline_free(cpx_timeline *t)
-{
-    if (t->call_op)
-        for (size_t r = 0; r < t->nranks; r++)
-            free(t->call_op[r]);
-    free(t->call_op);
-    free(t->latest_ns);
-    free(t->first_part);
-    free(t->last_part);
-    memset(t, 0, sizeof *t);
-}
-
-int32_t cpx_op_late_rank_idx(const cpa_analysis *a, size_t op_idx)
-{
-    if (!a->stragglers.op_late_rank_idx || op_idx >= a->matched.nops)
-        return -1;
-    int32_t r = a->stragglers.op_late_rank_idx[op_idx];
-    return r >= 0 && (size_t)r < a->model->nranks ? r : -1;
-}
-
-double cpx_op_late_us(const cpa_analysis *a, size_t op_idx)
-{
-    if (!a->stragglers.op_late_us || op_idx >= a->matched.nops)
-        return 0;
-    return a->stragglers.op_late_us[op_idx];
-}
-
 long cpx_rank_index(const cpa_model *m, int32_t rank)
 {
     /* Ranks are sorted by rank (load.c); files without one sort first as -1. */
@@ -319,7 +198,7 @@ void cpx_holes_text(char *buf, size_t len, const cpa_analysis *a, long *first_ra
         const cpa_rank *r = &m->ranks[i];
         if (!cpa_rank_has_holes(r) || !r->integrity.first_gap_ns)
             continue;
-        double s = cpx_job_us(a, i, r->integrity.first_gap_ns) / 1e6;
+        double s = cpa_job_us(a, i, r->integrity.first_gap_ns) / 1e6;
         if (fr < 0 || s < fs) {
             fr = (long)i;
             fs = s;
@@ -344,21 +223,4 @@ const char *cpx_holes_caveat(const cpa_analysis *a)
     return cpa_model_has_holes(a->model)
                ? "(the trace has holes, see job: these figures may leave operations out)"
                : "";
-}
-
-int64_t cpx_call_wait_ns(const cpa_analysis *a, const cpx_timeline *tl, size_t ri, size_t ci)
-{
-    uint32_t oi = tl->call_op[ri][ci];
-    if (oi == CPX_NO_OP || a->matched.ops[oi].nparts < 2)
-        return -1;
-    const cpa_call *c = &a->model->ranks[ri].calls[ci];
-    uint64_t arrival = cpx_call_arrival_job_ns(a, ri, c), latest = tl->latest_ns[oi];
-    if (c->gpu_timed) {
-        uint64_t start, end;
-        int unfinished;
-        cpx_call_span_job_ns(a, ri, c, &start, &end, &unfinished);
-        if (latest > end)
-            latest = end;
-    }
-    return latest > arrival ? (int64_t)(latest - arrival) : 0;
 }

@@ -13,8 +13,6 @@
 
 #include "analyzer/analyzer.h"
 
-#define CPX_NO_OP UINT32_MAX
-
 /* "AllReduce"; a statistics row or matched operation of CP_OP_SEND is a send/recv pair:
  * "Send/Recv" where pairs is set (text), else the contract's name "Send". */
 const char *cpx_op_label(unsigned op, int pairs);
@@ -51,44 +49,6 @@ void cpx_fmt_comm(char buf[17], uint64_t comm_id);
 
 /* The call site escaped (common/text.h), cut to its innermost frames; "" unknown. */
 void cpx_fmt_site(char *buf, size_t len, const char *site);
-
-/* A call on the job time line (ns): its arrival (GPU start when timed, else host entry:
- * match.c's rule) and its slice: GPU start..end when timed, else host entry..entry + time
- * in the call, and for a timed call with no DONE (in flight when the trace ended) host
- * entry..the rank's last record, with *unfinished set. GPU times go through
- * cpa_clock_gpu_job_ns, host times through cpa_clock_job_ns. */
-uint64_t cpx_call_arrival_job_ns(const cpa_analysis *a, size_t rank_idx, const cpa_call *c);
-void cpx_call_span_job_ns(const cpa_analysis *a, size_t rank_idx, const cpa_call *c,
-                          uint64_t *start, uint64_t *end, int *unfinished);
-
-/* Host (cpa_clock_job_ns) or GPU (cpa_clock_gpu_job_ns) local ns of a rank -> microseconds
- * since the job's start on the job line; a job-line time (ns) -> the same. Negative before
- * the start (a GPU time may precede the first record the job span was measured from). */
-double cpx_job_us(const cpa_analysis *a, size_t rank_idx, uint64_t local_ns);
-double cpx_gpu_job_us(const cpa_analysis *a, size_t rank_idx, uint64_t local_ns);
-double cpx_job_ns_us(const cpa_analysis *a, uint64_t job_ns);
-
-typedef struct cpx_timeline {
-    uint32_t **call_op;    /* [rank_idx][call_idx]: index into matched.ops, or CPX_NO_OP */
-    uint64_t *latest_ns;   /* per op: its latest arrival on the job line (ns) */
-    uint32_t *first_part;  /* per op: the part (0..nparts) that arrived first, ties: lowest */
-    uint32_t *last_part;   /* ... and last, ties: the highest rank */
-    size_t nranks;
-} cpx_timeline;
-
-/* 0, or -1 out of memory (errno ENOMEM). */
-int cpx_timeline_build(const cpa_analysis *a, cpx_timeline *t);
-void cpx_timeline_free(cpx_timeline *t);
-
-/* A call's wait (ns): its operation's latest arrival minus its own arrival; for a call timed
- * on the GPU never longer than from its arrival to its end (an operation ends after its last
- * rank arrives, unless an abort or an error ended it: then what the call spent). -1 when it
- * is in no operation of two ranks or more. */
-int64_t cpx_call_wait_ns(const cpa_analysis *a, const cpx_timeline *tl, size_t ri, size_t ci);
-
-/* The operation's late rank (model index) from the straggler analysis, -1 none. */
-int32_t cpx_op_late_rank_idx(const cpa_analysis *a, size_t op_idx);
-double cpx_op_late_us(const cpa_analysis *a, size_t op_idx);
 
 /* The trace's holes in one line, as every output says them: "12 records lost (10 ring_full,
  * 2 at_end), 1 chunk missing; 2 of 8 ranks, the first at +3.214 s (rank 3)"; "" when it has

@@ -36,7 +36,6 @@
 typedef struct pw {
     FILE *out;
     const cpa_analysis *a;
-    cpx_timeline tl;
     uint32_t *pid;      /* per rank index */
     uint32_t *tid_base; /* per rank index: tid of its stream 0 */
     /* per tid: where the last slice laid on its track ends (ns since the job's start) */
@@ -173,7 +172,6 @@ static void pw_release(pw *p)
         json_object_put(p->interned[i].obj);
     json_object_put(p->yes);
     json_object_put(p->comm);
-    cpx_timeline_free(&p->tl);
     free(p->pid);
     free(p->tid_base);
     free(p->track_end);
@@ -286,13 +284,13 @@ static void call_events(pw *p, size_t ri, size_t ci)
     const cpa_analysis *a = p->a;
     const cpa_rank *r = &a->model->ranks[ri];
     const cpa_call *c = &r->calls[ci];
-    uint32_t oi = p->tl.call_op[ri][ci];
-    const cpa_op *o = oi != CPX_NO_OP ? &a->matched.ops[oi] : NULL;
+    uint32_t oi = cpa_call_op(a, ri, ci);
+    const cpa_op *o = oi != CPA_NO_OP ? &a->matched.ops[oi] : NULL;
     int oom = 0;
 
     uint64_t start, end;
     int unfinished;
-    cpx_call_span_job_ns(a, ri, c, &start, &end, &unfinished);
+    cpa_call_span_job_ns(a, ri, c, &start, &end, &unfinished);
     /* Integer nanoseconds since the job's start: exact, and cheap to print. */
     int64_t ts = (int64_t)(start - a->start_ns), te = (int64_t)(end - a->start_ns);
     uint32_t pid = p->pid[ri], tid = call_tid(p, ri, c);
@@ -352,18 +350,18 @@ static void call_events(pw *p, size_t ri, size_t ci)
     put(&oom, args, "host_enter_us", ns_us(&oom, (int64_t)(enter - a->start_ns)));
     put(&oom, args, "host_us", ns_us(&oom, c->host_ns));
 
-    int64_t arrival = (int64_t)(cpx_call_arrival_job_ns(a, ri, c) - a->start_ns);
+    int64_t arrival = (int64_t)(cpa_call_arrival_job_ns(a, ri, c) - a->start_ns);
     int64_t wait_end = 0;
     int flow = o && o->nparts >= 2;
     if (flow) {
-        int64_t latest = (int64_t)(p->tl.latest_ns[oi] - a->start_ns);
+        int64_t latest = (int64_t)(a->timeline.latest_ns[oi] - a->start_ns);
         put(&oom, args, "arrival_us", ns_us(&oom, arrival));
-        put(&oom, args, "wait_us", ns_us(&oom, cpx_call_wait_ns(a, &p->tl, ri, ci)));
+        put(&oom, args, "wait_us", ns_us(&oom, cpa_call_wait_ns(a, ri, ci)));
         put(&oom, args, "ranks", chk(&oom, json_object_new_int64(o->nparts)));
-        int32_t late = cpx_op_late_rank_idx(a, oi);
+        int32_t late = cpa_op_late_rank_idx(a, oi);
         if (late >= 0) {
             put(&oom, args, "late_rank", chk(&oom, json_object_new_int(a->model->ranks[late].rank)));
-            put(&oom, args, "late_us", ns_us(&oom, cpa_round_i64(cpx_op_late_us(a, oi) * 1e3)));
+            put(&oom, args, "late_us", ns_us(&oom, cpa_round_i64(cpa_op_late_us(a, oi) * 1e3)));
         }
         wait_end = latest < te ? latest : te;
     }
@@ -373,8 +371,8 @@ static void call_events(pw *p, size_t ri, size_t ci)
     put(&oom, ev, "args", args);
 
     if (flow) {
-        const cpa_part *fp = &a->matched.parts[o->first_part + p->tl.first_part[oi]];
-        const cpa_part *lp = &a->matched.parts[o->first_part + p->tl.last_part[oi]];
+        const cpa_part *fp = &a->matched.parts[o->first_part + a->timeline.first_part[oi]];
+        const cpa_part *lp = &a->matched.parts[o->first_part + a->timeline.last_part[oi]];
         put(&oom, ev, "bind_id", chk(&oom, json_object_new_uint64((uint64_t)oi + 1)));
         if (!(fp->rank_idx == ri && fp->call_idx == ci))
             put(&oom, ev, "flow_in", yes(p, &oom));
@@ -394,7 +392,7 @@ static void call_events(pw *p, size_t ri, size_t ci)
         put(&oom, w, "ts", ns_us(&oom, wait_start));
         put(&oom, w, "dur", ns_us(&oom, wait_end - wait_start));
         json_object *wargs = chk(&oom, json_object_new_object());
-        const cpa_part *lastp = &a->matched.parts[o->first_part + p->tl.last_part[oi]];
+        const cpa_part *lastp = &a->matched.parts[o->first_part + a->timeline.last_part[oi]];
         put(&oom, wargs, "for_rank",
             chk(&oom, json_object_new_int(a->model->ranks[lastp->rank_idx].rank)));
         put(&oom, wargs, "wait_us", ns_us(&oom, wait_end - arrival));
@@ -518,7 +516,7 @@ int cpx_export_perfetto_events(FILE *out, const cpa_analysis *a, uint64_t *event
     pw p = { .out = out, .a = a, .first = 1 };
     *events = 0;
     const cpa_model *m = a->model;
-    if (cpx_timeline_build(a, &p.tl) != 0 || assign_ids(&p) != 0) {
+    if (assign_ids(&p) != 0) {
         pw_release(&p);
         errno = ENOMEM;
         return -1;

@@ -398,7 +398,7 @@ static json_object *per_rank(jb *b, const cpa_analysis *a)
         put(b, o, "integrity", integrity(b, &r->integrity, r->lost_records));
         if (r->integrity.first_gap_ns)
             put(b, o, "first_hole_s",
-                num(b, cpx_job_us(a, i, r->integrity.first_gap_ns) / 1e6, 6));
+                num(b, cpa_job_us(a, i, r->integrity.first_gap_ns) / 1e6, 6));
         put(b, o, "ended", chk(b, json_object_new_boolean(r->ended != 0)));
         if (r->ended && r->end_signal)
             put(b, o, "signal", chk(b, json_object_new_int(r->end_signal)));

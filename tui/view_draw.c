@@ -69,7 +69,7 @@ static const cpv_data *sort_ctx;
 static int cmp_coll(const void *x, const void *y)
 {
     size_t p = *(const size_t *)x, q = *(const size_t *)y;
-    uint64_t a = sort_ctx->tl.latest_ns[p], b = sort_ctx->tl.latest_ns[q];
+    uint64_t a = sort_ctx->a->timeline.latest_ns[p], b = sort_ctx->a->timeline.latest_ns[q];
     if (a != b)
         return a < b ? -1 : 1;
     return p < q ? -1 : p > q;
@@ -119,8 +119,8 @@ static int block_index(cpv_data *d)
                  ci++) {
                 uint64_t st, en;
                 int open;
-                cpx_call_span_job_ns(a, ri, &r->calls[ci], &st, &en, &open);
-                double su = cpx_job_ns_us(a, st), eu = cpx_job_ns_us(a, en);
+                cpa_call_span_job_ns(a, ri, &r->calls[ci], &st, &en, &open);
+                double su = cpa_job_ns_us(a, st), eu = cpa_job_ns_us(a, en);
                 lo = su < lo ? su : lo;
                 hi = eu > hi ? eu : hi;
             }
@@ -141,12 +141,12 @@ static void timeline_extent(cpv_data *d)
     for (size_t ri = 0; ri < a->model->nranks; ri++) {
         const cpa_rank *r = &a->model->ranks[ri];
         for (size_t ci = 0; ci < r->ncalls; ci++) {
-            if (d->tl.call_op[ri][ci] == CPX_NO_OP)
+            if (cpa_call_op(a, ri, ci) == CPA_NO_OP)
                 continue;
             uint64_t st, en;
             int open;
-            cpx_call_span_job_ns(a, ri, &r->calls[ci], &st, &en, &open);
-            double su = cpx_job_ns_us(a, st), eu = cpx_job_ns_us(a, en);
+            cpa_call_span_job_ns(a, ri, &r->calls[ci], &st, &en, &open);
+            double su = cpa_job_ns_us(a, st), eu = cpa_job_ns_us(a, en);
             lo = su < lo ? su : lo;
             hi = eu > hi ? eu : hi;
         }
@@ -168,8 +168,6 @@ int cpv_data_init(cpv_data *d, const cpa_analysis *a, const char *title)
     d->a = a;
     d->title = title ? title : "";
     size_t nr = a->model->nranks, nops = a->matched.nops;
-    if (cpx_timeline_build(a, &d->tl) != 0)
-        return -1;
     d->coll_order = malloc((nops ? nops : 1) * sizeof *d->coll_order);
     d->coll_pos = malloc((nops ? nops : 1) * sizeof *d->coll_pos);
     d->p2p_order = malloc((nops ? nops : 1) * sizeof *d->p2p_order);
@@ -186,9 +184,9 @@ int cpv_data_init(cpv_data *d, const cpa_analysis *a, const char *title)
             d->coll_order[d->ncoll++] = i;
         else if (a->matched.ops[i].nparts)
             d->p2p_order[d->np2p++] = i;
-        int32_t late = cpx_op_late_rank_idx(a, i);
+        int32_t late = cpa_op_late_rank_idx(a, i);
         if (late >= 0 && (size_t)late < nr) {
-            double us = cpx_op_late_us(a, i);
+            double us = cpa_op_late_us(a, i);
             d->rank_late_n[late]++;
             d->rank_late_us[late] += us;
             if (us > d->max_late_us)
@@ -224,7 +222,6 @@ void cpv_data_free(cpv_data *d)
     }
     free(d->blk_lo);
     free(d->blk_hi);
-    cpx_timeline_free(&d->tl);
     free(d->coll_order);
     free(d->coll_pos);
     free(d->p2p_order);

@@ -56,7 +56,6 @@ typedef cpt_grid cpv_grid;
 typedef struct cpv_data {
     const cpa_analysis *a;
     const char *title;      /* the trace directory, shown in the top bar */
-    cpx_timeline tl;
     size_t *coll_order;     /* matched collectives (complete or not) by latest arrival */
     size_t ncoll;
     size_t *coll_pos;       /* per matched op: its place in coll_order, SIZE_MAX for p2p */

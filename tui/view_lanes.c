@@ -52,11 +52,11 @@ static void strip(const cpv_data *d, cpv_grid *g, int x0, int y, int cols, size_
         late[k] = -1;
     const cpa_rank *r = &a->model->ranks[rank_idx];
     for (size_t ci = 0; ci < r->ncalls; ci++) {
-        uint32_t op = d->tl.call_op[rank_idx][ci];
-        if (op == CPX_NO_OP || d->coll_pos[op] == SIZE_MAX)
+        uint32_t op = cpa_call_op(a, rank_idx, ci);
+        if (op == CPA_NO_OP || d->coll_pos[op] == SIZE_MAX)
             continue;
-        late[d->coll_pos[op]] = cpx_op_late_rank_idx(a, op) == (int32_t)rank_idx
-                                    ? (float)cpx_op_late_us(a, op) : 0.0f;
+        late[d->coll_pos[op]] = cpa_op_late_rank_idx(a, op) == (int32_t)rank_idx
+                                    ? (float)cpa_op_late_us(a, op) : 0.0f;
     }
     for (int c = 0; c < cols; c++) {
         size_t k0 = (size_t)c * d->ncoll / (size_t)cols;
@@ -204,16 +204,16 @@ static void lane(const cpv_data *d, const cpv_state *s, cpv_grid *g, int y, size
         const cpa_call *c = &r->calls[ci];
         uint64_t st_ns, en_ns;
         int open = 0;
-        cpx_call_span_job_ns(a, ri, c, &st_ns, &en_ns, &open);
-        double su = cpx_job_ns_us(a, st_ns), eu = cpx_job_ns_us(a, en_ns);
+        cpa_call_span_job_ns(a, ri, c, &st_ns, &en_ns, &open);
+        double su = cpa_job_ns_us(a, st_ns), eu = cpa_job_ns_us(a, en_ns);
         if (eu < v0 || su >= v1)
             continue;
-        uint32_t op = d->tl.call_op[ri][ci];
+        uint32_t op = cpa_call_op(a, ri, ci);
         double latest = su;
         int late = 0;
-        if (op != CPX_NO_OP) {
-            latest = cpx_job_ns_us(a, d->tl.latest_ns[op]);
-            late = cpx_op_late_rank_idx(a, op) == (int32_t)ri;
+        if (op != CPA_NO_OP) {
+            latest = cpa_job_ns_us(a, a->timeline.latest_ns[op]);
+            late = cpa_op_late_rank_idx(a, op) == (int32_t)ri;
         }
         long c0 = (long)floor((su - v0) / upc), c1 = (long)floor((eu - v0) / upc);
         long cl = (long)floor((latest - v0) / upc);
@@ -316,7 +316,7 @@ static size_t p2p_pos(const cpv_data *d, size_t op)
 static double part_start_us(const cpa_analysis *a, const cpa_part *p)
 {
     const cpa_call *c = &a->model->ranks[p->rank_idx].calls[p->call_idx];
-    return cpx_job_ns_us(a, cpx_call_arrival_job_ns(a, p->rank_idx, c));
+    return cpa_job_ns_us(a, cpa_call_arrival_job_ns(a, p->rank_idx, c));
 }
 
 int cpv_draw_detail(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int y1)
@@ -358,9 +358,9 @@ int cpv_draw_detail(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int y1
                        o->complete ? "" : ", INCOMPLETE");
     if (nccl[0])
         cpt_grid_put_utf8(g, 0, y++, CPV_NORMAL, nccl);
-    double latest = cpx_job_ns_us(a, d->tl.latest_ns[oi]);
+    double latest = cpa_job_ns_us(a, a->timeline.latest_ns[oi]);
     double base = o->nparts ? part_start_us(a, &a->matched.parts[o->first_part +
-                                                                  d->tl.first_part[oi]])
+                                                                  a->timeline.first_part[oi]])
                             : latest;
     size_t pos = coll_pos(d, oi), ppos = pos == SIZE_MAX ? p2p_pos(d, oi) : SIZE_MAX;
     int x = 0;
@@ -369,10 +369,10 @@ int cpv_draw_detail(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int y1
     else if (ppos != SIZE_MAX)
         x = cpt_grid_putf_utf8(g, 0, y, CPV_NORMAL, "send/recv %zu of %zu, rank %d to %d; ",
                                ppos + 1, d->np2p, (int)o->sender, (int)o->receiver);
-    int32_t late = cpx_op_late_rank_idx(a, oi);
+    int32_t late = cpa_op_late_rank_idx(a, oi);
     if (late >= 0 && (size_t)late < a->model->nranks)
         cpt_grid_putf_utf8(g, x, y++, CPV_LATE, "late rank %d, by %.1f us",
-                           (int)a->model->ranks[late].rank, cpx_op_late_us(a, oi));
+                           (int)a->model->ranks[late].rank, cpa_op_late_us(a, oi));
     else
         cpt_grid_put_utf8(g, x, y++, CPV_NORMAL, "no late rank judged in it");
     cpt_grid_putf_utf8(g, 0, y++, CPV_DIM,
@@ -387,10 +387,10 @@ int cpv_draw_detail(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int y1
         const cpa_call *c = &a->model->ranks[p->rank_idx].calls[p->call_idx];
         uint64_t st_ns, en_ns;
         int open = 0;
-        cpx_call_span_job_ns(a, p->rank_idx, c, &st_ns, &en_ns, &open);
-        double entered = cpx_job_us(a, p->rank_idx, c->enter_ns);
+        cpa_call_span_job_ns(a, p->rank_idx, c, &st_ns, &en_ns, &open);
+        double entered = cpa_job_us(a, p->rank_idx, c->enter_ns);
         double start = part_start_us(a, p);
-        double end = cpx_job_ns_us(a, en_ns);
+        double end = cpa_job_ns_us(a, en_ns);
         int sel = !s->plain && i == s->sel[CPV_DETAIL];
         int is_late = late == (int32_t)p->rank_idx;
         if (sel)
@@ -425,8 +425,8 @@ size_t cpv_enter_op(const cpv_data *d, const cpv_state *s)
             size_t r = rows[s->sel[CPV_STRAGGLERS]];
             double worst = 0;
             for (size_t op = 0; op < a->matched.nops; op++)
-                if (cpx_op_late_rank_idx(a, op) == (int32_t)r && cpx_op_late_us(a, op) > worst) {
-                    worst = cpx_op_late_us(a, op);
+                if (cpa_op_late_rank_idx(a, op) == (int32_t)r && cpa_op_late_us(a, op) > worst) {
+                    worst = cpa_op_late_us(a, op);
                     best = op;
                 }
         }
@@ -437,13 +437,13 @@ size_t cpv_enter_op(const cpv_data *d, const cpv_state *s)
             const cpa_rank *r = &a->model->ranks[ri];
             double mid = s->view_us + s->us_per_col * s->lane_cols / 2, dist = INFINITY;
             for (size_t ci = 0; ci < r->ncalls; ci++) {
-                uint32_t op = d->tl.call_op[ri][ci];
-                if (op == CPX_NO_OP)
+                uint32_t op = cpa_call_op(a, ri, ci);
+                if (op == CPA_NO_OP)
                     continue;
                 uint64_t st_ns, en_ns;
                 int open;
-                cpx_call_span_job_ns(a, ri, &r->calls[ci], &st_ns, &en_ns, &open);
-                double su = cpx_job_ns_us(a, st_ns), eu = cpx_job_ns_us(a, en_ns);
+                cpa_call_span_job_ns(a, ri, &r->calls[ci], &st_ns, &en_ns, &open);
+                double su = cpa_job_ns_us(a, st_ns), eu = cpa_job_ns_us(a, en_ns);
                 double dd = mid < su ? su - mid : mid > eu ? mid - eu : 0;
                 if (dd < dist) {
                     dist = dd;

@@ -179,7 +179,7 @@ static void timeline_draws_ops_by_rank_and_the_wait_for_the_late_rank(void **sta
         }
         /* Zoom on the first AllGather: 1 us a column, its start at column 5.5. */
         int lx = lane_x(f);
-        double ag = cpx_gpu_job_us(&f->a, 0, exp_ag_start(0));
+        double ag = cpa_gpu_job_us(&f->a, 0, exp_ag_start(0));
         f->s.us_per_col = 1;
         f->s.view_us = ag - 5.5;
         draw(f, CPV_TIMELINE, sizes[i][0], sizes[i][1]);
@@ -257,7 +257,7 @@ static void enter_on_a_timeline_row_opens_the_collective_in_the_middle(void **st
     fixture *f = *state;
     cpv_state_init(&f->s);
     draw(f, CPV_TIMELINE, 100, 30);
-    double ar3 = cpx_gpu_job_us(&f->a, 0, exp_ar_start(3));
+    double ar3 = cpa_gpu_job_us(&f->a, 0, exp_ar_start(3));
     f->s.us_per_col = 1;
     f->s.view_us = ar3 + 4 - f->s.lane_cols / 2.0; /* the middle inside AllReduce 3 */
     f->s.sel[CPV_TIMELINE] = 2;
@@ -314,7 +314,7 @@ static void timeline_finds_calls_deep_in_a_long_trace(void **state)
         int lx = lane_x(&f);
         f.s.us_per_col = 1;
         uint64_t t = EXP_MONO0 + 1000000ull + (uint64_t)i * 100000ull;
-        f.s.view_us = cpx_gpu_job_us(&f.a, 0, t) - 5.5;
+        f.s.view_us = cpa_gpu_job_us(&f.a, 0, t) - 5.5;
         draw(&f, CPV_TIMELINE, 80, 24);
         for (int r = 0; r < 2; r++) {
             char label[32];
