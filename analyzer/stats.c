@@ -190,6 +190,7 @@ static double op_time_ns(const cpa_model *m, const cpa_matched *mt, const cpa_op
 {
     double gpu = -1, host = 0;
     unsigned ngpu = 0, nhost = 0;
+    int unfinished = 0;
     for (uint32_t i = 0; i < o->nparts; i++) {
         const cpa_part *p = &mt->parts[o->first_part + i];
         const cpa_call *c = &m->ranks[p->rank_idx].calls[p->call_idx];
@@ -214,12 +215,14 @@ static double op_time_ns(const cpa_model *m, const cpa_matched *mt, const cpa_op
                 gpu = d;
             ngpu++;
         } else if ((c->flags & CP_CALL_TIMED) && !c->done) {
-            return -1;
+            unfinished = 1; /* no time, but a later part may show an abort ended it */
         } else {
             host += c->host_ns;
             nhost++;
         }
     }
+    if (unfinished)
+        return -1;
     if (ngpu)
         return gpu;
     return nhost ? host / nhost : -1;

@@ -38,9 +38,11 @@ typedef struct pw {
     const cpa_analysis *a;
     uint32_t *pid;      /* per rank index */
     uint32_t *tid_base; /* per rank index: tid of its stream 0 */
-    /* per tid: where the last slice laid on its track ends (ns since the job's start) */
-    int64_t *track_end;
     uint32_t tid_end;   /* one past the last tid */
+    struct placed *placed; /* per call of the rank being written: where its slices lie */
+    struct item *items;    /* place_rank's scratch: two per call */
+    int64_t *stack;        /* ... and the ends of the slices enclosing the point reached */
+    size_t cap;            /* calls the two hold */
     int first;
     int failed;
     uint64_t events;
@@ -174,7 +176,9 @@ static void pw_release(pw *p)
     json_object_put(p->comm);
     free(p->pid);
     free(p->tid_base);
-    free(p->track_end);
+    free(p->placed);
+    free(p->items);
+    free(p->stack);
 }
 
 static json_object *event_named(pw *p, int *oom, json_object *name, const char *ph,
@@ -233,11 +237,6 @@ static int assign_ids(pw *p)
         tid += (uint32_t)(m->ranks[i].nstreams ? m->ranks[i].nstreams : 1);
     }
     p->tid_end = tid;
-    p->track_end = calloc(tid ? tid : 1, sizeof *p->track_end);
-    if (!p->track_end)
-        return -1;
-    for (uint32_t t = 0; t < tid; t++)
-        p->track_end[t] = INT64_MIN;
     return 0;
 }
 
@@ -279,35 +278,141 @@ static uint32_t call_tid(const pw *p, size_t ri, const cpa_call *c)
     return p->tid_base[ri] + (c->stream < r->nstreams ? c->stream : 0);
 }
 
+/* Where a call's slice and its wait lie on the stream's track, in integer nanoseconds since
+ * the job's start (exact, and cheap to print). */
+typedef struct placed {
+    int64_t ts, te;     /* the call's slice */
+    int64_t clipped;    /* how much later than measured it starts */
+    int64_t ws, we;     /* its wait, nested in it; we <= ws: none */
+    int64_t wait;       /* how long it waited within its slice, as measured */
+    int64_t arrival;    /* the call's arrival */
+    uint32_t op;        /* its operation, CPA_NO_OP none */
+    int unfinished;
+} placed;
+
+typedef struct item {
+    uint32_t tid;
+    uint32_t call;
+    int64_t s, e;
+    int wait;           /* the call's wait, not the call */
+} item;
+
+static int cmp_item(const void *x, const void *y)
+{
+    const item *a = x, *b = y;
+    if (a->tid != b->tid)
+        return a->tid < b->tid ? -1 : 1;
+    if (a->s != b->s)
+        return a->s < b->s ? -1 : 1;
+    if (a->e != b->e)
+        return a->e > b->e ? -1 : 1; /* the longer first: it is the parent */
+    if (a->call != b->call)
+        return a->call < b->call ? -1 : 1;
+    return a->wait - b->wait;
+}
+
+/* A stream runs its operations one after another, but measured times can overlap a little
+ * (events and NCCL's plugin timers, clock conversions: 309 overlaps of up to 6 ns in one
+ * emulated job; 8 us seen before), and calls still in flight when the trace ended all run
+ * to its last record; a viewer mis-nests a slice that starts inside another and ends after
+ * it. So each track's slices are laid out in order of their measured start, each starting
+ * no earlier than the one before it and, where it would end past the slice it starts in,
+ * where that one ends (clipped says by how much): every two then nest or touch. A wait
+ * lies inside its call's slice. Kept: which slices enclose the point reached (a stack). */
+static int place_rank(pw *p, size_t ri)
+{
+    const cpa_analysis *a = p->a;
+    const cpa_rank *r = &a->model->ranks[ri];
+    size_t n = r->ncalls;
+    if (n > p->cap) {
+        size_t cap = n > 2 * p->cap ? n : 2 * p->cap;
+        placed *pl = realloc(p->placed, cap * sizeof *pl);
+        if (pl)
+            p->placed = pl;
+        item *it = realloc(p->items, 2 * cap * sizeof *it);
+        if (it)
+            p->items = it;
+        int64_t *st = realloc(p->stack, 2 * cap * sizeof *st);
+        if (st)
+            p->stack = st;
+        if (!pl || !it || !st)
+            return -1;
+        p->cap = cap;
+    }
+    size_t ni = 0;
+    for (size_t ci = 0; ci < n; ci++) {
+        const cpa_call *c = &r->calls[ci];
+        placed *q = &p->placed[ci];
+        uint64_t start, end;
+        cpa_call_span_job_ns(a, ri, c, &start, &end, &q->unfinished);
+        q->ts = (int64_t)(start - a->start_ns);
+        q->te = (int64_t)(end - a->start_ns);
+        q->clipped = 0;
+        q->arrival = (int64_t)(cpa_call_arrival_job_ns(a, ri, c) - a->start_ns);
+        q->op = cpa_call_op(a, ri, ci);
+        q->ws = q->we = 0;
+        uint32_t tid = call_tid(p, ri, c);
+        p->items[ni++] = (item){tid, (uint32_t)ci, q->ts, q->te, 0};
+        /* The wait, from arrival to the last rank's; where the slice is the host's short
+         * enqueue (an untimed call) the wait does not fit in it and stays in the args. */
+        if (q->op != CPA_NO_OP && a->matched.ops[q->op].nparts >= 2 && q->arrival >= q->ts) {
+            int64_t latest = (int64_t)(a->timeline.latest_ns[q->op] - a->start_ns);
+            int64_t we = latest < q->te ? latest : q->te;
+            q->wait = we - q->arrival;
+            if (we > q->arrival)
+                p->items[ni++] = (item){tid, (uint32_t)ci, q->arrival, we, 1};
+        }
+    }
+    qsort(p->items, ni, sizeof *p->items, cmp_item);
+    int64_t *stack = p->stack;
+    size_t depth = 0;
+    int64_t cur = INT64_MIN;
+    for (size_t i = 0; i < ni; i++) {
+        item *it = &p->items[i];
+        placed *q = &p->placed[it->call];
+        if (i == 0 || it->tid != p->items[i - 1].tid) {
+            depth = 0;
+            cur = INT64_MIN;
+        }
+        int64_t s = it->s > cur ? it->s : cur, e = it->e;
+        if (it->wait && s < q->ts) /* inside its call, wherever that was laid */
+            s = q->ts;
+        if (it->wait && e > q->te)
+            e = q->te;
+        while (depth && stack[depth - 1] <= s)
+            depth--;
+        while (depth && e > stack[depth - 1]) {
+            s = stack[--depth];
+            while (depth && stack[depth - 1] <= s)
+                depth--;
+        }
+        if (e < s)
+            e = s;
+        if (it->wait) {
+            q->ws = s;
+            q->we = e;
+        } else {
+            q->clipped = s - it->s;
+            q->ts = s;
+            q->te = e;
+        }
+        stack[depth++] = e;
+        cur = s;
+    }
+    return 0;
+}
+
 static void call_events(pw *p, size_t ri, size_t ci)
 {
     const cpa_analysis *a = p->a;
     const cpa_rank *r = &a->model->ranks[ri];
     const cpa_call *c = &r->calls[ci];
-    uint32_t oi = cpa_call_op(a, ri, ci);
+    const placed *q = &p->placed[ci];
+    uint32_t oi = q->op;
     const cpa_op *o = oi != CPA_NO_OP ? &a->matched.ops[oi] : NULL;
     int oom = 0;
-
-    uint64_t start, end;
-    int unfinished;
-    cpa_call_span_job_ns(a, ri, c, &start, &end, &unfinished);
-    /* Integer nanoseconds since the job's start: exact, and cheap to print. */
-    int64_t ts = (int64_t)(start - a->start_ns), te = (int64_t)(end - a->start_ns);
+    int64_t ts = q->ts, te = q->te;
     uint32_t pid = p->pid[ri], tid = call_tid(p, ri, c);
-    /* A stream runs its operations one after another, but measured times can overlap by a
-     * little (events and NCCL's plugin timers, clock conversions: 309 overlaps of up to 6 ns
-     * in one emulated job; 8 us seen before), and a viewer mis-nests a slice that starts
-     * inside the previous one and ends after it. Such a slice starts where the previous
-     * ends, and says by how much (clipped_us); one wholly inside (a group's members share
-     * its span) nests as it is. */
-    int64_t clipped = 0;
-    int64_t *track = tid < p->tid_end ? &p->track_end[tid] : NULL;
-    if (track && ts < *track && te > *track) {
-        clipped = *track - ts;
-        ts = *track;
-    }
-    if (track && te > *track)
-        *track = te;
 
     json_object *ev = event(p, &oom, cp_op_name(c->op), "X", pid, tid);
     put(&oom, ev, "cat", sstr(p, &oom, cp_op_is_p2p(c->op) ? "p2p" : "collective"));
@@ -340,22 +445,19 @@ static void call_events(pw *p, size_t ri, size_t ci)
         if (nseq != CPA_SEQ_NONE)
             put(&oom, args, "nccl_seq", chk(&oom, json_object_new_uint64(nseq)));
     }
-    if (unfinished)
+    if (q->unfinished)
         put(&oom, args, "unfinished", yes(p, &oom));
-    if (clipped)
-        put(&oom, args, "clipped_us", ns_us(&oom, clipped));
+    if (q->clipped)
+        put(&oom, args, "clipped_us", ns_us(&oom, q->clipped));
     if (cpa_call_aborted(r, c)) /* its span ends at the abort, not at a completion */
         put(&oom, args, "aborted", yes(p, &oom));
     uint64_t enter = cpa_clock_job_ns(a->model, &a->clock, ri, c->enter_ns);
     put(&oom, args, "host_enter_us", ns_us(&oom, (int64_t)(enter - a->start_ns)));
     put(&oom, args, "host_us", ns_us(&oom, c->host_ns));
 
-    int64_t arrival = (int64_t)(cpa_call_arrival_job_ns(a, ri, c) - a->start_ns);
-    int64_t wait_end = 0;
     int flow = o && o->nparts >= 2;
     if (flow) {
-        int64_t latest = (int64_t)(a->timeline.latest_ns[oi] - a->start_ns);
-        put(&oom, args, "arrival_us", ns_us(&oom, arrival));
+        put(&oom, args, "arrival_us", ns_us(&oom, q->arrival));
         put(&oom, args, "wait_us", ns_us(&oom, cpa_call_wait_ns(a, ri, ci)));
         put(&oom, args, "ranks", chk(&oom, json_object_new_int64(o->nparts)));
         int32_t late = cpa_op_late_rank_idx(a, oi);
@@ -363,7 +465,6 @@ static void call_events(pw *p, size_t ri, size_t ci)
             put(&oom, args, "late_rank", chk(&oom, json_object_new_int(a->model->ranks[late].rank)));
             put(&oom, args, "late_us", ns_us(&oom, cpa_round_i64(cpa_op_late_us(a, oi) * 1e3)));
         }
-        wait_end = latest < te ? latest : te;
     }
     const char *site = cpa_call_site(r, c);
     if (site)
@@ -381,21 +482,17 @@ static void call_events(pw *p, size_t ri, size_t ci)
     }
     emit(p, ev, oom);
 
-    /* The wait, nested in the call's slice; where the slice is the host's short enqueue
-     * (an untimed call) the wait does not fit in it and stays in the args. */
-    /* (a clipped slice's wait starts with it) */
-    int64_t wait_start = arrival > ts ? arrival : ts;
-    if (flow && wait_end > wait_start && arrival >= ts - clipped) {
+    if (flow && q->we > q->ws) { /* the wait, nested in the call's slice (place_rank) */
         oom = 0;
         json_object *w = event(p, &oom, "wait", "X", pid, tid);
         put(&oom, w, "cat", sstr(p, &oom, "wait"));
-        put(&oom, w, "ts", ns_us(&oom, wait_start));
-        put(&oom, w, "dur", ns_us(&oom, wait_end - wait_start));
+        put(&oom, w, "ts", ns_us(&oom, q->ws));
+        put(&oom, w, "dur", ns_us(&oom, q->we - q->ws));
         json_object *wargs = chk(&oom, json_object_new_object());
         const cpa_part *lastp = &a->matched.parts[o->first_part + a->timeline.last_part[oi]];
         put(&oom, wargs, "for_rank",
             chk(&oom, json_object_new_int(a->model->ranks[lastp->rank_idx].rank)));
-        put(&oom, wargs, "wait_us", ns_us(&oom, wait_end - arrival));
+        put(&oom, wargs, "wait_us", ns_us(&oom, q->wait));
         put(&oom, w, "args", wargs);
         emit(p, w, oom);
     }
@@ -526,9 +623,15 @@ int cpx_export_perfetto_events(FILE *out, const cpa_analysis *a, uint64_t *event
         rank_metadata(&p, ri);
     for (size_t ri = 0; ri < m->nranks && !p.failed; ri++)
         hole_instant(&p, ri);
-    for (size_t ri = 0; ri < m->nranks && !p.failed; ri++)
+    for (size_t ri = 0; ri < m->nranks && !p.failed; ri++) {
+        if (place_rank(&p, ri) != 0) {
+            pw_release(&p);
+            errno = ENOMEM;
+            return -1;
+        }
         for (size_t ci = 0; ci < m->ranks[ri].ncalls && !p.failed; ci++)
             call_events(&p, ri, ci);
+    }
     for (size_t i = 0; i < a->hangs.nrows && !p.failed; i++) {
         const cpa_hang *h = &a->hangs.rows[i];
         for (size_t k = 0; k < h->nwaiting; k++)

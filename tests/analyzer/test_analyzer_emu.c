@@ -14,6 +14,8 @@
 #include <time.h>
 
 #include "analyzer/analyzer.h"
+#include "exporters/exporters.h"
+#include "tests/exporters/perfetto_check.h"
 #include "emu/common/topo.h"
 #include "tests/preload/shim_test_util.h"
 
@@ -63,6 +65,82 @@ static int run_sim(const char *const *env, const char *const *argv)
     return WIFEXITED(res.status) ? WEXITSTATUS(res.status) : -1;
 }
 
+/* What holds on every job, whatever went wrong in it (issue 18): a call's wait never runs
+ * past its end; an operation's latest arrival is its last part's; no two Perfetto slices of
+ * one stream track partly overlap; a call an abort ended is flagged aborted in the Perfetto
+ * slice and the CSV row, and its operation is left out of the op table. */
+static void assert_timeline_invariants(const cpa_analysis *a)
+{
+    const cpa_model *m = a->model;
+    size_t aborted_calls = 0, timed_in_ops = 0;
+    char *op_aborted = calloc(a->matched.nops + 1, 1);
+    for (size_t ri = 0; ri < m->nranks; ri++) {
+        const cpa_rank *r = &m->ranks[ri];
+        for (size_t ci = 0; ci < r->ncalls; ci++) {
+            const cpa_call *c = &r->calls[ci];
+            uint32_t oi = cpa_call_op(a, ri, ci);
+            if (cpa_call_aborted(r, c)) {
+                aborted_calls++;
+                if (oi != CPA_NO_OP)
+                    op_aborted[oi] = 1;
+            }
+            if (oi == CPA_NO_OP)
+                continue;
+            uint64_t arrival = cpa_call_arrival_job_ns(a, ri, c), start, end;
+            int unfinished;
+            cpa_call_span_job_ns(a, ri, c, &start, &end, &unfinished);
+            if (arrival > a->timeline.latest_ns[oi])
+                fail_msg("rank %d call %zu arrives after its operation's latest arrival",
+                         (int)r->rank, ci);
+            int64_t wait = cpa_call_wait_ns(a, ri, ci);
+            if (a->matched.ops[oi].nparts >= 2 && wait < 0)
+                fail_msg("rank %d call %zu: no wait in an operation of %u ranks", (int)r->rank,
+                         ci, a->matched.ops[oi].nparts);
+            if (c->gpu_timed) {
+                timed_in_ops++;
+                if (wait > (int64_t)(end - arrival))
+                    fail_msg("rank %d call %zu waits %lld ns, longer than its %llu ns from "
+                             "arrival to end", (int)r->rank, ci, (long long)wait,
+                             (unsigned long long)(end - arrival));
+            }
+        }
+    }
+    size_t aborted_ops = 0;
+    for (size_t i = 0; i < a->matched.nops; i++)
+        aborted_ops += op_aborted[i];
+    free(op_aborted);
+    assert_int_equal(a->stats.aborted, aborted_ops);
+
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(cpx_export_perfetto(f, a), 0);
+    fclose(f);
+    json_object *doc = pj_parse_strict(buf), *events = NULL;
+    free(buf);
+    assert_true(json_object_object_get_ex(doc, "traceEvents", &events));
+    assert_no_partial_overlap(events);
+    size_t flagged = 0;
+    for (size_t i = 0; i < json_object_array_length(events); i++) {
+        json_object *ev = json_object_array_get_idx(events, i);
+        if (!strcmp(pj_str(ev, "ph"), "X") && pj_field(pj_field(ev, "args"), "aborted"))
+            flagged++;
+    }
+    json_object_put(doc);
+    assert_int_equal(flagged, aborted_calls);
+
+    f = open_memstream(&buf, &len);
+    assert_int_equal(cpx_export_csv(f, a), 0);
+    fclose(f);
+    size_t csv_aborted = 0;
+    for (const char *p = buf; (p = strstr(p, ",aborted,")); p++)
+        csv_aborted++;
+    free(buf);
+    assert_int_equal(csv_aborted, aborted_calls);
+    fprintf(stderr, "timeline invariants hold: %zu timed calls in operations, %zu aborted "
+                    "calls in %zu operations\n", timed_in_ops, aborted_calls, aborted_ops);
+}
+
 static void analyze(cpa_analysis *a)
 {
     char err[512];
@@ -70,6 +148,7 @@ static void analyze(cpa_analysis *a)
         fprintf(stderr, "cpa_analyze: %s\n", err);
         fail();
     }
+    assert_timeline_invariants(a);
 }
 
 static void show(const cpa_analysis *a)

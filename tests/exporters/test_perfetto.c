@@ -11,6 +11,7 @@
 #include <math.h>
 
 #include "exporters/exporters.h"
+#include "tests/exporters/perfetto_check.h"
 
 typedef struct fixture {
     char *dir;
@@ -18,18 +19,6 @@ typedef struct fixture {
     json_object *doc;
     json_object *events;
 } fixture;
-
-static json_object *parse_strict(const char *s)
-{
-    json_tokener *tok = json_tokener_new();
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-    json_object *o = json_tokener_parse_ex(tok, s, (int)strlen(s));
-    enum json_tokener_error e = json_tokener_get_error(tok);
-    json_tokener_free(tok);
-    if (!o || e != json_tokener_success)
-        fail_msg("Perfetto JSON does not parse strictly: %s", json_tokener_error_desc(e));
-    return o;
-}
 
 static char *export_of(const cpa_analysis *a)
 {
@@ -46,7 +35,7 @@ static int setup(void **state)
     exp_analyze(f->dir, &f->a);
     exp_set_findings(&f->a);
     char *s = export_of(&f->a);
-    f->doc = parse_strict(s);
+    f->doc = pj_parse_strict(s);
     free(s);
     assert_true(json_object_object_get_ex(f->doc, "traceEvents", &f->events));
     *state = f;
@@ -64,22 +53,9 @@ static int teardown(void **state)
     return 0;
 }
 
-static json_object *field(json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    json_object_object_get_ex(o, key, &v);
-    return v;
-}
-
-static const char *str_of(json_object *o, const char *key)
-{
-    json_object *v = field(o, key);
-    return v ? json_object_get_string(v) : "";
-}
-
 static json_object *arg(json_object *ev, const char *key)
 {
-    return field(field(ev, "args"), key);
+    return pj_field(pj_field(ev, "args"), key);
 }
 
 static void assert_us(json_object *v, double want)
@@ -95,8 +71,8 @@ static json_object *slice(fixture *f, int pid, const char *name, int64_t seq)
 {
     for (size_t i = 0; i < json_object_array_length(f->events); i++) {
         json_object *ev = json_object_array_get_idx(f->events, i);
-        if (!strcmp(str_of(ev, "ph"), "X") && !strcmp(str_of(ev, "name"), name) &&
-            json_object_get_int(field(ev, "pid")) == pid &&
+        if (!strcmp(pj_str(ev, "ph"), "X") && !strcmp(pj_str(ev, "name"), name) &&
+            json_object_get_int(pj_field(ev, "pid")) == pid &&
             json_object_get_int64(arg(ev, "seq")) == seq)
             return ev;
     }
@@ -104,61 +80,11 @@ static json_object *slice(fixture *f, int pid, const char *name, int64_t seq)
     return NULL;
 }
 
-/* No two slices of one track partly overlap (in integer nanoseconds, as Perfetto reads
- * them): they nest, or one ends before the next starts; a viewer mis-nests the others. */
-typedef struct span_ns {
-    int64_t pid, tid, s, e;
-} span_ns;
-
-static int cmp_span(const void *x, const void *y)
-{
-    const span_ns *a = x, *b = y;
-    if (a->pid != b->pid)
-        return a->pid < b->pid ? -1 : 1;
-    if (a->tid != b->tid)
-        return a->tid < b->tid ? -1 : 1;
-    if (a->s != b->s)
-        return a->s < b->s ? -1 : 1;
-    return (a->e < b->e) - (a->e > b->e); /* the longer first: it is the parent */
-}
-
-static void assert_no_partial_overlap(json_object *events)
-{
-    size_t n = json_object_array_length(events), k = 0;
-    span_ns *v = calloc(n + 1, sizeof *v);
-    for (size_t i = 0; i < n; i++) {
-        json_object *ev = json_object_array_get_idx(events, i);
-        if (strcmp(str_of(ev, "ph"), "X") != 0)
-            continue;
-        int64_t s = llround(json_object_get_double(field(ev, "ts")) * 1000);
-        v[k++] = (span_ns){json_object_get_int64(field(ev, "pid")),
-                           json_object_get_int64(field(ev, "tid")), s,
-                           s + llround(json_object_get_double(field(ev, "dur")) * 1000)};
-    }
-    qsort(v, k, sizeof *v, cmp_span);
-    span_ns stack[64];
-    size_t depth = 0;
-    for (size_t i = 0; i < k; i++) {
-        if (i && (v[i].pid != v[i - 1].pid || v[i].tid != v[i - 1].tid))
-            depth = 0;
-        while (depth && stack[depth - 1].e <= v[i].s)
-            depth--;
-        if (depth && v[i].e > stack[depth - 1].e)
-            fail_msg("pid %lld tid %lld: [%lld, %lld] ns starts inside [%lld, %lld] and ends "
-                     "after it", (long long)v[i].pid, (long long)v[i].tid, (long long)v[i].s,
-                     (long long)v[i].e, (long long)stack[depth - 1].s,
-                     (long long)stack[depth - 1].e);
-        if (depth < 64)
-            stack[depth++] = v[i];
-    }
-    free(v);
-}
-
 static void document_is_strict_json_with_the_object_format(void **state)
 {
     fixture *f = *state;
-    assert_string_equal(str_of(f->doc, "displayTimeUnit"), "ns");
-    assert_non_null(field(f->doc, "otherData"));
+    assert_string_equal(pj_str(f->doc, "displayTimeUnit"), "ns");
+    assert_non_null(pj_field(f->doc, "otherData"));
     assert_true(json_object_is_type(f->events, json_type_array));
 
     /* Python's reader, told to refuse what JSON does not have (NaN, Infinity) and what
@@ -187,21 +113,21 @@ static void a_named_process_per_rank_and_thread_per_stream(void **state)
     int64_t tids[EXP_NRANKS] = { 0 };
     for (size_t i = 0; i < json_object_array_length(f->events); i++) {
         json_object *ev = json_object_array_get_idx(f->events, i);
-        if (strcmp(str_of(ev, "ph"), "M"))
+        if (strcmp(pj_str(ev, "ph"), "M"))
             continue;
-        int pid = json_object_get_int(field(ev, "pid"));
+        int pid = json_object_get_int(pj_field(ev, "pid"));
         assert_in_range(pid, 0, EXP_NRANKS - 1);
         const char *name = json_object_get_string(arg(ev, "name"));
-        if (!strcmp(str_of(ev, "name"), "process_name")) {
+        if (!strcmp(pj_str(ev, "name"), "process_name")) {
             char want[64];
             snprintf(want, sizeof want, "rank %d (node-a)", pid);
             assert_string_equal(name, want);
             procs[pid]++;
-        } else if (!strcmp(str_of(ev, "name"), "thread_name")) {
+        } else if (!strcmp(pj_str(ev, "name"), "thread_name")) {
             char want[64];
             snprintf(want, sizeof want, "stream 0 (0x%" PRIx64 ")", exp_stream(pid));
             assert_string_equal(name, want);
-            tids[pid] = json_object_get_int64(field(ev, "tid"));
+            tids[pid] = json_object_get_int64(pj_field(ev, "tid"));
             threads++;
         }
     }
@@ -226,7 +152,7 @@ static void one_slice_per_call_at_its_times(void **state)
         calls += f->a.model->ranks[r].ncalls;
     for (size_t i = 0; i < json_object_array_length(f->events); i++) {
         json_object *ev = json_object_array_get_idx(f->events, i);
-        if (!strcmp(str_of(ev, "ph"), "X") && strcmp(str_of(ev, "name"), "wait")) {
+        if (!strcmp(pj_str(ev, "ph"), "X") && strcmp(pj_str(ev, "name"), "wait")) {
             slices++;
             assert_string_equal(json_object_get_string(arg(ev, "comm")), "9f2c0e1d22aa4b01");
         }
@@ -234,9 +160,9 @@ static void one_slice_per_call_at_its_times(void **state)
     assert_int_equal(slices, calls);
 
     json_object *ar = slice(f, 2, "AllReduce", 7);
-    assert_us(field(ar, "ts"), 7 * 100.0);
-    assert_us(field(ar, "dur"), 10.0);
-    assert_string_equal(str_of(ar, "cat"), "collective");
+    assert_us(pj_field(ar, "ts"), 7 * 100.0);
+    assert_us(pj_field(ar, "dur"), 10.0);
+    assert_string_equal(pj_str(ar, "cat"), "collective");
     assert_string_equal(json_object_get_string(arg(ar, "dtype")), "float32");
     assert_int_equal(json_object_get_int64(arg(ar, "count")), 262144);
     assert_int_equal(json_object_get_int64(arg(ar, "bytes")), 1048576);
@@ -248,11 +174,11 @@ static void one_slice_per_call_at_its_times(void **state)
 
     /* The pair is untimed: its slices are the host's time in the call. */
     json_object *send = slice(f, 0, "Send", 0), *recv = slice(f, 1, "Recv", 0);
-    assert_us(field(send, "ts"), 8000.0);
-    assert_us(field(send, "dur"), 3.0);
-    assert_us(field(recv, "ts"), 8001.0);
+    assert_us(pj_field(send, "ts"), 8000.0);
+    assert_us(pj_field(send, "dur"), 3.0);
+    assert_us(pj_field(recv, "ts"), 8001.0);
     assert_string_equal(json_object_get_string(arg(send, "timing")), "host");
-    assert_string_equal(str_of(send, "cat"), "p2p");
+    assert_string_equal(pj_str(send, "cat"), "p2p");
     assert_int_equal(json_object_get_int(arg(send, "peer")), 1);
 }
 
@@ -264,8 +190,8 @@ static void the_wait_before_the_last_arrival_is_a_nested_slice(void **state)
     double t0 = 4000.0 + 2 * 100.0; /* AllGather 2 = seq 12 */
     for (int r = 0; r < EXP_NRANKS; r++) {
         json_object *s = slice(f, r, "AllGather", 12);
-        assert_us(field(s, "ts"), r == 3 ? t0 + 15 : t0);
-        assert_us(field(s, "dur"), r == 3 ? 5.0 : 20.0);
+        assert_us(pj_field(s, "ts"), r == 3 ? t0 + 15 : t0);
+        assert_us(pj_field(s, "dur"), r == 3 ? 5.0 : 20.0);
         assert_us(arg(s, "arrival_us"), r == 3 ? t0 + 15 : t0);
         assert_us(arg(s, "wait_us"), r == 3 ? 0.0 : 15.0);
         assert_int_equal(json_object_get_int(arg(s, "late_rank")), 3);
@@ -279,23 +205,23 @@ static void the_wait_before_the_last_arrival_is_a_nested_slice(void **state)
     }
     /* an AllReduce, timed by events, has no NCCL_OP: no such args */
     json_object *ar = slice(f, 0, "AllReduce", 1), *none = NULL;
-    assert_false(json_object_object_get_ex(field(ar, "args"), "algo", &none));
-    assert_false(json_object_object_get_ex(field(ar, "args"), "nccl_seq", &none));
+    assert_false(json_object_object_get_ex(pj_field(ar, "args"), "algo", &none));
+    assert_false(json_object_object_get_ex(pj_field(ar, "args"), "nccl_seq", &none));
     int waits = 0;
     for (size_t i = 0; i < json_object_array_length(f->events); i++) {
         json_object *ev = json_object_array_get_idx(f->events, i);
-        if (strcmp(str_of(ev, "name"), "wait"))
+        if (strcmp(pj_str(ev, "name"), "wait"))
             continue;
-        double ts = json_object_get_double(field(ev, "ts"));
+        double ts = json_object_get_double(pj_field(ev, "ts"));
         if (fabs(ts - t0) > 1e-6)
             continue;
         waits++;
-        assert_true(json_object_get_int(field(ev, "pid")) != 3);
-        assert_us(field(ev, "dur"), 15.0);
+        assert_true(json_object_get_int(pj_field(ev, "pid")) != 3);
+        assert_us(pj_field(ev, "dur"), 15.0);
         assert_int_equal(json_object_get_int(arg(ev, "for_rank")), 3);
-        json_object *parent = slice(f, json_object_get_int(field(ev, "pid")), "AllGather", 12);
-        assert_int_equal(json_object_get_int64(field(ev, "tid")),
-                         json_object_get_int64(field(parent, "tid")));
+        json_object *parent = slice(f, json_object_get_int(pj_field(ev, "pid")), "AllGather", 12);
+        assert_int_equal(json_object_get_int64(pj_field(ev, "tid")),
+                         json_object_get_int64(pj_field(parent, "tid")));
     }
     assert_int_equal(waits, 3);
 }
@@ -311,20 +237,20 @@ static void flows_chain_every_rank_of_an_operation(void **state)
         int members = 0, starts = 0, ends = 0, end_pid = -1, start_pid = -1;
         for (size_t i = 0; i < json_object_array_length(f->events); i++) {
             json_object *ev = json_object_array_get_idx(f->events, i);
-            json_object *id = field(ev, "bind_id");
+            json_object *id = pj_field(ev, "bind_id");
             if (!id || json_object_get_int64(id) != (int64_t)oi + 1)
                 continue;
-            assert_string_equal(str_of(ev, "ph"), "X");
+            assert_string_equal(pj_str(ev, "ph"), "X");
             members++;
-            int in = field(ev, "flow_in") != NULL, out = field(ev, "flow_out") != NULL;
+            int in = pj_field(ev, "flow_in") != NULL, out = pj_field(ev, "flow_out") != NULL;
             assert_true(in || out);
             if (!in) {
                 starts++;
-                start_pid = json_object_get_int(field(ev, "pid"));
+                start_pid = json_object_get_int(pj_field(ev, "pid"));
             }
             if (!out) {
                 ends++;
-                end_pid = json_object_get_int(field(ev, "pid"));
+                end_pid = json_object_get_int(pj_field(ev, "pid"));
             }
         }
         assert_int_equal(members, o->nparts);
@@ -346,17 +272,17 @@ static void a_hang_is_an_instant_on_each_rank_involved(void **state)
     int seen[EXP_NRANKS] = { 0 };
     for (size_t i = 0; i < json_object_array_length(f->events); i++) {
         json_object *ev = json_object_array_get_idx(f->events, i);
-        if (strcmp(str_of(ev, "ph"), "i"))
+        if (strcmp(pj_str(ev, "ph"), "i"))
             continue;
-        int pid = json_object_get_int(field(ev, "pid"));
+        int pid = json_object_get_int(pj_field(ev, "pid"));
         assert_in_range(pid, 0, EXP_NRANKS - 1);
         seen[pid]++;
-        assert_string_equal(str_of(ev, "name"), "hang: RANK_NOT_JOINED AllReduce seq 10");
-        assert_string_equal(str_of(ev, "s"), "p");
+        assert_string_equal(pj_str(ev, "name"), "hang: RANK_NOT_JOINED AllReduce seq 10");
+        assert_string_equal(pj_str(ev, "s"), "p");
         assert_string_equal(json_object_get_string(arg(ev, "role")),
                             pid == 2 ? "missing" : "waiting");
         assert_int_equal(json_object_array_length(arg(ev, "waiting_ranks")), 3);
-        assert_us(field(ev, "ts"), 9000.0); /* each rank's last record: its END */
+        assert_us(pj_field(ev, "ts"), 9000.0); /* each rank's last record: its END */
     }
     for (int r = 0; r < EXP_NRANKS; r++)
         assert_int_equal(seen[r], 1);
@@ -383,13 +309,13 @@ static void an_unfinished_call_runs_to_the_end_of_its_trace(void **state)
     cpa_analysis a;
     exp_analyze(dir, &a);
     char *s = export_of(&a);
-    json_object *doc = parse_strict(s);
+    json_object *doc = pj_parse_strict(s);
     free(s);
     fixture f = { .doc = doc };
     assert_true(json_object_object_get_ex(doc, "traceEvents", &f.events));
     json_object *hung = slice(&f, 0, "AllReduce", 1);
-    assert_us(field(hung, "ts"), 10.0);
-    assert_us(field(hung, "dur"), 40.0);
+    assert_us(pj_field(hung, "ts"), 10.0);
+    assert_us(pj_field(hung, "dur"), 40.0);
     assert_true(json_object_get_boolean(arg(hung, "unfinished")));
     json_object_put(doc);
     cpa_analysis_free(&a);
@@ -419,14 +345,14 @@ static void slices_on_a_stream_never_partly_overlap(void **state)
     cpa_analysis a;
     exp_analyze(dir, &a);
     char *s = export_of(&a);
-    json_object *doc = parse_strict(s);
+    json_object *doc = pj_parse_strict(s);
     free(s);
     fixture g = { .doc = doc };
     assert_true(json_object_object_get_ex(doc, "traceEvents", &g.events));
     assert_no_partial_overlap(g.events);
     json_object *second = slice(&g, 0, "AllReduce", 1);
-    assert_us(field(second, "ts"), 10.0); /* job time starts at the first entry */
-    assert_us(field(second, "dur"), 9.0);
+    assert_us(pj_field(second, "ts"), 10.0); /* job time starts at the first entry */
+    assert_us(pj_field(second, "dur"), 9.0);
     assert_us(arg(second, "clipped_us"), 2.0);
     assert_null(arg(slice(&g, 0, "AllReduce", 0), "clipped_us"));
     json_object_put(doc);
@@ -444,7 +370,7 @@ static void an_aborted_call_is_flagged(void **state)
     cpa_analysis a;
     exp_analyze(dir, &a);
     char *s = export_of(&a);
-    json_object *doc = parse_strict(s);
+    json_object *doc = pj_parse_strict(s);
     free(s);
     fixture g = { .doc = doc };
     assert_true(json_object_object_get_ex(doc, "traceEvents", &g.events));
@@ -484,7 +410,7 @@ static void values_past_64_bits_are_left_out_or_saturate(void **state)
     for (size_t i = 0; i < nops; i++)
         late[i] = 3.0e38f;
     char *s = export_of(&f->a);
-    json_object *doc = parse_strict(s);
+    json_object *doc = pj_parse_strict(s);
     free(s);
     fixture g = { .doc = doc };
     assert_true(json_object_object_get_ex(doc, "traceEvents", &g.events));
@@ -503,32 +429,32 @@ static void values_past_64_bits_are_left_out_or_saturate(void **state)
 static void holes_are_in_the_metadata_and_on_the_rank(void **state)
 {
     fixture *f = *state;
-    assert_string_equal(str_of(field(f->doc, "otherData"), "holes"), "none");
+    assert_string_equal(pj_str(pj_field(f->doc, "otherData"), "holes"), "none");
     char *dir = tt_tmpdir();
     exp_write_job_with_holes(dir);
     cpa_analysis a;
     exp_analyze(dir, &a);
     char *s = export_of(&a);
-    json_object *doc = parse_strict(s);
+    json_object *doc = pj_parse_strict(s);
     free(s);
-    json_object *other = field(doc, "otherData");
-    assert_non_null(strstr(str_of(other, "holes"), "12 records lost (10 ring_full, 2 at_end)"));
-    assert_int_equal(json_object_get_int(field(other, "lost_records")), 12);
-    json_object *events = field(doc, "traceEvents");
+    json_object *other = pj_field(doc, "otherData");
+    assert_non_null(strstr(pj_str(other, "holes"), "12 records lost (10 ring_full, 2 at_end)"));
+    assert_int_equal(json_object_get_int(pj_field(other, "lost_records")), 12);
+    json_object *events = pj_field(doc, "traceEvents");
     int named = 0, marked = 0;
     for (size_t i = 0; i < json_object_array_length(events); i++) {
         json_object *ev = json_object_array_get_idx(events, i);
-        const char *name = str_of(ev, "name");
+        const char *name = pj_str(ev, "name");
         if (!strcmp(name, "process_name") &&
-            !strcmp(str_of(field(ev, "args"), "name"), "rank 2 (node-a, trace has holes)"))
+            !strcmp(pj_str(pj_field(ev, "args"), "name"), "rank 2 (node-a, trace has holes)"))
             named++;
         if (!strncmp(name, "trace hole: 12 records lost", 27)) {
             marked++;
-            assert_int_equal(json_object_get_int(field(ev, "pid")), 2);
-            assert_string_equal(str_of(ev, "ph"), "i");
+            assert_int_equal(json_object_get_int(pj_field(ev, "pid")), 2);
+            assert_string_equal(pj_str(ev, "ph"), "i");
             /* at the first LOST record's time: 3 ms after the job's start */
-            assert_true(fabs(json_object_get_double(field(ev, "ts")) - 3000.0) < 1e-6);
-            assert_int_equal(json_object_get_int(field(field(ev, "args"), "lost_records")), 12);
+            assert_true(fabs(json_object_get_double(pj_field(ev, "ts")) - 3000.0) < 1e-6);
+            assert_int_equal(json_object_get_int(pj_field(pj_field(ev, "args"), "lost_records")), 12);
         }
     }
     assert_int_equal(named, 1);
