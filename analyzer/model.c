@@ -117,3 +117,19 @@ void cpa_integrity_text(char *buf, size_t len, const cpa_integrity *g, uint64_t 
                 g->truncated == 1 ? "" : "s");
 #undef CPA_PUT
 }
+
+long cpa_rank_index(const cpa_model *m, int32_t rank)
+{
+    /* Ranks are sorted by rank (load.c); files without one sort first as -1. */
+    size_t lo = 0, hi = m->nranks;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->ranks[mid].rank == rank)
+            return (long)mid;
+        if (m->ranks[mid].rank < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}

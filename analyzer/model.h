@@ -227,6 +227,9 @@ int cpa_model_load_mem(const cpa_mem_file *files, size_t n, cpa_model **out, cha
                        size_t errlen);
 void cpa_model_free(cpa_model *m);
 
+/* Index into model->ranks of global rank `rank`, -1 when no file has it. */
+long cpa_rank_index(const cpa_model *m, int32_t rank);
+
 /* Internal to the library (model.c): a warning line into the model, and geometric growth
  * of an array so that *cap >= need (element size elem). Both return 0, or -1 out of memory. */
 int cpa_model_warn(cpa_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "common/text.h"
-#include "exporters/export_util.h"
+#include "present/present.h"
 #include "exporters/exporters.h"
 
 static const char header[] =
@@ -48,7 +48,7 @@ static void us(FILE *out, int64_t ns)
 {
     char buf[32];
     fputc(',', out);
-    fputs(cpx_fmt_ns_us(buf, ns), out);
+    fputs(cpr_fmt_ns_us(buf, ns), out);
 }
 
 static int64_t rel(const cpa_analysis *a, uint64_t job_ns)
@@ -61,7 +61,7 @@ static void row(FILE *out, const cpa_analysis *a, size_t ri, size_t ci)
     const cpa_rank *r = &a->model->ranks[ri];
     const cpa_call *c = &r->calls[ci];
     char comm[17];
-    cpx_fmt_comm(comm, c->comm_id);
+    cpr_fmt_comm(comm, c->comm_id);
 
     fprintf(out, "%d,", (int)r->rank);
     field(out, r->hostname);

@@ -26,7 +26,7 @@
 #include <json-c/json.h>
 
 #include "common/text.h"
-#include "exporters/export_util.h"
+#include "present/present.h"
 #include "exporters/exporters.h"
 
 #ifndef COLLPROF_VERSION
@@ -83,7 +83,7 @@ static void put(int *oom, json_object *obj, const char *key, json_object *v)
 static json_object *ns_us(int *oom, int64_t ns)
 {
     char buf[32];
-    return chk(oom, json_object_new_double_s((double)ns / 1e3, cpx_fmt_ns_us(buf, ns)));
+    return chk(oom, json_object_new_double_s((double)ns / 1e3, cpr_fmt_ns_us(buf, ns)));
 }
 
 static json_object *num3(int *oom, double v)
@@ -157,7 +157,7 @@ static json_object *comm_of(pw *p, int *oom, uint64_t comm_id)
 {
     if (!p->comm || p->comm_id != comm_id) {
         char hex[17];
-        cpx_fmt_comm(hex, comm_id);
+        cpr_fmt_comm(hex, comm_id);
         json_object *o = json_object_new_string(hex);
         if (!o)
             return chk(oom, NULL);
@@ -510,7 +510,7 @@ static json_object *int_array(int *oom, const int32_t *v, size_t n)
 static void hang_instant(pw *p, const cpa_hang *h, int32_t rank, const char *role)
 {
     const cpa_analysis *a = p->a;
-    long ri = cpx_rank_index(a->model, rank);
+    long ri = cpa_rank_index(a->model, rank);
     if (ri < 0)
         return; /* a rank with no trace file has no process to mark */
     const cpa_rank *r = &a->model->ranks[ri];
@@ -526,7 +526,7 @@ static void hang_instant(pw *p, const cpa_hang *h, int32_t rank, const char *rol
     put(&oom, ev, "ts", ns_us(&oom, (int64_t)(last - a->start_ns)));
     json_object *args = chk(&oom, json_object_new_object());
     char comm[17];
-    cpx_fmt_comm(comm, h->comm_id);
+    cpr_fmt_comm(comm, h->comm_id);
     put(&oom, args, "verdict", chk(&oom, json_object_new_string(cpa_hang_verdict_name(h->verdict))));
     put(&oom, args, "role", chk(&oom, json_object_new_string(role)));
     put(&oom, args, "comm", chk(&oom, json_object_new_string(comm)));
@@ -585,7 +585,7 @@ static void header(pw *p)
     put(&oom, other, "start_unix_ns", chk(&oom, json_object_new_string(start)));
     /* what the trace lacks, where a reader of the file looks first */
     char holes[512];
-    cpx_holes_text(holes, sizeof holes, a, NULL, NULL);
+    cpr_holes_text(holes, sizeof holes, a, NULL, NULL);
     put(&oom, other, "lost_records", chk(&oom, json_object_new_uint64(a->model->lost_records)));
     put(&oom, other, "holes", chk(&oom, json_object_new_string(holes[0] ? holes : "none")));
     if (oom) {

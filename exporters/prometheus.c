@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "common/text.h"
-#include "exporters/export_util.h"
+#include "present/present.h"
 #include "exporters/exporters.h"
 
 #define LABELS_MAX 1024
@@ -192,7 +192,7 @@ static void op_counters(FILE *out, const cpa_analysis *a)
     for (unsigned op = 0; op < CP_OP_COUNT; op++)
         if (count[op]) {
             lbl_reset(&l);
-            lbl_add(&l, "op", cpx_op_label(op, 0));
+            lbl_add(&l, "op", cpr_op_label(op, 0));
             sample_u64(out, "collprof_ops_total", &l, count[op]);
         }
     family(out, "collprof_bytes_total", "counter",
@@ -200,7 +200,7 @@ static void op_counters(FILE *out, const cpa_analysis *a)
     for (unsigned op = 0; op < CP_OP_COUNT; op++)
         if (count[op]) {
             lbl_reset(&l);
-            lbl_add(&l, "op", cpx_op_label(op, 0));
+            lbl_add(&l, "op", cpr_op_label(op, 0));
             sample_u64(out, "collprof_bytes_total", &l, bytes[op]);
         }
 }
@@ -210,7 +210,7 @@ static void op_counters(FILE *out, const cpa_analysis *a)
 static void op_bucket_labels(labels *l, const cpa_stat *r)
 {
     lbl_reset(l);
-    lbl_add(l, "op", cpx_op_label(r->op, 0));
+    lbl_add(l, "op", cpr_op_label(r->op, 0));
     char b[32], n[16];
     snprintf(n, sizeof n, "%d", (int)r->nranks);
     lbl_add(l, "nranks", n);
@@ -367,12 +367,12 @@ static void finding_metrics(FILE *out, const cpa_analysis *a)
     for (size_t i = 0; i < a->hangs.nrows; i++) {
         const cpa_hang *h = &a->hangs.rows[i];
         lbl_reset(&l);
-        cpx_fmt_comm(comm, h->comm_id);
+        cpr_fmt_comm(comm, h->comm_id);
         snprintf(seq, sizeof seq, "%" PRIu64, h->seq);
-        cpx_fmt_ranks(ranks, sizeof ranks, h->missing_ranks, h->nmissing);
+        cpr_fmt_ranks(ranks, sizeof ranks, h->missing_ranks, h->nmissing);
         lbl_add(&l, "comm", comm);
         lbl_add(&l, "seq", seq);
-        lbl_add(&l, "op", cpx_op_label(h->op, 0));
+        lbl_add(&l, "op", cpr_op_label(h->op, 0));
         lbl_add(&l, "verdict", cpa_hang_verdict_name(h->verdict));
         lbl_add(&l, "missing_ranks", ranks);
         if (first_time(&once, &l))
@@ -389,9 +389,9 @@ static void finding_metrics(FILE *out, const cpa_analysis *a)
     for (size_t i = 0; i < a->mismatches.nrows; i++) {
         const cpa_mismatch *x = &a->mismatches.rows[i];
         lbl_reset(&l);
-        cpx_fmt_comm(comm, x->comm_id);
+        cpr_fmt_comm(comm, x->comm_id);
         snprintf(seq, sizeof seq, "%" PRIu64, x->seq);
-        cpx_fmt_ranks(ranks, sizeof ranks, x->culprit_ranks, x->nculprits);
+        cpr_fmt_ranks(ranks, sizeof ranks, x->culprit_ranks, x->nculprits);
         lbl_add(&l, "comm", comm);
         lbl_add(&l, "seq", seq);
         lbl_add(&l, "field", cpa_field_name(x->field));

@@ -12,7 +12,7 @@
 #include <json-c/json.h>
 
 #include "common/text.h"
-#include "exporters/export_util.h"
+#include "present/present.h"
 #include "exporters/exporters.h"
 
 /* json-c returns NULL only when out of memory; adding NULL to an object stores a JSON null,
@@ -66,7 +66,7 @@ static json_object *str(jb *b, const char *s)
 static json_object *comm_str(jb *b, uint64_t id)
 {
     char hex[17];
-    cpx_fmt_comm(hex, id);
+    cpr_fmt_comm(hex, id);
     return chk(b, json_object_new_string(hex));
 }
 
@@ -134,7 +134,7 @@ static json_object *job(jb *b, const cpa_analysis *a)
     if (h->stop_signal)
         put(b, o, "stopped_by",
             chk(b, json_object_new_string(h->stop_signal > 0
-                                              ? cpx_signal_name(h->stop_signal, sig)
+                                              ? cpr_signal_name(h->stop_signal, sig)
                                               : "killed")));
     put(b, o, "interrupted_operations", chk(b, json_object_new_uint64(h->interrupted)));
     put(b, o, "unjudged_operations", chk(b, json_object_new_uint64(h->unknown)));
@@ -146,7 +146,7 @@ static json_object *job(jb *b, const cpa_analysis *a)
     long first;
     double first_s;
     char text[512];
-    cpx_holes_text(text, sizeof text, a, &first, &first_s);
+    cpr_holes_text(text, sizeof text, a, &first, &first_s);
     if (first >= 0) {
         json_object *f = chk(b, json_object_new_object());
         put(b, f, "rank", chk(b, json_object_new_int(m->ranks[first].rank)));
@@ -171,7 +171,7 @@ static int cmp_stat_time(const void *x, const void *y)
 static void put_algo_proto(jb *b, json_object *o, const cpa_stat *r)
 {
     unsigned al, pr;
-    if (cpx_row_algo_proto(r, &al, &pr) <= 0)
+    if (cpr_row_algo_proto(r, &al, &pr) <= 0)
         return;
     put(b, o, "algo", chk(b, json_object_new_string(cp_algo_name(al))));
     put(b, o, "proto", chk(b, json_object_new_string(cp_proto_name(pr))));
@@ -192,7 +192,7 @@ static json_object *ops(jb *b, const cpa_analysis *a, size_t top)
     for (size_t i = 0; i < limit(s->nrows, top); i++) {
         const cpa_stat *r = order[i];
         json_object *o = chk(b, json_object_new_object());
-        put(b, o, "op", chk(b, json_object_new_string(cpx_op_label(r->op, 0))));
+        put(b, o, "op", chk(b, json_object_new_string(cpr_op_label(r->op, 0))));
         put(b, o, "bytes", chk(b, json_object_new_uint64(r->size)));
         put(b, o, "nranks", chk(b, json_object_new_int(r->nranks)));
         put(b, o, "ops", chk(b, json_object_new_uint64(r->ops)));
@@ -279,7 +279,7 @@ static json_object *hangs(jb *b, const cpa_analysis *a, size_t top)
         json_object *o = chk(b, json_object_new_object());
         put(b, o, "comm", comm_str(b, r->comm_id));
         put(b, o, "seq", chk(b, json_object_new_uint64(r->seq)));
-        put(b, o, "op", chk(b, json_object_new_string(cpx_op_label(r->op, 0))));
+        put(b, o, "op", chk(b, json_object_new_string(cpr_op_label(r->op, 0))));
         put(b, o, "verdict", chk(b, json_object_new_string(cpa_hang_verdict_name(r->verdict))));
         put(b, o, "missing_ranks", rank_array(b, r->missing_ranks, r->nmissing));
         put(b, o, "waiting_ranks", rank_array(b, r->waiting_ranks, r->nwaiting));

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "common/text.h"
-#include "exporters/export_util.h"
+#include "present/present.h"
 #include "exporters/exporters.h"
 
 /* nccl-tests' test_typenames, by ncclDataType_t */
@@ -49,7 +49,7 @@ static void fmt_time(char buf[32], double us)
 
 static void header(FILE *out, const cpa_stat *r)
 {
-    fprintf(out, "#\n# %s, %d rank%s\n", cpx_op_label(r->op, 1), (int)r->nranks,
+    fprintf(out, "#\n# %s, %d rank%s\n", cpr_op_label(r->op, 1), (int)r->nranks,
             r->nranks == 1 ? "" : "s");
     fprintf(out, "#       size         count      type   redop    root     time   algbw   busbw"
                  "     #ops\n");

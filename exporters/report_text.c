@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "common/text.h"
-#include "exporters/export_util.h"
+#include "present/present.h"
 #include "exporters/exporters.h"
 
 #define WIDTH 80
@@ -166,7 +166,7 @@ static void section_job(tw *w, const cpa_analysis *a)
          INDENT "%" PRIu64 " records (%s), %" PRIu64 " calls in %zu operations", m->records, lost,
          calls, a->matched.nops);
     char holes[512];
-    cpx_holes_text(holes, sizeof holes, a, NULL, NULL);
+    cpr_holes_text(holes, sizeof holes, a, NULL, NULL);
     if (holes[0]) {
         char text[600];
         snprintf(text, sizeof text, "holes: %s", holes);
@@ -270,7 +270,7 @@ static void section_ops(tw *w, const cpa_stats *s)
     line(w, TITLE, "operations (by total time%s)",
          s->kind == CPA_ROWS_BUCKETS ? "; sizes in power-of-two buckets" : "");
     char text[256];
-    cpx_fmt_stat_header(text, sizeof text);
+    cpr_fmt_stat_header(text, sizeof text);
     line(w, PLAIN, "%s", text);
     const cpa_stat **order = malloc(s->nrows * sizeof *order);
     if (!order)
@@ -280,7 +280,7 @@ static void section_ops(tw *w, const cpa_stats *s)
     qsort(order, s->nrows, sizeof *order, cmp_stat_time);
     size_t shown = s->nrows < w->top ? s->nrows : w->top;
     for (size_t i = 0; i < shown; i++) {
-        cpx_fmt_stat_row(text, sizeof text, s, order[i]);
+        cpr_fmt_stat_row(text, sizeof text, s, order[i]);
         line(w, PLAIN, "%s", text);
     }
     if (s->nrows > shown)
@@ -332,9 +332,9 @@ static void section_ops(tw *w, const cpa_stats *s)
             if (!r->channels_max)
                 continue;
             char size[24], algo[48];
-            cpx_fmt_size(size, sizeof size, r->size);
-            cpx_fmt_algo_proto(algo, sizeof algo, r);
-            line(w, PLAIN, "%-13s %5d %12s  %-24s %8u", cpx_op_label(r->op, 1), (int)r->nranks,
+            cpr_fmt_size(size, sizeof size, r->size);
+            cpr_fmt_algo_proto(algo, sizeof algo, r);
+            line(w, PLAIN, "%-13s %5d %12s  %-24s %8u", cpr_op_label(r->op, 1), (int)r->nranks,
                  size, algo, (unsigned)r->channels_max);
         }
     }
@@ -395,7 +395,7 @@ static void section_hangs(tw *w, const cpa_analysis *a)
     line(w, PLAIN, "%s", "");
     char stop[48] = "", sig[16];
     if (h->stop_signal > 0)
-        snprintf(stop, sizeof stop, "stopped by %s", cpx_signal_name(h->stop_signal, sig));
+        snprintf(stop, sizeof stop, "stopped by %s", cpr_signal_name(h->stop_signal, sig));
     else if (h->stop_signal < 0)
         snprintf(stop, sizeof stop, "killed (no trace ends with END)");
     if (!h->nrows)
@@ -414,11 +414,11 @@ static void section_hangs(tw *w, const cpa_analysis *a)
     for (size_t i = 0; i < shown; i++) {
         const cpa_hang *r = &h->rows[i];
         char comm[17], missing[48], waiting[48];
-        cpx_fmt_comm(comm, r->comm_id);
-        cpx_fmt_ranks(missing, sizeof missing, r->missing_ranks, r->nmissing);
-        cpx_fmt_ranks(waiting, sizeof waiting, r->waiting_ranks, r->nwaiting);
+        cpr_fmt_comm(comm, r->comm_id);
+        cpr_fmt_ranks(missing, sizeof missing, r->missing_ranks, r->nmissing);
+        cpr_fmt_ranks(waiting, sizeof waiting, r->waiting_ranks, r->nwaiting);
         line(w, BAD, "%s  %s seq %" PRIu64 ", comm %s%s", cpa_hang_verdict_name(r->verdict),
-             cpx_op_label(r->op, 1), r->seq, comm,
+             cpr_op_label(r->op, 1), r->seq, comm,
              r->aborted ? " (the job's watchdog aborted it)" : "");
         char age[40] = "";
         if (r->age_s > 0)
@@ -479,9 +479,9 @@ static void mismatch_groups(tw *w, const cpa_mismatch *r)
             break;
         }
         char list[40], val[32], site[96];
-        cpx_fmt_ranks(list, sizeof list, ranks, n);
+        cpr_fmt_ranks(list, sizeof list, ranks, n);
         value_text(val, sizeof val, r->field, r->values[i].value);
-        cpx_fmt_site(site, sizeof site, r->values[i].site);
+        cpr_fmt_site(site, sizeof site, r->values[i].site);
         line(w, PLAIN, "  %s %s: %s", n == 1 ? "rank" : "ranks", list, val);
         if (site[0])
             wrapped(w, "      at ", site, 1);
@@ -505,8 +505,8 @@ static void section_mismatches(tw *w, const cpa_analysis *a)
     for (size_t i = 0; i < shown; i++) {
         const cpa_mismatch *r = &x->rows[i];
         char comm[17], culprits[48];
-        cpx_fmt_comm(comm, r->comm_id);
-        cpx_fmt_ranks(culprits, sizeof culprits, r->culprit_ranks, r->nculprits);
+        cpr_fmt_comm(comm, r->comm_id);
+        cpr_fmt_ranks(culprits, sizeof culprits, r->culprit_ranks, r->nculprits);
         line(w, BAD, "%s differs at seq %" PRIu64 ", comm %s; culprit%s %s",
              cpa_field_name(r->field), r->seq, comm, r->nculprits == 1 ? "" : "s",
              r->nculprits ? culprits : "unknown");
@@ -534,7 +534,7 @@ static void section_warnings(tw *w, const cpa_analysis *a)
 int cpx_report_text(FILE *out, const cpa_analysis *a, const cpx_text_options *o)
 {
     tw w = { .out = out, .color = o && o->color, .top = o && o->top ? o->top : CPX_TOP_DEFAULT,
-             .caveat = cpx_holes_caveat(a) };
+             .caveat = cpr_holes_caveat(a) };
     if (o && o->title) {
         char t[WIDTH + 1];
         clean_cut(t, sizeof t, o->title, WIDTH - 17);

@@ -381,7 +381,7 @@ static const cpa_stat **stat_rows(const cpv_data *d, const cpv_state *s, size_t 
     if (!rows)
         return NULL;
     for (size_t i = 0; i < st->nrows; i++)
-        if (cpv_match(s, cpx_op_label(st->rows[i].op, 1)))
+        if (cpv_match(s, cpr_op_label(st->rows[i].op, 1)))
             rows[(*n)++] = &st->rows[i];
     qsort(rows, *n, sizeof *rows, cmp_stat_time);
     return rows;
@@ -441,7 +441,7 @@ static int summary_job(const cpv_data *d, cpv_grid *g, int y)
                        " records (%s), %" PRIu64 " calls in %zu operations", m->records, lost,
                        calls, a->matched.nops);
     char holes[512];
-    cpx_holes_text(holes, sizeof holes, a, NULL, NULL);
+    cpr_holes_text(holes, sizeof holes, a, NULL, NULL);
     if (holes[0])
         cpt_grid_putf_utf8(g, 0, y++, CPV_WARN, "         holes: %s", holes);
     if (a->ranks && m->nranks) {
@@ -499,7 +499,7 @@ static int draw_summary(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, in
                        n ? "" : ": none match the filter",
                        holes ? "; the trace has holes: rows may leave operations out" : "");
     char text[256];
-    cpx_fmt_stat_header(text, sizeof text);
+    cpr_fmt_stat_header(text, sizeof text);
     cpt_grid_put_utf8(g, 0, y++, CPV_HEADER, text);
     int page = y1 - y + 1;
     size_t first = cpv_window(s, CPV_SUMMARY, n, page);
@@ -507,7 +507,7 @@ static int draw_summary(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, in
         int sel = !s->plain && i == s->sel[CPV_SUMMARY];
         if (sel)
             cpt_grid_row_role(g, y, CPV_SELECTED);
-        cpx_fmt_stat_row(text, sizeof text, &d->a->stats, rows[i]);
+        cpr_fmt_stat_row(text, sizeof text, &d->a->stats, rows[i]);
         cpt_grid_put_utf8(g, 0, y, sel ? CPV_SELECTED : CPV_NORMAL, text);
     }
     if (n > first + (size_t)(page > 0 ? page : 0) && y1 >= y0)

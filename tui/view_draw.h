@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "analyzer/analyzer.h"
-#include "exporters/export_util.h"
+#include "present/present.h"
 #include "tui/grid.h"
 
 enum cpv_screen {

@@ -1,6 +1,6 @@
 /* view_lanes: the view's screens drawn along job time: the stragglers with their lateness
  * strips, the timeline of collectives by rank, and one collective's detail (view_draw.h).
- * Times come from the exporters' timeline helpers (export_util.h), so a rank's wait here
+ * Times come from the analysis's job timeline (analyzer/timeline.c), so a rank's wait here
  * is the one the report and the Perfetto export show. */
 #include <inttypes.h>
 #include <math.h>
@@ -331,11 +331,11 @@ int cpv_draw_detail(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int y1
     size_t oi = s->detail_op;
     const cpa_op *o = &a->matched.ops[oi];
     char comm[17], size[24] = "?", nccl[128] = "";
-    cpx_fmt_comm(comm, o->comm_id);
+    cpr_fmt_comm(comm, o->comm_id);
     if (o->nparts) {
         const cpa_part *p0 = &a->matched.parts[o->first_part];
         const cpa_call *c0 = &a->model->ranks[p0->rank_idx].calls[p0->call_idx];
-        cpx_fmt_size(size, sizeof size, cpa_op_bytes(o->op, c0->count, c0->dtype, o->nranks));
+        cpr_fmt_size(size, sizeof size, cpa_op_bytes(o->op, c0->count, c0->dtype, o->nranks));
     }
     /* what NCCL's profiler plugin said it ran it with (any rank's: they agree) */
     for (uint32_t i = 0; i < o->nparts && !nccl[0]; i++) {
@@ -354,7 +354,7 @@ int cpv_draw_detail(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, int y1
         }
     }
     cpt_grid_putf_utf8(g, 0, y++, CPV_TITLE, "%s seq %" PRIu64 ", comm %s, %u of %d ranks, %s%s",
-                       cpx_op_label(o->op, 1), o->seq, comm, o->nparts, (int)o->nranks, size,
+                       cpr_op_label(o->op, 1), o->seq, comm, o->nparts, (int)o->nranks, size,
                        o->complete ? "" : ", INCOMPLETE");
     if (nccl[0])
         cpt_grid_put_utf8(g, 0, y++, CPV_NORMAL, nccl);

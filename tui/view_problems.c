@@ -80,13 +80,13 @@ static int problem_lines(const cpv_data *d, const cpv_state *s, pline **out, siz
         entry = (long)i;
         size_t op = find_op(a, r->comm_id, r->seq);
         char comm[17], missing[48], waiting[48], age[40] = "";
-        cpx_fmt_comm(comm, r->comm_id);
-        cpx_fmt_ranks(missing, sizeof missing, r->missing_ranks, r->nmissing);
-        cpx_fmt_ranks(waiting, sizeof waiting, r->waiting_ranks, r->nwaiting);
+        cpr_fmt_comm(comm, r->comm_id);
+        cpr_fmt_ranks(missing, sizeof missing, r->missing_ranks, r->nmissing);
+        cpr_fmt_ranks(waiting, sizeof waiting, r->waiting_ranks, r->nwaiting);
         if (r->age_s > 0)
             snprintf(age, sizeof age, "; in flight %.1f s", r->age_s);
         ADD(CPV_BAD, op, "%s  %s seq %" PRIu64 ", comm %s", cpa_hang_verdict_name(r->verdict),
-            cpx_op_label(r->op, 1), r->seq, comm);
+            cpr_op_label(r->op, 1), r->seq, comm);
         if (r->nmissing)
             ADD(CPV_NORMAL, op, "  missing %s; waiting %s%s", missing,
                 r->nwaiting ? waiting : "none", age);
@@ -108,8 +108,8 @@ static int problem_lines(const cpv_data *d, const cpv_state *s, pline **out, siz
         entry = (long)(h->nrows + i);
         size_t op = find_op(a, r->comm_id, r->seq);
         char comm[17], culprits[48];
-        cpx_fmt_comm(comm, r->comm_id);
-        cpx_fmt_ranks(culprits, sizeof culprits, r->culprit_ranks, r->nculprits);
+        cpr_fmt_comm(comm, r->comm_id);
+        cpr_fmt_ranks(culprits, sizeof culprits, r->culprit_ranks, r->nculprits);
         ADD(CPV_BAD, op, "%s differs at seq %" PRIu64 ", comm %s; culprit%s %s",
             cpa_field_name(r->field), r->seq, comm, r->nculprits == 1 ? "" : "s",
             r->nculprits ? culprits : "unknown");
@@ -117,7 +117,7 @@ static int problem_lines(const cpv_data *d, const cpv_state *s, pline **out, siz
             const cpa_mismatch_value *mv = &r->values[j];
             char val[32], site[128];
             value_text(val, sizeof val, r->field, mv->value);
-            cpx_fmt_site(site, sizeof site, mv->site);
+            cpr_fmt_site(site, sizeof site, mv->site);
             int culprit = has_rank(r->culprit_ranks, r->nculprits, mv->rank);
             ADD(culprit ? CPV_BAD : CPV_NORMAL, op, "  rank %-5d %-12s %s%s%s", (int)mv->rank,
                 val, culprit ? "<- culprit " : "", site[0] ? "at " : "", site);

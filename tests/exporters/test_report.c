@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "exporters/export_util.h"
+#include "present/present.h"
 #include "exporters/exporters.h"
 
 typedef struct fixture {
@@ -171,7 +171,7 @@ static void sizes_are_exact_never_rounded(void **state)
                  {UINT64_MAX, "18446744073709551615 B"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char buf[24];
-        cpx_fmt_size(buf, sizeof buf, cases[i].bytes);
+        cpr_fmt_size(buf, sizeof buf, cases[i].bytes);
         assert_string_equal(buf, cases[i].text);
     }
 }

@@ -1,12 +1,10 @@
-/* export_util: what several exporters share (internal to exporters/, not part of its API).
- *
- * Names and numbers formatted one way everywhere (sizes, rank lists, comm ids), and the
- * timeline: for each call, the operation it took part in, and for each operation the
- * latest arrival of its ranks on the job time line, which is what a rank's wait is
- * measured against (straggler.c's definition: the latest arrival minus its own).
+/* present/: how an analysis is said, the same way in every output that writes words: the
+ * text and JSON reports, the exporters and the screens of `view` (analyzer -> present ->
+ * exporters, tui). Op names, exact sizes, rank lists, comm ids, call sites, the op table's
+ * rows and a trace's holes; nothing here computes a figure, it only writes one.
  */
-#ifndef COLLPROF_EXPORT_UTIL_H
-#define COLLPROF_EXPORT_UTIL_H
+#ifndef COLLPROF_PRESENT_H
+#define COLLPROF_PRESENT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -15,51 +13,49 @@
 
 /* "AllReduce"; a statistics row or matched operation of CP_OP_SEND is a send/recv pair:
  * "Send/Recv" where pairs is set (text), else the contract's name "Send". */
-const char *cpx_op_label(unsigned op, int pairs);
+const char *cpr_op_label(unsigned op, int pairs);
 /* "SIGTERM" for 15, "signal 77" for one this libc has no name for; in buf (16 bytes). */
-const char *cpx_signal_name(int sig, char *buf);
+const char *cpr_signal_name(int sig, char *buf);
 
 /* Exact, never rounded: the largest unit it is a whole number of ("1 MiB", "22016 KiB",
  * "102227772 B"). At most 24 bytes with the NUL. */
-void cpx_fmt_size(char *buf, size_t len, uint64_t bytes);
+void cpr_fmt_size(char *buf, size_t len, uint64_t bytes);
 
 /* The op table's header and one row, as the text report and `view` print it (80 columns):
  * op, ranks, size, operations, p50 and p99 us, algbw and busbw. A bucket's size reads
  * ">=16 MiB": it holds [16 MiB, 32 MiB). */
-#define CPX_STAT_HEADER_FMT "%-13s %5s %12s %7s %8s %8s %10s %10s"
-void cpx_fmt_stat_header(char *buf, size_t len);
-void cpx_fmt_stat_row(char *buf, size_t len, const cpa_stats *s, const cpa_stat *row);
+#define CPR_STAT_HEADER_FMT "%-13s %5s %12s %7s %8s %8s %10s %10s"
+void cpr_fmt_stat_header(char *buf, size_t len);
+void cpr_fmt_stat_row(char *buf, size_t len, const cpa_stats *s, const cpa_stat *row);
 /* A row's most used NCCL algorithm/protocol, "RING/SIMPLE", with its share when it is not the
  * only one ("RING/LL 96%"); "-" when NCCL's plugin said nothing of the row. */
-void cpx_fmt_algo_proto(char *buf, size_t len, const cpa_stat *row);
+void cpr_fmt_algo_proto(char *buf, size_t len, const cpa_stat *row);
 /* The same pair as numbers (enum cp_algo, cp_proto), and the share of the row's operations
  * NCCL ran with it; 0 when it said nothing of the row. */
-double cpx_row_algo_proto(const cpa_stat *row, unsigned *algo, unsigned *proto);
+double cpr_row_algo_proto(const cpa_stat *row, unsigned *algo, unsigned *proto);
 
 /* Ascending ranks as "0-4,6,7"; cut with "..." when longer than len. */
-void cpx_fmt_ranks(char *buf, size_t len, const int32_t *ranks, size_t n);
+void cpr_fmt_ranks(char *buf, size_t len, const int32_t *ranks, size_t n);
 
 /* Nanoseconds as microseconds with exactly three decimals ("-12.345"), written without
  * printf's floating-point path (the main cost of a large export otherwise). Returns a
  * pointer into buf. */
-const char *cpx_fmt_ns_us(char buf[32], int64_t ns);
+const char *cpr_fmt_ns_us(char buf[32], int64_t ns);
 
 /* 16 lowercase hex digits, as dump and the contract write a comm id. */
-void cpx_fmt_comm(char buf[17], uint64_t comm_id);
+void cpr_fmt_comm(char buf[17], uint64_t comm_id);
 
 /* The call site escaped (common/text.h), cut to its innermost frames; "" unknown. */
-void cpx_fmt_site(char *buf, size_t len, const char *site);
+void cpr_fmt_site(char *buf, size_t len, const char *site);
 
 /* The trace's holes in one line, as every output says them: "12 records lost (10 ring_full,
  * 2 at_end), 1 chunk missing; 2 of 8 ranks, the first at +3.214 s (rank 3)"; "" when it has
  * none. The first hole's rank index and job time (seconds since the start) in *first_rank
  * and *first_s when known (else -1 and NAN); either may be NULL. */
-void cpx_holes_text(char *buf, size_t len, const cpa_analysis *a, long *first_rank,
+void cpr_holes_text(char *buf, size_t len, const cpa_analysis *a, long *first_rank,
                     double *first_s);
 /* The caveat a figure over a hole carries, "" when the trace has none. */
-const char *cpx_holes_caveat(const cpa_analysis *a);
+const char *cpr_holes_caveat(const cpa_analysis *a);
 
-/* Index into model->ranks of global rank `rank`, -1 when no file has it. */
-long cpx_rank_index(const cpa_model *m, int32_t rank);
 
 #endif

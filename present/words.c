@@ -1,0 +1,114 @@
+/* present/words.c: the names and numbers every output writes one way (present.h). */
+#include "present/present.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/text.h"
+
+const char *cpr_op_label(unsigned op, int pairs)
+{
+    if (op == CP_OP_SEND && pairs)
+        return "Send/Recv";
+    return cp_op_name(op);
+}
+
+const char *cpr_signal_name(int sig, char *buf)
+{
+    const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
+    if (abbrev)
+        snprintf(buf, 16, "SIG%.12s", abbrev);
+    else
+        snprintf(buf, 16, "signal %d", sig);
+    return buf;
+}
+
+void cpr_fmt_size(char *buf, size_t len, uint64_t bytes)
+{
+    static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+    unsigned u = 0;
+    uint64_t v = bytes;
+    while (u + 1 < sizeof units / sizeof units[0] && v >= 1024 && v % 1024 == 0) {
+        v /= 1024;
+        u++;
+    }
+    /* Never rounded ("97.5 MiB"): two messages a few bytes apart would read alike, and
+     * neither as nccl-tests prints it. */
+    snprintf(buf, len, "%" PRIu64 " %s", v, units[u]);
+}
+
+void cpr_fmt_ranks(char *buf, size_t len, const int32_t *ranks, size_t n)
+{
+    if (!len)
+        return;
+    buf[0] = '\0';
+    size_t used = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j + 1 < n && ranks[j + 1] == ranks[j] + 1)
+            j++;
+        char part[40];
+        if (j == i)
+            snprintf(part, sizeof part, "%s%" PRId32, i ? "," : "", ranks[i]);
+        else if (j == i + 1)
+            snprintf(part, sizeof part, "%s%" PRId32 ",%" PRId32, i ? "," : "", ranks[i],
+                     ranks[j]);
+        else
+            snprintf(part, sizeof part, "%s%" PRId32 "-%" PRId32, i ? "," : "", ranks[i],
+                     ranks[j]);
+        size_t plen = strlen(part);
+        /* Keep room for ",..." so a cut list says it is cut. */
+        if (used + plen + (j + 1 < n ? 4 : 0) >= len) {
+            if (used + 4 < len)
+                memcpy(buf + used, ",...", 5);
+            else if (len > 3)
+                memcpy(buf + len - 4, "...", 4);
+            return;
+        }
+        memcpy(buf + used, part, plen + 1);
+        used += plen;
+        i = j + 1;
+    }
+}
+
+const char *cpr_fmt_ns_us(char buf[32], int64_t ns)
+{
+    char *q = buf + 32;
+    uint64_t v = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+    *--q = '\0';
+    for (int i = 0; i < 3; i++, v /= 10)
+        *--q = (char)('0' + v % 10);
+    *--q = '.';
+    do {
+        *--q = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (ns < 0)
+        *--q = '-';
+    return q;
+}
+
+void cpr_fmt_comm(char buf[17], uint64_t comm_id)
+{
+    snprintf(buf, 17, "%016" PRIx64, comm_id);
+}
+
+void cpr_fmt_site(char *buf, size_t len, const char *site)
+{
+    if (!len)
+        return;
+    if (!site) {
+        buf[0] = '\0';
+        return;
+    }
+    if (cp_text_escape(buf, len, site, strlen(site)) < len)
+        return;
+    if (len < 4) {
+        buf[0] = '\0';
+        return;
+    }
+    /* Innermost frames come first: keep the head, cut at a whole character or escape. */
+    cp_text_escape(buf, len - 3, site, strlen(site));
+    strcat(buf, "...");
+}
