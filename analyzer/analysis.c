@@ -143,6 +143,7 @@ int cpa_analyze_model(cpa_model *model, cpa_analysis *a, cpa_progress_fn progres
     job_span(a);
     if (cpa_timeline_build(a, &a->timeline))
         goto oom_timeline;
+    cpa_refused_find(a, &a->refused);
     say(progress, ctx, "done", 1.0);
     return 0;
 oom:

@@ -342,6 +342,27 @@ int cpa_mismatches_find(const cpa_model *m, const cpa_matched *mt, cpa_mismatche
                         char *err, size_t errlen);
 void cpa_mismatches_free(cpa_mismatches *x);
 
+/* ---- calls NCCL refused (refused.c) ----
+ *
+ * A call NCCL returned an error for (cpa_call_refused: an argument it rejects, a comm a
+ * remote failure broke) enqueued nothing: it is in no operation and its time is only the
+ * host's. Counted by result, each with the first such call on the job time line, so a
+ * report can say "rank 3's Broadcast was refused: ncclInvalidArgument" where the hang it
+ * caused is all the rest of the trace shows. */
+
+#define CPA_NCCL_RESULTS 9 /* ncclResult_t 0..8 of NCCL 2.28; [0]: a value it does not define */
+
+typedef struct cpa_refused {
+    uint64_t total;
+    uint64_t by_result[CPA_NCCL_RESULTS];
+    int32_t first_rank_idx[CPA_NCCL_RESULTS]; /* the earliest of each result, -1 none */
+    uint32_t first_call[CPA_NCCL_RESULTS];
+    uint32_t nranks;                          /* ranks with at least one */
+} cpa_refused;
+
+/* The index into by_result of a call's result. */
+unsigned cpa_refused_slot(int8_t result);
+
 /* ---- the whole analysis (analysis.c) ---- */
 
 typedef struct cpa_rank_summary {
@@ -377,6 +398,7 @@ typedef struct cpa_analysis {
     cpa_hangs hangs;
     cpa_mismatches mismatches;
     cpa_timeline timeline;
+    cpa_refused refused;
     cpa_rank_summary *ranks;  /* per model rank */
     char **hosts;             /* distinct hostnames, first seen first */
     size_t nhosts;
@@ -395,6 +417,9 @@ int cpa_analyze(const char *dir, cpa_analysis *out, cpa_progress_fn progress, vo
 int cpa_analyze_model(cpa_model *m, cpa_analysis *out, cpa_progress_fn progress, void *ctx,
                       char *err, size_t errlen);
 void cpa_analysis_free(cpa_analysis *a);
+
+/* Calls NCCL refused, counted (after clock alignment; refused.c); nothing to free. */
+void cpa_refused_find(const cpa_analysis *a, cpa_refused *out);
 
 /* ---- reading the job timeline (timeline.c) ---- */
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "analyzer/hang_internal.h"
+#include "common/nccl_abi.h"
 
 static int cmp_i32(const void *x, const void *y)
 {
@@ -16,6 +17,17 @@ static int cmp_i32(const void *x, const void *y)
 
 void cpa_hg_describe_call(char *buf, size_t len, const cpa_call *c)
 {
+    if (cpa_call_refused(c)) { /* no seq: NCCL enqueued nothing */
+        char arg[48] = "";
+        if (cp_op_is_p2p(c->op))
+            snprintf(arg, sizeof arg, " %s comm rank %d", c->op == CP_OP_SEND ? "to" : "from",
+                     (int)c->peer);
+        else if (c->peer >= 0)
+            snprintf(arg, sizeof arg, " root %d", (int)c->peer);
+        snprintf(buf, len, "%s%s on comm %016" PRIx64 ", which NCCL refused (%s)",
+                 cp_op_name(c->op), arg, c->comm_id, cp_nccl_result_id((ncclResult_t)c->result));
+        return;
+    }
     const char *state = c->done                     ? "finished"
                         : c->flags & CP_CALL_TIMED ? "not finished"
                                                    : "completion not timed";
@@ -34,6 +46,8 @@ static void describe_end(char *buf, size_t len, const cpa_rank *r)
         snprintf(buf, len, "; its trace ends without a clean exit (killed)");
     else if (r->end_signal)
         snprintf(buf, len, "; it ended on signal %d", (int)r->end_signal);
+    else if (r->end_exit_code > 0) /* -1: the shim could not know it */
+        snprintf(buf, len, "; it exited with status %d", (int)r->end_exit_code);
     else
         buf[0] = '\0';
 }

@@ -341,6 +341,7 @@ static int on_call(void *ctx, const cp_rec_call *c)
     k->dtype = c->dtype;
     k->redop = c->redop;
     k->flags = c->flags;
+    k->result = c->result;
     k->done = 0;
     k->gpu_timed = 0;
     k->algo = k->proto = k->nchannels = k->nccl = k->timing = 0;

@@ -80,7 +80,8 @@ typedef struct cpa_call {
     uint8_t nchannels;     /* ... the channels NCCL ran it on */
     uint8_t nccl;          /* CPA_NCCL_*: what NCCL's profiler plugin said of it */
     uint8_t timing;        /* its DONE's enum cp_timing_source (CP_TIMING_NONE: no DONE) */
-    /* NCCL's own seqNumber is 8 bytes and the padding left is 1: it lives beside the calls,
+    int8_t result;         /* the ncclResult_t NCCL returned to the caller */
+    /* NCCL's own seqNumber is 8 bytes and no padding is left: it lives beside the calls,
      * in cpa_rank.nccl_seqs, for the files that have NCCL_OP records only. */
 } cpa_call;
 
@@ -167,6 +168,15 @@ typedef struct cpa_model {
 static inline int cpa_call_aborted(const cpa_rank *r, const cpa_call *c)
 {
     return r->abort_ns && c->gpu_timed && c->gpu_end_ns >= r->abort_ns;
+}
+
+/* NCCL returned an error for the call: it enqueued nothing and belongs to no operation (the
+ * shim gives it no sequence number). ncclInProgress (7), a non-blocking comm's answer, is
+ * no refusal: the call was enqueued. */
+#define CPA_NCCL_IN_PROGRESS 7
+static inline int cpa_call_refused(const cpa_call *c)
+{
+    return c->result != 0 && c->result != CPA_NCCL_IN_PROGRESS;
 }
 
 /* Whether a rank's trace, or the job's, has a hole: records lost, unknown, chunks corrupt or

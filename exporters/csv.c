@@ -65,8 +65,10 @@ static void row(FILE *out, const cpa_analysis *a, size_t ri, size_t ci)
 
     fprintf(out, "%d,", (int)r->rank);
     field(out, r->hostname);
-    fprintf(out, ",%s,%" PRIu64 ",%s,%" PRIu64 ",%s,", comm, c->seq, cp_op_name(c->op), c->count,
-            cp_dtype_name(c->dtype));
+    fprintf(out, ",%s,", comm);
+    if (c->seq != CPA_SEQ_NONE) /* else empty: a call NCCL refused has no sequence number */
+        fprintf(out, "%" PRIu64, c->seq);
+    fprintf(out, ",%s,%" PRIu64 ",%s,", cp_op_name(c->op), c->count, cp_dtype_name(c->dtype));
     uint64_t bytes = cpa_elem_bytes(c->count, c->dtype);
     if (bytes != UINT64_MAX) /* else empty: a size that does not fit 64 bits is unknown */
         fprintf(out, "%" PRIu64, bytes);
@@ -109,7 +111,9 @@ static void row(FILE *out, const cpa_analysis *a, size_t ri, size_t ci)
     if (site)
         field(out, site);
     /* an abort's DONE is no completion: "aborted", never shown as a finished "gpu" call */
-    fprintf(out, ",%s", unfinished               ? "unfinished"
+    /* nor a call NCCL refused as one it ran: "refused" (it enqueued nothing) */
+    fprintf(out, ",%s", cpa_call_refused(c)      ? "refused"
+                        : unfinished             ? "unfinished"
                         : cpa_call_aborted(r, c) ? "aborted"
                         : c->gpu_timed           ? "gpu"
                                                  : "host");

@@ -422,7 +422,8 @@ static void call_events(pw *p, size_t ri, size_t ci)
     json_object *args = chk(&oom, json_object_new_object());
     put(&oom, args, "op", sstr(p, &oom, cp_op_name(c->op)));
     put(&oom, args, "comm", comm_of(p, &oom, c->comm_id));
-    put(&oom, args, "seq", chk(&oom, json_object_new_uint64(c->seq)));
+    if (c->seq != CPA_SEQ_NONE) /* a call NCCL refused has none */
+        put(&oom, args, "seq", chk(&oom, json_object_new_uint64(c->seq)));
     put(&oom, args, "count", chk(&oom, json_object_new_uint64(c->count)));
     put(&oom, args, "dtype", sstr(p, &oom, cp_dtype_name(c->dtype)));
     uint64_t bytes = cpa_elem_bytes(c->count, c->dtype);
@@ -451,6 +452,10 @@ static void call_events(pw *p, size_t ri, size_t ci)
         put(&oom, args, "clipped_us", ns_us(&oom, q->clipped));
     if (cpa_call_aborted(r, c)) /* its span ends at the abort, not at a completion */
         put(&oom, args, "aborted", yes(p, &oom));
+    if (cpa_call_refused(c)) { /* NCCL returned an error: it enqueued nothing */
+        put(&oom, args, "refused", yes(p, &oom));
+        put(&oom, args, "result", sstr(p, &oom, cpr_result_id(cpa_refused_slot(c->result))));
+    }
     uint64_t enter = cpa_clock_job_ns(a->model, &a->clock, ri, c->enter_ns);
     put(&oom, args, "host_enter_us", ns_us(&oom, (int64_t)(enter - a->start_ns)));
     put(&oom, args, "host_us", ns_us(&oom, c->host_ns));

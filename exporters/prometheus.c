@@ -152,6 +152,17 @@ static void job_metrics(FILE *out, const cpa_analysis *a)
            "Ranks whose trace lost records or chunks, or was cut: figures over them may leave "
            "operations out.");
     sample_u64(out, "collprof_trace_ranks_with_holes", NULL, m->ranks_with_holes);
+    family(out, "collprof_refused_calls_total", "counter",
+           "Calls NCCL returned an error for (they enqueued nothing), by result.");
+    for (unsigned k = 0; k < CPA_NCCL_RESULTS; k++) {
+        if (!a->refused.by_result[k])
+            continue;
+        lbl_reset(&l);
+        lbl_add(&l, "result", cpr_result_id(k));
+        sample_u64(out, "collprof_refused_calls_total", &l, a->refused.by_result[k]);
+    }
+    if (!a->refused.total)
+        sample_u64(out, "collprof_refused_calls_total", NULL, 0);
     family(out, "collprof_warnings", "gauge", "Problems met reading the trace (cut files, ...).");
     sample_u64(out, "collprof_warnings", NULL, m->nwarnings + m->dropped_warnings);
     family(out, "collprof_trace_duration_seconds", "gauge",

@@ -107,6 +107,29 @@ static json_object *integrity(jb *b, const cpa_integrity *g, uint64_t lost)
     return o;
 }
 
+/* {"ncclInvalidArgument": {"calls": 1, "first_rank": 3, "first_call": "Broadcast root 99"}} */
+static json_object *refused(jb *b, const cpa_analysis *a)
+{
+    const cpa_refused *x = &a->refused;
+    json_object *o = chk(b, json_object_new_object());
+    for (unsigned k = 0; k < CPA_NCCL_RESULTS; k++) {
+        if (!x->by_result[k])
+            continue;
+        json_object *e = chk(b, json_object_new_object());
+        put(b, e, "calls", chk(b, json_object_new_uint64(x->by_result[k])));
+        int32_t ri = x->first_rank_idx[k];
+        if (ri >= 0) {
+            const cpa_rank *r = &a->model->ranks[ri];
+            char what[64];
+            cpr_call_args(what, sizeof what, &r->calls[x->first_call[k]]);
+            put(b, e, "first_rank", chk(b, json_object_new_int(r->rank)));
+            put(b, e, "first_call", str(b, what));
+        }
+        put(b, o, cpr_result_id(k), e);
+    }
+    return o;
+}
+
 static json_object *job(jb *b, const cpa_analysis *a)
 {
     const cpa_model *m = a->model;
@@ -140,6 +163,8 @@ static json_object *job(jb *b, const cpa_analysis *a)
     put(b, o, "unjudged_operations", chk(b, json_object_new_uint64(h->unknown)));
     put(b, o, "oversized_operations", chk(b, json_object_new_uint64(a->stats.oversized)));
     put(b, o, "aborted_operations", chk(b, json_object_new_uint64(a->stats.aborted)));
+    put(b, o, "refused_calls", chk(b, json_object_new_uint64(a->refused.total)));
+    put(b, o, "refused_by_result", refused(b, a));
     json_object *g = integrity(b, &m->integrity, m->lost_records);
     put(b, g, "holes", chk(b, json_object_new_boolean(cpa_model_has_holes(m))));
     put(b, g, "ranks_with_holes", chk(b, json_object_new_uint64(m->ranks_with_holes)));

@@ -165,6 +165,13 @@ static void section_job(tw *w, const cpa_analysis *a)
     line(w, m->lost_records || at_least ? WARN : PLAIN,
          INDENT "%" PRIu64 " records (%s), %" PRIu64 " calls in %zu operations", m->records, lost,
          calls, a->matched.nops);
+    char refused[512];
+    cpr_refused_text(refused, sizeof refused, a);
+    if (refused[0]) {
+        char text[600];
+        snprintf(text, sizeof text, "refused: %s", refused);
+        wrapped_style(w, WARN, INDENT, text, 4);
+    }
     char holes[512];
     cpr_holes_text(holes, sizeof holes, a, NULL, NULL);
     if (holes[0]) {

@@ -58,4 +58,13 @@ void cpr_holes_text(char *buf, size_t len, const cpa_analysis *a, long *first_ra
 const char *cpr_holes_caveat(const cpa_analysis *a);
 
 
+/* A call as its arguments name it: "Broadcast root 99", "Send to comm rank 3", "AllReduce". */
+void cpr_call_args(char *buf, size_t len, const cpa_call *c);
+/* A by_result slot of cpa_refused as NCCL names the result ("ncclInvalidArgument"). */
+const char *cpr_result_id(unsigned slot);
+/* The calls NCCL refused in one line: "8 calls NCCL returned an error for, on 8 ranks (they
+ * enqueued nothing): 1 ncclInvalidArgument (first: rank 3, Broadcast root 99), 7
+ * ncclRemoteError (first: rank 0, AllReduce)"; "" when there are none. */
+void cpr_refused_text(char *buf, size_t len, const cpa_analysis *a);
+
 #endif

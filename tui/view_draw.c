@@ -444,6 +444,10 @@ static int summary_job(const cpv_data *d, cpv_grid *g, int y)
     cpr_holes_text(holes, sizeof holes, a, NULL, NULL);
     if (holes[0])
         cpt_grid_putf_utf8(g, 0, y++, CPV_WARN, "         holes: %s", holes);
+    char refused[512];
+    cpr_refused_text(refused, sizeof refused, a);
+    if (refused[0])
+        cpt_grid_putf_utf8(g, 0, y++, CPV_WARN, "         refused: %s", refused);
     if (a->ranks && m->nranks) {
         double sum = 0;
         size_t hi = 0;

@@ -72,13 +72,19 @@ static int run_sim(const char *const *env, const char *const *argv)
 static void assert_timeline_invariants(const cpa_analysis *a)
 {
     const cpa_model *m = a->model;
-    size_t aborted_calls = 0, timed_in_ops = 0;
+    size_t aborted_calls = 0, timed_in_ops = 0, refused_calls = 0;
     char *op_aborted = calloc(a->matched.nops + 1, 1);
     for (size_t ri = 0; ri < m->nranks; ri++) {
         const cpa_rank *r = &m->ranks[ri];
         for (size_t ci = 0; ci < r->ncalls; ci++) {
             const cpa_call *c = &r->calls[ci];
             uint32_t oi = cpa_call_op(a, ri, ci);
+            if (cpa_call_refused(c)) {
+                refused_calls++;
+                if (oi != CPA_NO_OP)
+                    fail_msg("rank %d call %zu: NCCL refused it, yet it is in an operation",
+                             (int)r->rank, ci);
+            }
             if (cpa_call_aborted(r, c)) {
                 aborted_calls++;
                 if (oi != CPA_NO_OP)
@@ -110,6 +116,7 @@ static void assert_timeline_invariants(const cpa_analysis *a)
         aborted_ops += op_aborted[i];
     free(op_aborted);
     assert_int_equal(a->stats.aborted, aborted_ops);
+    assert_int_equal(a->refused.total, refused_calls);
 
     char *buf = NULL;
     size_t len = 0;
@@ -120,25 +127,32 @@ static void assert_timeline_invariants(const cpa_analysis *a)
     free(buf);
     assert_true(json_object_object_get_ex(doc, "traceEvents", &events));
     assert_no_partial_overlap(events);
-    size_t flagged = 0;
+    size_t flagged = 0, flagged_refused = 0;
     for (size_t i = 0; i < json_object_array_length(events); i++) {
         json_object *ev = json_object_array_get_idx(events, i);
         if (!strcmp(pj_str(ev, "ph"), "X") && pj_field(pj_field(ev, "args"), "aborted"))
             flagged++;
+        if (!strcmp(pj_str(ev, "ph"), "X") && pj_field(pj_field(ev, "args"), "refused"))
+            flagged_refused++;
     }
     json_object_put(doc);
     assert_int_equal(flagged, aborted_calls);
+    assert_int_equal(flagged_refused, refused_calls);
 
     f = open_memstream(&buf, &len);
     assert_int_equal(cpx_export_csv(f, a), 0);
     fclose(f);
-    size_t csv_aborted = 0;
+    size_t csv_aborted = 0, csv_refused = 0;
     for (const char *p = buf; (p = strstr(p, ",aborted,")); p++)
         csv_aborted++;
+    for (const char *p = buf; (p = strstr(p, ",refused,")); p++)
+        csv_refused++;
     free(buf);
     assert_int_equal(csv_aborted, aborted_calls);
+    assert_int_equal(csv_refused, refused_calls);
     fprintf(stderr, "timeline invariants hold: %zu timed calls in operations, %zu aborted "
-                    "calls in %zu operations\n", timed_in_ops, aborted_calls, aborted_ops);
+                    "calls in %zu operations, %zu refused calls\n", timed_in_ops, aborted_calls,
+            aborted_ops, refused_calls);
 }
 
 static void analyze(cpa_analysis *a)
@@ -485,6 +499,33 @@ static pid_t pid_of_rank(int rank)
     return pid;
 }
 
+/* A call NCCL refuses (rank 3's Broadcast with root 99: ncclInvalidArgument) enqueues
+ * nothing; rank 3 then leaves, and the others' calls fail with ncclRemoteError. The analysis
+ * counts both by result, keeps them out of every operation, and the hang names the refusal
+ * as what rank 3 last did. */
+static void refused_call_is_named(void **state)
+{
+    (void)state;
+    run_sim(NULL, ARGS("--launch", "8", "--pattern", "ddp", "--steps", "2", "--scale", "0.001",
+                       "--timeout", "5", "--mismatch", "3:0:root=99"));
+    cpa_analysis a;
+    analyze(&a);
+    assert_int_equal(a.refused.by_result[4], 1); /* ncclInvalidArgument */
+    assert_int_equal(a.model->ranks[a.refused.first_rank_idx[4]].rank, 3);
+    const cpa_call *c = &a.model->ranks[a.refused.first_rank_idx[4]].calls[a.refused.first_call[4]];
+    assert_int_equal(c->op, CP_OP_BROADCAST);
+    assert_int_equal(c->peer, 99);
+    int named = 0;
+    for (size_t i = 0; i < a.hangs.nrows; i++)
+        if (strstr(a.hangs.rows[i].last, "rank 3 last called Broadcast root 99") &&
+            strstr(a.hangs.rows[i].last, "which NCCL refused (ncclInvalidArgument)"))
+            named = 1;
+    if (!named)
+        show(&a);
+    assert_true(named);
+    cpa_analysis_free(&a);
+}
+
 static void killed_rank_is_named(void **state)
 {
     (void)state;
@@ -651,6 +692,7 @@ int main(void)
         cmocka_unit_test_teardown(hang_on_the_world_comm, teardown),
         cmocka_unit_test_teardown(hang_on_a_split_comm, teardown),
         cmocka_unit_test_teardown(mismatches_name_the_culprit, teardown),
+        cmocka_unit_test_teardown(refused_call_is_named, teardown),
         cmocka_unit_test_teardown(killed_rank_is_named, teardown),
         cmocka_unit_test_teardown(clock_offset_between_hosts, teardown),
         cmocka_unit_test_teardown(busbw_follows_the_model, teardown),

@@ -232,6 +232,26 @@ static inline void exp_write_aborted_job(const char *dir)
     }
 }
 
+/* Two ranks: an AllReduce both finish, then rank 1's Broadcast with root 99, which NCCL
+ * refused (ncclInvalidArgument, no seq), while rank 0's Broadcast waits for it. */
+static inline void exp_write_refused_job(const char *dir)
+{
+    for (int r = 0; r < 2; r++) {
+        cp_trace_writer *w = exp_open_rank(dir, r, "node-a");
+        exp_put_comm(w, 2, r);
+        exp_put_call(w, r, CP_OP_ALLREDUCE, 0, 256, -1, EXP_MONO0, 1);
+        exp_put_done(w, CP_OP_ALLREDUCE, 0, -1, EXP_MONO0 + 1000, EXP_MONO0 + 11000);
+        cp_rec_call c = {.h = {CP_REC_CALL, sizeof c}, .op = CP_OP_BROADCAST, .dtype = EXP_F32,
+                         .redop = CP_REDOP_NONE, .flags = CP_CALL_TIMED, .comm_index = 0,
+                         .site_index = UINT32_MAX, .seq = r == 1 ? UINT64_MAX : 1,
+                         .count = 64, .stream = exp_stream(r), .enter_ns = EXP_MONO0 + 20000,
+                         .host_ns = EXP_HOST_NS, .peer = r == 1 ? 99 : 0,
+                         .result = r == 1 ? 4 : 0};
+        exp_put(w, &c);
+        assert_int_equal(cp_trace_writer_close(w), 0);
+    }
+}
+
 /* The job with text in every string a trace holds (exp_write_rank_text), hostnames too. */
 static inline void exp_write_job_text(const char *dir, const char *text)
 {

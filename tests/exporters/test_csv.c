@@ -284,6 +284,32 @@ static void a_call_an_abort_ended_says_aborted(void **state)
     free(dir);
 }
 
+/* A call NCCL refused is no call it ran: timing "refused", no seq (not 2^64 - 1). */
+static void a_refused_call_says_refused(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    exp_write_refused_job(dir);
+    cpa_analysis a;
+    exp_analyze(dir, &a);
+    exp_buf b;
+    assert_int_equal(cpx_export_csv(exp_buf_open(&b), &a), 0);
+    fixture f = {.csv = exp_buf_close(&b)};
+    char *x[NCOLS + 4];
+    find_row(&f, "1", "Broadcast", "", x);
+    assert_string_equal(x[18], "refused");
+    assert_string_equal(x[8], "99");
+    free_fields(x, NCOLS);
+    find_row(&f, "0", "Broadcast", "1", x);
+    assert_string_not_equal(x[18], "refused");
+    free_fields(x, NCOLS);
+    assert_null(strstr(f.csv, "18446744073709551615"));
+    free(f.csv);
+    cpa_analysis_free(&a);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 /* A wait is never longer than from the call's arrival to its end: the peer that arrives
  * after an abort ended the call (rank 1 enters seq 1 5 ms after rank 0's abort) does not make
  * rank 0 wait past its end, as the 8,009,681 us wait beside an 826 us duration did. */
@@ -330,6 +356,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_size_past_64_bits_is_an_empty_cell, setup, teardown),
         cmocka_unit_test(rows_of_a_rank_with_holes_say_so),
         cmocka_unit_test(a_call_an_abort_ended_says_aborted),
+        cmocka_unit_test(a_refused_call_says_refused),
         cmocka_unit_test(a_wait_never_outlasts_the_call),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -384,6 +384,36 @@ static void an_aborted_call_is_flagged(void **state)
     free(dir);
 }
 
+static void a_refused_call_is_flagged_with_its_result(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    exp_write_refused_job(dir);
+    cpa_analysis a;
+    exp_analyze(dir, &a);
+    char *s = export_of(&a);
+    json_object *doc = pj_parse_strict(s);
+    free(s);
+    fixture g = { .doc = doc };
+    assert_true(json_object_object_get_ex(doc, "traceEvents", &g.events));
+    size_t refused = 0;
+    for (size_t i = 0; i < json_object_array_length(g.events); i++) {
+        json_object *ev = json_object_array_get_idx(g.events, i);
+        if (!arg(ev, "refused"))
+            continue;
+        refused++;
+        assert_int_equal(json_object_get_int(pj_field(ev, "pid")), 1);
+        assert_string_equal(json_object_get_string(arg(ev, "result")), "ncclInvalidArgument");
+        assert_null(arg(ev, "seq"));
+    }
+    assert_int_equal(refused, 1);
+    assert_null(arg(slice(&g, 0, "Broadcast", 1), "refused"));
+    json_object_put(doc);
+    cpa_analysis_free(&a);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 static void a_failed_stream_is_an_error(void **state)
 {
     fixture *f = *state;
@@ -480,6 +510,7 @@ int main(void)
         cmocka_unit_test(holes_are_in_the_metadata_and_on_the_rank),
         cmocka_unit_test(slices_on_a_stream_never_partly_overlap),
         cmocka_unit_test(an_aborted_call_is_flagged),
+        cmocka_unit_test(a_refused_call_is_flagged_with_its_result),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

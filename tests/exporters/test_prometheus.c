@@ -471,6 +471,22 @@ static void holes_are_exported_by_kind(void **state)
     free(dir);
 }
 
+static void refused_calls_are_counted_by_result(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    exp_write_refused_job(dir);
+    cpa_analysis a;
+    exp_analyze(dir, &a);
+    char *t = export_of(&a);
+    assert_valid(t);
+    assert_non_null(strstr(t, "collprof_refused_calls_total{result=\"ncclInvalidArgument\"} 1\n"));
+    free(t);
+    cpa_analysis_free(&a);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 static void hostile_labels_are_escaped_and_ranks_unique(void **state)
 {
     (void)state;
@@ -514,6 +530,7 @@ int main(void)
         cmocka_unit_test(the_checker_refuses_each_broken_rule),
         cmocka_unit_test(the_export_passes_and_holds_the_jobs_numbers),
         cmocka_unit_test(holes_are_exported_by_kind),
+        cmocka_unit_test(refused_calls_are_counted_by_result),
         cmocka_unit_test(hostile_labels_are_escaped_and_ranks_unique),
         cmocka_unit_test(a_failed_stream_is_an_error),
     };

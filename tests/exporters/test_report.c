@@ -530,6 +530,32 @@ static void an_aborted_operation_is_no_duration(void **state)
     free(dir);
 }
 
+/* A call NCCL refused is said, with its result and its arguments, in the job's lines and the
+ * hang it caused, and counted in the JSON. */
+static void a_refused_call_is_said(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    exp_write_refused_job(dir);
+    cpa_analysis a;
+    exp_analyze(dir, &a);
+    assert_int_equal(a.refused.total, 1);
+    assert_int_equal(a.refused.by_result[4], 1);
+    char *t = text_of(&a, 0, 0, NULL);
+    if (!strstr(t, "refused: 1 call NCCL returned an error for, on 1 rank") ||
+        !strstr(t, "ncclInvalidArgument (first: rank 1, Broadcast root 99)"))
+        fail_msg("no refused line in:\n%s", t);
+    free(t);
+    json_object *j = json_of(&a, 0);
+    assert_num(j, "job.refused_calls", 1);
+    assert_num(j, "job.refused_by_result.ncclInvalidArgument.calls", 1);
+    assert_num(j, "job.refused_by_result.ncclInvalidArgument.first_rank", 1);
+    json_object_put(j);
+    cpa_analysis_free(&a);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 /* What a damaged or forged trace makes the analyzer leave out is said where the figures rest
  * on it: clock samples rejected (under the clock), operations of no possible size (under the
  * operations), and a count past INT64_MAX shown as the count it is, not a negative number. */
@@ -568,6 +594,7 @@ int main(void)
         cmocka_unit_test(sizes_are_exact_never_rounded),
         cmocka_unit_test(a_trace_with_holes_says_so_in_both_reports),
         cmocka_unit_test(an_aborted_operation_is_no_duration),
+        cmocka_unit_test(a_refused_call_is_said),
         cmocka_unit_test_setup_teardown(text_is_terminal_safe_with_hostile_strings, setup,
                                         teardown),
         cmocka_unit_test(want_color_only_on_a_terminal_without_no_color),

@@ -378,6 +378,27 @@ static void timeline_opens_on_the_collectives(void **state)
     free(dir);
 }
 
+/* A call NCCL refused: the summary names its result, rank and arguments. */
+static void summary_says_a_call_was_refused(void **state)
+{
+    (void)state;
+    fixture f = {0};
+    f.dir = tt_tmpdir();
+    exp_write_refused_job(f.dir);
+    exp_analyze(f.dir, &f.a);
+    assert_int_equal(cpv_data_init(&f.d, &f.a, f.dir), 0);
+    cpv_state_init(&f.s);
+    draw(&f, CPV_SUMMARY, 160, 30);
+    int y = expect_row(&f, "refused: 1 call NCCL returned an error for, on 1 rank (they enqueued "
+                           "nothing): 1 ncclInvalidArgument (first: rank 1, Broadcast root 99)");
+    assert_int_equal(attr_at(&f, 9, y), CPV_WARN);
+    cpv_grid_free(&f.g);
+    cpv_data_free(&f.d);
+    cpa_analysis_free(&f.a);
+    tt_rmtree(f.dir);
+    free(f.dir);
+}
+
 /* A trace with holes: the summary says what, where and when, and the op table's title warns
  * that its rows may leave operations out. */
 static void summary_says_the_trace_has_holes(void **state)
@@ -552,6 +573,7 @@ int main(void)
         cmocka_unit_test(timeline_finds_calls_deep_in_a_long_trace),
         cmocka_unit_test(timeline_opens_on_the_collectives),
         cmocka_unit_test(summary_says_the_trace_has_holes),
+        cmocka_unit_test(summary_says_a_call_was_refused),
         T(filter_keeps_the_rows_that_match),
         cmocka_unit_test(detail_steps_through_send_recv_pairs),
         T(keys_move_the_selection_within_the_rows),
