@@ -214,6 +214,29 @@ static inline int64_t cpa_round_i64(double v)
 
 #define CPA_LATE_MIN_US 1000.0
 
+/* Why the late rank was late (issue 19), from what the trace has, per late collective; H is
+ * how much later than the others' median its host entered NCCL, L its lateness:
+ *   HOST        H >= L/2: it entered NCCL late (data loading, Python, CPU contention). A
+ *               collective timed on the host only is always this: its arrival is the entry;
+ *   COLLECTIVE  it entered on time, but its stream was still in an earlier NCCL operation
+ *               (another comm's collective, a send/recv) past half the lateness: that one took
+ *               longer on this rank (a slow link or NIC on its path);
+ *   BACKLOG     it entered on time and its stream was not in NCCL: it started the collective
+ *               late behind other GPU work (longer compute before it).
+ * A straggler's cause is the one of at least CPA_CAUSE_MIN_SHARE of its late collectives,
+ * else MIXED (each share is given). */
+enum cpa_late_cause {
+    CPA_CAUSE_NONE = 0,
+    CPA_CAUSE_HOST = 1,
+    CPA_CAUSE_BACKLOG = 2,
+    CPA_CAUSE_COLLECTIVE = 3,
+    CPA_CAUSE_MIXED = 4,
+};
+#define CPA_CAUSES 4 /* by_cause's size: NONE .. COLLECTIVE */
+#define CPA_CAUSE_MIN_SHARE 0.75
+/* "host", "gpu_backlog", "in_collective", "mixed", "none": the JSON's and Prometheus' names. */
+const char *cpa_late_cause_name(int cause);
+
 enum cpa_straggler_kind {
     CPA_STRAGGLER_NONE = 0,
     CPA_STRAGGLER_PERSISTENT = 1,   /* one rank is the late one in most late collectives */
@@ -228,6 +251,14 @@ typedef struct cpa_straggler {
     double late_us_p50;
     double share;            /* late_count / the collectives it took part in that were judged */
     double wait_us_total;    /* time it spent waiting for others (its arrivals before the last) */
+    uint64_t by_cause[CPA_CAUSES]; /* its late collectives by enum cpa_late_cause */
+    int cause;               /* the one of CPA_CAUSE_MIN_SHARE of them, else CPA_CAUSE_MIXED */
+    double host_late_us_p50; /* median of H over its late collectives (may be negative) */
+    double gpu_late_us_p50;  /* median lateness of its GPU starts (NAN: none GPU-timed) */
+    /* the earlier NCCL operation its stream was still in (COLLECTIVE), the last such seen */
+    uint8_t held_op;         /* enum cp_op, 0 none */
+    int32_t held_nranks;     /* its communicator's size, -1 unknown */
+    uint64_t held_comm_id;
 } cpa_straggler;
 
 typedef struct cpa_stragglers {
@@ -239,6 +270,8 @@ typedef struct cpa_stragglers {
     int kind;                /* enum cpa_straggler_kind */
     int32_t *op_late_rank_idx; /* per matched op: model rank index of its late rank, or -1 */
     float *op_late_us;       /* per matched op: that lateness, 0 when none */
+    uint8_t *op_cause;       /* per matched op: enum cpa_late_cause of its late rank */
+    float *op_host_late_us;  /* per matched op: that rank's H (see enum cpa_late_cause) */
 } cpa_stragglers;
 
 int cpa_stragglers_compute(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c,

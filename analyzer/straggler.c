@@ -55,19 +55,88 @@ static int cmp_row(const void *x, const void *y)
     return p->rank < q->rank ? -1 : p->rank > q->rank;
 }
 
+const char *cpa_late_cause_name(int cause)
+{
+    switch (cause) {
+    case CPA_CAUSE_HOST: return "host";
+    case CPA_CAUSE_BACKLOG: return "gpu_backlog";
+    case CPA_CAUSE_COLLECTIVE: return "in_collective";
+    case CPA_CAUSE_MIXED: return "mixed";
+    default: return "none";
+    }
+}
+
+/* How far back a late rank's calls are searched for the NCCL operation its stream was in:
+ * a group of send/recv to many peers is many calls on one stream. */
+#define HELD_SEARCH 256
+
+/* Why the late part k came late (enum cpa_late_cause in analyzer.h), its host lateness in
+ * *host_us, and in *held the earlier call its stream was still in (COLLECTIVE). arr holds the
+ * arrivals, late the lateness (ns) and ent is scratch of nparts. */
+static int late_cause(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c,
+                      const cpa_op *o, int timed, const int64_t *arr, uint32_t k, double late,
+                      int64_t *ent, double *host_us, const cpa_call **held)
+{
+    const cpa_part *p = &mt->parts[o->first_part];
+    size_t n = 0;
+    int64_t mine = 0;
+    for (uint32_t j = 0; j < o->nparts; j++) {
+        const cpa_call *call = &m->ranks[p[j].rank_idx].calls[p[j].call_idx];
+        int64_t e = (int64_t)cpa_clock_job_ns(m, c, p[j].rank_idx, call->enter_ns);
+        if (j == k)
+            mine = e;
+        else
+            ent[n++] = e;
+    }
+    /* the others' median entry: lower middle, as their arrivals' (judge) */
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && ent[j - 1] > ent[j]; j--) {
+            int64_t t = ent[j];
+            ent[j] = ent[j - 1];
+            ent[j - 1] = t;
+        }
+    double h = (double)(mine - ent[(n - 1) / 2]);
+    *host_us = h / 1e3;
+    *held = NULL;
+    if (!timed || h >= late / 2)
+        return CPA_CAUSE_HOST;
+    /* its stream still in an earlier NCCL operation past half the lateness: that operation,
+     * not compute, held the GPU */
+    const cpa_rank *r = &m->ranks[p[k].rank_idx];
+    const cpa_call *me = &r->calls[p[k].call_idx];
+    int64_t half = arr[k] - (int64_t)(late / 2);
+    for (size_t i = p[k].call_idx, seen = 0; i-- > 0 && seen < HELD_SEARCH; seen++) {
+        const cpa_call *prev = &r->calls[i];
+        /* a member of my own group shares my span: not before me */
+        if (prev->stream != me->stream || !prev->gpu_timed ||
+            prev->gpu_start_ns >= me->gpu_start_ns)
+            continue;
+        int64_t end = (int64_t)cpa_clock_gpu_job_ns(m, c, p[k].rank_idx, prev->gpu_end_ns);
+        if (end > half) {
+            *held = prev;
+            return CPA_CAUSE_COLLECTIVE;
+        }
+        break; /* the stream's latest NCCL operation ended early enough */
+    }
+    return CPA_CAUSE_BACKLOG;
+}
+
 typedef struct acc {
     uint64_t judged;
     uint64_t late;
     double late_us;
     double wait_us;
     int32_t row;      /* index into rows, -1 none */
+    uint64_t by_cause[CPA_CAUSES];
+    const cpa_call *held; /* the last earlier NCCL call found holding its stream */
 } acc;
 
 /* Judges one operation: returns 1 and fills the late rank's part index and lateness when
  * it had one, 0 when not, -1 when it cannot be judged. arr is scratch of nparts + others. */
 static int judge(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c,
-                 const cpa_op *o, double thr_span_us, int64_t *arr, double *others, acc *a,
-                 uint32_t *late_part, double *late_us)
+                 const cpa_op *o, double thr_span_us, int64_t *arr, double *others,
+                 int64_t *ent, acc *a, uint32_t *late_part, double *late_us, int *cause,
+                 double *host_us, const cpa_call **held)
 {
     if (!o->complete || o->nparts < 2 || o->sender >= 0 || cp_op_is_p2p(o->op))
         return -1;
@@ -105,7 +174,14 @@ static int judge(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c,
         return 0;
     *late_part = last;
     *late_us = late;
+    *cause = late_cause(m, mt, c, o, timed != 0, arr, last, late * 1e3, ent, host_us, held);
     return 1;
+}
+
+/* Whether an operation's parts are GPU-timed (judge allows all or none). */
+static int part_timed(const cpa_model *m, const cpa_part *p)
+{
+    return m->ranks[p->rank_idx].calls[p->call_idx].gpu_timed;
 }
 
 static int build_rows(const cpa_model *m, const cpa_matched *mt, acc *a, cpa_stragglers *out)
@@ -128,10 +204,11 @@ static int build_rows(const cpa_model *m, const cpa_matched *mt, acc *a, cpa_str
     if (!nrows)
         return 0;
     out->rows = calloc(nrows, sizeof *out->rows);
-    double **vals = calloc(nrows, sizeof *vals);
-    size_t *nv = calloc(nrows, sizeof *nv);
+    double **vals = calloc(nrows, sizeof *vals), **hv = calloc(nrows, sizeof *hv),
+           **gv = calloc(nrows, sizeof *gv);
+    size_t *nv = calloc(nrows, sizeof *nv), *ng = calloc(nrows, sizeof *ng);
     int rc = -1;
-    if (!out->rows || !vals || !nv)
+    if (!out->rows || !vals || !hv || !gv || !nv || !ng)
         goto done;
     for (size_t i = 0; i < m->nranks; i++) {
         if (a[i].row < 0)
@@ -140,27 +217,59 @@ static int build_rows(const cpa_model *m, const cpa_matched *mt, acc *a, cpa_str
         *s = (cpa_straggler){.rank_idx = (uint32_t)i, .rank = m->ranks[i].rank,
                              .late_count = a[i].late, .late_us_total = a[i].late_us,
                              .share = a[i].judged ? (double)a[i].late / (double)a[i].judged : 0,
-                             .wait_us_total = a[i].wait_us};
-        if (!(vals[a[i].row] = malloc(a[i].late * sizeof **vals)))
+                             .wait_us_total = a[i].wait_us, .held_nranks = -1};
+        cpa_straggler *s2 = &out->rows[a[i].row];
+        memcpy(s2->by_cause, a[i].by_cause, sizeof s2->by_cause);
+        s2->cause = CPA_CAUSE_MIXED;
+        for (int k = CPA_CAUSE_HOST; k < CPA_CAUSES; k++)
+            if ((double)a[i].by_cause[k] >= CPA_CAUSE_MIN_SHARE * (double)a[i].late)
+                s2->cause = k;
+        if (a[i].held) {
+            s2->held_op = a[i].held->op;
+            s2->held_nranks = a[i].held->nranks;
+            s2->held_comm_id = a[i].held->comm_id;
+        }
+        size_t nl = a[i].late ? a[i].late : 1;
+        if (!(vals[a[i].row] = malloc(nl * sizeof **vals)) ||
+            !(hv[a[i].row] = malloc(nl * sizeof **hv)) ||
+            !(gv[a[i].row] = malloc(nl * sizeof **gv)))
             goto done;
     }
     for (size_t i = 0; i < mt->nops; i++) {
         int32_t r = out->op_late_rank_idx[i];
-        if (r >= 0 && a[r].row >= 0)
-            vals[a[r].row][nv[a[r].row]++] = out->op_late_us[i];
+        if (r < 0 || a[r].row < 0)
+            continue;
+        size_t row = (size_t)a[r].row;
+        hv[row][nv[row]] = out->op_host_late_us[i];
+        vals[row][nv[row]++] = out->op_late_us[i];
+        if (part_timed(m, &mt->parts[mt->ops[i].first_part]))
+            gv[row][ng[row]++] = out->op_late_us[i];
     }
     for (size_t k = 0; k < nrows; k++) {
         qsort(vals[k], nv[k], sizeof **vals, cmp_double);
+        qsort(hv[k], nv[k], sizeof **hv, cmp_double);
+        qsort(gv[k], ng[k], sizeof **gv, cmp_double);
         out->rows[k].late_us_p50 = vals[k][(nv[k] + 1) / 2 - 1]; /* nearest rank */
+        out->rows[k].host_late_us_p50 = hv[k][(nv[k] + 1) / 2 - 1];
+        out->rows[k].gpu_late_us_p50 = ng[k] ? gv[k][(ng[k] + 1) / 2 - 1] : NAN;
     }
     qsort(out->rows, nrows, sizeof *out->rows, cmp_row);
     out->nrows = nrows;
     rc = 0;
 done:
-    for (size_t k = 0; vals && k < nrows; k++)
-        free(vals[k]);
+    for (size_t k = 0; k < nrows; k++) {
+        if (vals)
+            free(vals[k]);
+        if (hv)
+            free(hv[k]);
+        if (gv)
+            free(gv[k]);
+    }
     free(vals);
+    free(hv);
+    free(gv);
     free(nv);
+    free(ng);
     return rc;
 }
 
@@ -174,17 +283,24 @@ int cpa_stragglers_compute(const cpa_model *m, const cpa_matched *mt, const cpa_
             maxp = mt->ops[i].nparts;
     out->op_late_rank_idx = malloc((mt->nops ? mt->nops : 1) * sizeof *out->op_late_rank_idx);
     out->op_late_us = calloc(mt->nops ? mt->nops : 1, sizeof *out->op_late_us);
+    out->op_cause = calloc(mt->nops ? mt->nops : 1, sizeof *out->op_cause);
+    out->op_host_late_us = calloc(mt->nops ? mt->nops : 1, sizeof *out->op_host_late_us);
     acc *a = calloc(m->nranks ? m->nranks : 1, sizeof *a);
     int64_t *arr = malloc((maxp ? maxp : 1) * sizeof *arr);
+    int64_t *ent = malloc((maxp ? maxp : 1) * sizeof *ent);
     double *others = malloc((maxp ? maxp : 1) * sizeof *others);
-    if (!out->op_late_rank_idx || !out->op_late_us || !a || !arr || !others)
+    if (!out->op_late_rank_idx || !out->op_late_us || !out->op_cause || !out->op_host_late_us ||
+        !a || !arr || !ent || !others)
         goto oom;
     out->threshold_us = fmax(CPA_LATE_MIN_US, 4 * c->error_us);
     for (size_t i = 0; i < mt->nops; i++) {
         out->op_late_rank_idx[i] = -1;
         uint32_t k;
-        double late_us;
-        int v = judge(m, mt, c, &mt->ops[i], out->threshold_us, arr, others, a, &k, &late_us);
+        double late_us, host_us = 0;
+        int cause = CPA_CAUSE_NONE;
+        const cpa_call *held = NULL;
+        int v = judge(m, mt, c, &mt->ops[i], out->threshold_us, arr, others, ent, a, &k,
+                      &late_us, &cause, &host_us, &held);
         if (v < 0)
             continue;
         out->judged++;
@@ -194,8 +310,13 @@ int cpa_stragglers_compute(const cpa_model *m, const cpa_matched *mt, const cpa_
         out->late++;
         out->op_late_rank_idx[i] = (int32_t)r;
         out->op_late_us[i] = (float)late_us;
+        out->op_cause[i] = (uint8_t)cause;
+        out->op_host_late_us[i] = (float)host_us;
         a[r].late++;
         a[r].late_us += late_us;
+        a[r].by_cause[cause]++;
+        if (held)
+            a[r].held = held;
     }
     if (build_rows(m, mt, a, out))
         goto oom;
@@ -212,11 +333,13 @@ int cpa_stragglers_compute(const cpa_model *m, const cpa_matched *mt, const cpa_
     }
     free(a);
     free(arr);
+    free(ent);
     free(others);
     return 0;
 oom:
     free(a);
     free(arr);
+    free(ent);
     free(others);
     cpa_stragglers_free(out);
     snprintf(err, errlen, "out of memory finding stragglers");
@@ -228,5 +351,7 @@ void cpa_stragglers_free(cpa_stragglers *s)
     free(s->rows);
     free(s->op_late_rank_idx);
     free(s->op_late_us);
+    free(s->op_cause);
+    free(s->op_host_late_us);
     memset(s, 0, sizeof *s);
 }

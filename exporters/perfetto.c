@@ -469,6 +469,9 @@ static void call_events(pw *p, size_t ri, size_t ci)
         if (late >= 0) {
             put(&oom, args, "late_rank", chk(&oom, json_object_new_int(a->model->ranks[late].rank)));
             put(&oom, args, "late_us", ns_us(&oom, cpa_round_i64(cpa_op_late_us(a, oi) * 1e3)));
+            if (a->stragglers.op_cause && a->stragglers.op_cause[oi])
+                put(&oom, args, "late_cause",
+                    sstr(p, &oom, cpa_late_cause_name(a->stragglers.op_cause[oi])));
         }
     }
     const char *site = cpa_call_site(r, c);

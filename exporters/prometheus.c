@@ -309,6 +309,17 @@ static void straggler_metrics(FILE *out, const cpa_analysis *a, const cpa_stragg
     for (size_t ri = 0; ri < m->nranks; ri++)
         if (by_rank[ri] && rank_labels(&l, m, ri))
             sample(out, "collprof_straggler_share", &l, by_rank[ri]->share);
+    family(out, "collprof_straggler_late_by_cause_total", "counter",
+           "The rank's late collectives by cause: host (entered NCCL late), gpu_backlog (its "
+           "stream started late behind other GPU work), in_collective (its stream was still in "
+           "an earlier NCCL operation).");
+    for (size_t ri = 0; ri < m->nranks; ri++)
+        for (int k = CPA_CAUSE_HOST; by_rank[ri] && k < CPA_CAUSES; k++)
+            if (rank_labels(&l, m, ri)) {
+                lbl_add(&l, "cause", cpa_late_cause_name(k));
+                sample_u64(out, "collprof_straggler_late_by_cause_total", &l,
+                           by_rank[ri]->by_cause[k]);
+            }
 }
 
 static void rank_metrics(FILE *out, const cpa_analysis *a)

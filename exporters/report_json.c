@@ -281,6 +281,27 @@ static json_object *stragglers(jb *b, const cpa_analysis *a, size_t top)
         put(b, o, "share", num(b, r->share, 4));
         put(b, o, "wait_us_total", num(b, r->wait_us_total, 3));
         put(b, o, "host", str(b, rank_host(a, r->rank_idx)));
+        /* why (issue 19): the cause, each cause's count, the median host and GPU lateness */
+        put(b, o, "cause", str(b, cpa_late_cause_name(r->cause)));
+        json_object *bc = chk(b, json_object_new_object());
+        for (int k = CPA_CAUSE_HOST; k < CPA_CAUSES; k++)
+            put(b, bc, cpa_late_cause_name(k), chk(b, json_object_new_uint64(r->by_cause[k])));
+        put(b, o, "late_by_cause", bc);
+        put(b, o, "host_late_us_p50", num(b, r->host_late_us_p50, 3));
+        if (!isnan(r->gpu_late_us_p50))
+            put(b, o, "gpu_late_us_p50", num(b, r->gpu_late_us_p50, 3));
+        if (r->held_op) {
+            char comm[17];
+            cpr_fmt_comm(comm, r->held_comm_id);
+            json_object *h = chk(b, json_object_new_object());
+            put(b, h, "op", str(b, cp_op_name(r->held_op)));
+            put(b, h, "comm", str(b, comm));
+            put(b, h, "nranks", chk(b, json_object_new_int(r->held_nranks)));
+            put(b, o, "held_by", h);
+        }
+        char why[400];
+        cpr_cause_text(why, sizeof why, r);
+        put(b, o, "why", str(b, why));
         push(b, arr, o);
     }
     return arr;

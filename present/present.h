@@ -58,6 +58,11 @@ void cpr_holes_text(char *buf, size_t len, const cpa_analysis *a, long *first_ra
 const char *cpr_holes_caveat(const cpa_analysis *a);
 
 
+/* Why a straggler was late, one sentence: "GPU backlog: it entered NCCL on time (median
+ * +0.01 ms) but its stream started the collective late, on the GPU 2.00 ms, behind other GPU
+ * work (longer compute before it)"; a mix gives each cause's share. */
+void cpr_cause_text(char *buf, size_t len, const cpa_straggler *r);
+
 /* A call as its arguments name it: "Broadcast root 99", "Send to comm rank 3", "AllReduce". */
 void cpr_call_args(char *buf, size_t len, const cpa_call *c);
 /* A by_result slot of cpa_refused as NCCL names the result ("ncclInvalidArgument"). */

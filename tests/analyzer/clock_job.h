@@ -110,15 +110,28 @@ static inline void job_comm(tjob *j, uint32_t index, uint64_t id, const int *mem
 /* One collective of comm `index`: member k arrives at true time arrive[k] (its GPU start,
  * or its host entry when not timed) and every member's GPU ends at end[k] (NULL: all at
  * end_all). */
+static inline void job_coll_at(tjob *j, uint32_t index, const int *members, int nm,
+                               uint8_t op, const double *enter_at, const double *arrive,
+                               const double *end, double end_all, int timed);
+
 static inline void job_coll(tjob *j, uint32_t index, const int *members, int nm, uint8_t op,
                             const double *arrive, const double *end, double end_all, int timed)
+{
+    job_coll_at(j, index, members, nm, op, NULL, arrive, end, end_all, timed);
+}
+
+/* As job_coll, with each member's host entry given (enter_at[k]; NULL: just before its GPU
+ * start), so that a GPU start can trail its entry by a backlog. */
+static inline void job_coll_at(tjob *j, uint32_t index, const int *members, int nm,
+                               uint8_t op, const double *enter_at, const double *arrive,
+                               const double *end, double end_all, int timed)
 {
     uint64_t seq = j->seq[index]++;
     for (int k = 0; k < nm; k++) {
         int r = members[k];
         const thost *h = j->host[r];
         double e = end ? end[k] : end_all;
-        double enter = timed ? arrive[k] - LAUNCH_NS : arrive[k];
+        double enter = enter_at ? enter_at[k] : timed ? arrive[k] - LAUNCH_NS : arrive[k];
         cp_rec_call c = {.h = {CP_REC_CALL, sizeof c}, .op = op, .dtype = F32,
                          .redop = op == CP_OP_ALLREDUCE ? 0 : CP_REDOP_NONE,
                          .flags = timed ? CP_CALL_TIMED : 0, .comm_index = index,

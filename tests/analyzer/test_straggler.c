@@ -2,6 +2,8 @@
  * never called from durations alone. */
 #include "tests/analyzer/clock_job.h"
 
+#include <inttypes.h>
+
 static double p6_late(int i) { return 1.5 * MS + (i % 7) * 100 * US; }
 
 /* Rank 6 late in every collective but two, where rank 2 has a 3 ms hiccup. */
@@ -50,6 +52,11 @@ static void persistent_straggler(void **state)
     assert_true(fabs(r->wait_us_total - (3000 - p6_late(10) / US + 3000 - p6_late(40) / US)) <
                 0.1);
     assert_int_equal(x.s.kind, CPA_STRAGGLER_PERSISTENT);
+    /* it entered NCCL as late as its GPU started: the host's doing */
+    assert_int_equal(r->cause, CPA_CAUSE_HOST);
+    assert_int_equal(r->by_cause[CPA_CAUSE_HOST], 58);
+    assert_true(fabs(r->host_late_us_p50 - r->late_us_p50) < 0.01);
+    assert_true(fabs(r->gpu_late_us_p50 - r->late_us_p50) < 0.01);
     /* per operation: the late rank and by how much, the hiccups included */
     for (size_t i = 0; i < x.mt.nops; i++) {
         int seq = (int)x.mt.ops[i].seq;
@@ -60,6 +67,89 @@ static void persistent_straggler(void **state)
     }
     res_free(&x);
     job_free(&j);
+}
+
+/* Why rank 6 is late, on 40 world collectives 10 ms apart on one stream, rank 6 2 ms late
+ * on the GPU in each: per collective `how[i]` says what made it late. 'h': its host entered
+ * 2 ms late; 'b': it entered on time, its stream started 2 ms late with no NCCL work before
+ * (compute); 'c': it entered on time, and its own comm's AllGather (comm 1, rank 6 alone) ran
+ * on its stream until just before. */
+static void causes_job(const char *how, res *x, tjob *j)
+{
+    static const thost h[] = {{"a", 1000000000000ull, 0, 0, 1}};
+    static const int host_of[8] = {0}, six[1] = {6};
+    job_open(j, 8, h, host_of);
+    job_comm(j, 0, 0x600, all8, 8);
+    job_comm(j, 1, 0x601, six, 1);
+    for (int i = 0; i < 40; i++) {
+        double t = 1 * MS + i * 10 * MS, arr[8], ent[8];
+        for (int k = 0; k < 8; k++) {
+            arr[k] = t;
+            ent[k] = t - 50 * US;
+        }
+        arr[6] += 2 * MS;
+        if (how[i] == 'h')
+            ent[6] += 2 * MS;
+        if (how[i] == 'c') {
+            double a1 = t - 1 * MS;
+            job_coll(j, 1, six, 1, CP_OP_ALLGATHER, &a1, NULL, arr[6] - 20 * US, 1);
+        }
+        job_coll_at(j, 0, all8, 8, CP_OP_ALLREDUCE, ent, arr, NULL, arr[6] + 1 * MS, 1);
+    }
+    job_close(j, 500 * MS);
+    analyze(j, x);
+    assert_int_equal(x->s.nrows, 1);
+    assert_int_equal(x->s.rows[0].rank, 6);
+    assert_int_equal(x->s.rows[0].late_count, 40);
+}
+
+static void each_cause_is_told_and_a_mix_is_a_mix(void **state)
+{
+    (void)state;
+    char how[41];
+    static const struct {
+        char c;
+        int cause;
+    } pure[] = {{'h', CPA_CAUSE_HOST}, {'b', CPA_CAUSE_BACKLOG}, {'c', CPA_CAUSE_COLLECTIVE}};
+    for (size_t p = 0; p < 3; p++) {
+        memset(how, pure[p].c, 40);
+        how[40] = '\0';
+        tjob j;
+        res x;
+        causes_job(how, &x, &j);
+        const cpa_straggler *r = &x.s.rows[0];
+        if (r->cause != pure[p].cause)
+            fail_msg("'%c': cause %s (host %" PRIu64 ", backlog %" PRIu64 ", collective %" PRIu64
+                     ")", pure[p].c, cpa_late_cause_name(r->cause), r->by_cause[1],
+                     r->by_cause[2], r->by_cause[3]);
+        assert_int_equal(r->by_cause[pure[p].cause], 40);
+        assert_true(fabs(r->gpu_late_us_p50 - 2000) < 1);
+        assert_true(fabs(r->host_late_us_p50 - (pure[p].c == 'h' ? 2000 : 0)) < 1);
+        if (pure[p].c == 'c') {
+            assert_int_equal(r->held_op, CP_OP_ALLGATHER);
+            assert_int_equal(r->held_comm_id, 0x601);
+            assert_int_equal(r->held_nranks, 1);
+        } else {
+            assert_int_equal(r->held_op, 0);
+        }
+        for (size_t i = 0; i < x.mt.nops; i++)
+            if (x.s.op_late_rank_idx[i] >= 0)
+                assert_int_equal(x.s.op_cause[i], pure[p].cause);
+        res_free(&x);
+        job_free(&j);
+    }
+    /* half host, half GPU backlog: a mix, with both shares */
+    for (int i = 0; i < 40; i++)
+        how[i] = i % 2 ? 'h' : 'b';
+    tjob j;
+    res x;
+    causes_job(how, &x, &j);
+    assert_int_equal(x.s.rows[0].cause, CPA_CAUSE_MIXED);
+    assert_int_equal(x.s.rows[0].by_cause[CPA_CAUSE_HOST], 20);
+    assert_int_equal(x.s.rows[0].by_cause[CPA_CAUSE_BACKLOG], 20);
+    res_free(&x);
+    job_free(&j);
+    assert_string_equal(cpa_late_cause_name(CPA_CAUSE_COLLECTIVE), "in_collective");
 }
 
 /* The late rank changes every collective. */
@@ -171,6 +261,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(persistent_straggler),
         cmocka_unit_test(rotating_straggler),
+        cmocka_unit_test(each_cause_is_told_and_a_mix_is_a_mix),
         cmocka_unit_test(long_durations_do_not_make_a_straggler),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -294,10 +294,16 @@ static inline void exp_set_findings(cpa_analysis *a)
     s->rows = calloc(2, sizeof *s->rows);
     s->rows[0] = (cpa_straggler){.rank_idx = 3, .rank = 3, .late_count = 5,
                                  .late_us_total = 75.0, .late_us_p50 = 15.0,
-                                 .share = 5.0 / 15.0, .wait_us_total = 0};
+                                 .share = 5.0 / 15.0, .wait_us_total = 0,
+                                 .by_cause = {0, 1, 4, 0}, .cause = CPA_CAUSE_BACKLOG,
+                                 .host_late_us_p50 = 0.2, .gpu_late_us_p50 = 15.0,
+                                 .held_nranks = -1};
     s->rows[1] = (cpa_straggler){.rank_idx = 1, .rank = 1, .late_count = 1,
                                  .late_us_total = 10.0, .late_us_p50 = 10.0,
-                                 .share = 1.0 / 15.0, .wait_us_total = 150.0};
+                                 .share = 1.0 / 15.0, .wait_us_total = 150.0,
+                                 .by_cause = {0, 1, 0, 0}, .cause = CPA_CAUSE_HOST,
+                                 .host_late_us_p50 = 10.0, .gpu_late_us_p50 = 10.0,
+                                 .held_nranks = -1};
     s->nrows = 2;
     s->judged = 15;
     s->late = 6;
@@ -306,11 +312,14 @@ static inline void exp_set_findings(cpa_analysis *a)
     size_t nops = a->matched.nops ? a->matched.nops : 1;
     s->op_late_rank_idx = malloc(nops * sizeof *s->op_late_rank_idx);
     s->op_late_us = calloc(nops, sizeof *s->op_late_us);
+    s->op_cause = calloc(nops, sizeof *s->op_cause);
+    s->op_host_late_us = calloc(nops, sizeof *s->op_host_late_us);
     for (size_t i = 0; i < a->matched.nops; i++) {
         const cpa_op *o = &a->matched.ops[i];
         int ag = o->op == CP_OP_ALLGATHER;
         s->op_late_rank_idx[i] = ag ? 3 : -1;
         s->op_late_us[i] = ag ? 15.0f : 0.0f;
+        s->op_cause[i] = ag ? CPA_CAUSE_BACKLOG : CPA_CAUSE_NONE;
     }
 
     cpa_hangs *h = &a->hangs;

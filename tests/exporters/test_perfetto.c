@@ -196,6 +196,7 @@ static void the_wait_before_the_last_arrival_is_a_nested_slice(void **state)
         assert_us(arg(s, "wait_us"), r == 3 ? 0.0 : 15.0);
         assert_int_equal(json_object_get_int(arg(s, "late_rank")), 3);
         assert_us(arg(s, "late_us"), 15.0);
+        assert_string_equal(json_object_get_string(arg(s, "late_cause")), "gpu_backlog");
         /* what NCCL's profiler plugin said it ran it with (exp_job.h) */
         assert_string_equal(json_object_get_string(arg(s, "algo")), "RING");
         assert_string_equal(json_object_get_string(arg(s, "proto")), "LL");

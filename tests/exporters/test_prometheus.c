@@ -415,6 +415,8 @@ static void the_export_passes_and_holds_the_jobs_numbers(void **state)
         "collprof_straggler_late_collectives_total{rank=\"3\"} 5\n",
         "collprof_straggler_late_seconds_total{rank=\"3\"} 7.5e-05\n",
         "collprof_straggler_share{rank=\"1\"} 0.06666666666666667\n",
+        "collprof_straggler_late_by_cause_total{rank=\"3\",cause=\"gpu_backlog\"} 4\n",
+        "collprof_straggler_late_by_cause_total{rank=\"3\",cause=\"host\"} 1\n",
         "collprof_hangs 1\n",
         "collprof_hang_info{comm=\"9f2c0e1d22aa4b01\",seq=\"10\",op=\"AllReduce\","
         "verdict=\"RANK_NOT_JOINED\",missing_ranks=\"2\"} 1\n",

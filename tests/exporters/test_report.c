@@ -67,6 +67,11 @@ static const char expected_with_findings[] =
     "  rank  host               late late total ms    p50 us   share   waited ms\n"
     "     3  node-a                5         0.075      15.0   33.3%       0.000\n"
     "     1  node-a                1         0.010      10.0    6.7%       0.150\n"
+    "  why rank 3: GPU backlog: it entered NCCL on time (+0.000 ms, median) but its\n"
+    "  stream started the collective 0.015 ms late, behind other GPU work (longer\n"
+    "  compute before it); in 80% of its late collectives (the others: host 20%)\n"
+    "  why rank 1: the host: it entered NCCL 0.010 ms late (median; its GPU start\n"
+    "  0.010 ms): data loading, Python, CPU contention\n"
     "(late: arrived > 5 us after the others' median, whatever the durations)\n"
     "\n"
     "hangs (1)\n"
@@ -383,6 +388,16 @@ static void json_report_has_the_contract_keys_and_values(void **state)
     assert_num(j, "stragglers.0.late_us_total", 75.0);
     assert_num(j, "stragglers.0.late_us_p50", 15.0);
     assert_num(j, "stragglers.0.share", 0.3333);
+    /* why (issue 19) */
+    assert_str(j, "stragglers.0.cause", "gpu_backlog");
+    assert_num(j, "stragglers.0.late_by_cause.gpu_backlog", 4);
+    assert_num(j, "stragglers.0.late_by_cause.host", 1);
+    assert_num(j, "stragglers.0.late_by_cause.in_collective", 0);
+    assert_num(j, "stragglers.0.host_late_us_p50", 0.2);
+    assert_num(j, "stragglers.0.gpu_late_us_p50", 15.0);
+    assert_true(strstr(json_object_get_string(get(j, "stragglers.0.why")), "GPU backlog: ") ==
+                json_object_get_string(get(j, "stragglers.0.why")));
+    assert_str(j, "stragglers.1.cause", "host");
     assert_str(j, "straggler_kind", "persistent");
     assert_num(j, "straggler_stats.judged", 15);
 
