@@ -214,10 +214,11 @@ static inline int64_t cpa_round_i64(double v)
 
 #define CPA_LATE_MIN_US 1000.0
 
-/* Why the late rank was late (issue 19), from what the trace has, per late collective; H is
- * how much later than the others' median its host entered NCCL, L its lateness:
- *   HOST        H >= L/2: it entered NCCL late (data loading, Python, CPU contention). A
- *               collective timed on the host only is always this: its arrival is the entry;
+/* Why the late rank was late (issue 19), from what the trace has, per late collective; L is
+ * its lateness (its GPU start after the others' median start S):
+ *   HOST        it entered NCCL at or after S + L/2: its GPU waited for its host (data
+ *               loading, Python, CPU contention). A collective timed on the host only is
+ *               always this: its arrival is the entry;
  *   COLLECTIVE  it entered on time, but its stream was still in an earlier NCCL operation
  *               (another comm's collective, a send/recv) past half the lateness: that one took
  *               longer on this rank (a slow link or NIC on its path);
@@ -253,7 +254,8 @@ typedef struct cpa_straggler {
     double wait_us_total;    /* time it spent waiting for others (its arrivals before the last) */
     uint64_t by_cause[CPA_CAUSES]; /* its late collectives by enum cpa_late_cause */
     int cause;               /* the one of CPA_CAUSE_MIN_SHARE of them, else CPA_CAUSE_MIXED */
-    double host_late_us_p50; /* median of H over its late collectives (may be negative) */
+    double host_late_us_p50; /* median over its late collectives of its host entry after the
+                                others' median entry (may be negative) */
     double gpu_late_us_p50;  /* median lateness of its GPU starts (NAN: none GPU-timed) */
     /* the earlier NCCL operation its stream was still in (COLLECTIVE), the last such seen */
     uint8_t held_op;         /* enum cp_op, 0 none */

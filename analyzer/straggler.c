@@ -95,10 +95,13 @@ static int late_cause(const cpa_model *m, const cpa_matched *mt, const cpa_clock
             ent[j] = ent[j - 1];
             ent[j - 1] = t;
         }
-    double h = (double)(mine - ent[(n - 1) / 2]);
-    *host_us = h / 1e3;
+    *host_us = (double)(mine - ent[(n - 1) / 2]) / 1e3;
     *held = NULL;
-    if (!timed || h >= late / 2)
+    /* The host is the cause when the rank had not even entered NCCL until half its lateness
+     * had passed after the others' GPUs started (arr[k] - late is their median start). Its
+     * entry against theirs is the figure shown, not the test: a host that enqueues ahead of
+     * its GPU may enter late against the others' hosts and still be in time for its GPU. */
+    if (!timed || (double)mine >= (double)arr[k] - late / 2)
         return CPA_CAUSE_HOST;
     /* its stream still in an earlier NCCL operation past half the lateness: that operation,
      * not compute, held the GPU */

@@ -287,12 +287,21 @@ int cmd_demo(int argc, char **argv)
                           .title = keep ? dir : "the demo job"};
     cpx_report_text(stdout, &a, &o);
     int found = a.stragglers.nrows > 0 && a.stragglers.rows[0].rank == straggler;
-    if (found)
+    if (found) {
+        const cpa_straggler *r = &a.stragglers.rows[0];
         printf("\ncollprof named rank %d, the rank the demo made late: late in %llu of the "
                "collectives it joined, by %.2f ms at the median.\n", straggler,
-               (unsigned long long)a.stragglers.rows[0].late_count,
-               a.stragglers.rows[0].late_us_p50 / 1e3);
-    else
+               (unsigned long long)r->late_count, r->late_us_p50 / 1e3);
+        /* the demo holds the GPU, not the host: the cause to find is the GPU backlog */
+        if (r->cause == CPA_CAUSE_BACKLOG)
+            printf("It also told why: its host entered NCCL on time and its GPU started late "
+                   "(GPU backlog, %.0f%% of its late collectives).\n",
+                   100.0 * (double)r->by_cause[CPA_CAUSE_BACKLOG] / (double)r->late_count);
+        else
+            printf("But it gave the cause as %s where the demo held the GPU (gpu_backlog): "
+                   "on a loaded machine the host can be late too.\n",
+                   cpa_late_cause_name(r->cause));
+    } else
         printf("\ncollprof did NOT name rank %d, the rank the demo made late: this is a bug, "
                "please report it with the trace (collprof demo --keep DIR).\n", straggler);
     cpa_analysis_free(&a);

@@ -363,7 +363,8 @@ static int place_rank(pw *p, size_t ri)
                 p->items[ni++] = (item){tid, (uint32_t)ci, q->arrival, we, 1};
         }
     }
-    qsort(p->items, ni, sizeof *p->items, cmp_item);
+    if (ni)
+        qsort(p->items, ni, sizeof *p->items, cmp_item);
     int64_t *stack = p->stack;
     size_t depth = 0;
     int64_t cur = INT64_MIN;

@@ -56,14 +56,15 @@ void cpr_cause_text(char *buf, size_t len, const cpa_straggler *r)
                  "Python, CPU contention", host_ms, gpu);
         break;
     case CPA_CAUSE_BACKLOG:
-        snprintf(buf, len, "GPU backlog: it entered NCCL on time (%+.3f ms, median) but its "
-                 "stream started the collective %.3f ms late, behind other GPU work (longer "
-                 "compute before it)", host_ms, gpu_ms);
+        snprintf(buf, len, "GPU backlog: its host entered NCCL in time (%+.3f ms against the "
+                 "others, median) but its stream started the collective %.3f ms late, behind "
+                 "other GPU work (longer compute before it)", host_ms, gpu_ms);
         break;
     case CPA_CAUSE_COLLECTIVE:
         cpr_fmt_comm(comm, r->held_comm_id);
-        snprintf(buf, len, "an earlier NCCL operation: it entered NCCL on time (%+.3f ms, "
-                 "median) but its stream was still in %s on comm %s (%d rank%s) and started the "
+        snprintf(buf, len, "an earlier NCCL operation: its host entered NCCL in time (%+.3f ms "
+                 "against the others, median) but its stream was still in %s on comm %s (%d "
+                 "rank%s) and started the "
                  "collective %.3f ms late: a slow link or NIC on that operation's path",
                  host_ms, r->held_op ? cp_op_name(r->held_op) : "?", comm, (int)r->held_nranks,
                  r->held_nranks == 1 ? "" : "s", gpu_ms);

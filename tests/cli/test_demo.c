@@ -71,6 +71,8 @@ static void demo_names_its_straggler(void **state)
         fprintf(stderr, "stdout:\n%s\nstderr:\n%s\n", r.out, r.err);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "collprof named rank 5, the rank the demo made late"));
+    /* and why: the demo holds its GPU, its host is on time */
+    assert_non_null(strstr(r.out, "It also told why: its host entered NCCL on time"));
     /* the report itself: the op table and the straggler table, rank 5 on top */
     assert_non_null(strstr(r.out, "AllReduce"));
     assert_non_null(strstr(r.out, "ReduceScatter"));

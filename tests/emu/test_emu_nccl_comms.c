@@ -490,7 +490,8 @@ static int abort_pending_init(int me, int n, const ncclUniqueId *id, void *arg)
     TN_CHECK(st == ncclInProgress, "rank %d: init state %d after %d ms", me, st, p->wait_ms);
     uint64_t t0 = tn_now_ns();
     TN_NCCL(ncclCommAbort(comm));
-    TN_CHECK(tn_now_ns() - t0 < 2000000000ull, "rank %d: abort of a pending init took %.0f ms",
+    /* a ceiling, not a speed: an abort that does not end the pending init is the fault */
+    TN_CHECK(tn_now_ns() - t0 < 10000000000ull, "rank %d: abort of a pending init took %.0f ms",
              me, (double)(tn_now_ns() - t0) / 1e6);
     if (p->absent >= 0) {
         char path[128];

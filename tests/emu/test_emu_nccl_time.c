@@ -306,7 +306,8 @@ static int hang_rank(int me, int n, const ncclUniqueId *id, void *arg)
     uint64_t t0 = tn_now_ns();
     TN_NCCL(ncclCommAbort(comm));
     TN_CU(cuEventSynchronize(ev));
-    TN_CHECK(tn_now_ns() - t0 < 2000000000ull, "abort took %.0f ms",
+    /* a ceiling, not a speed: a hung collective the abort did not end is the fault */
+    TN_CHECK(tn_now_ns() - t0 < 10000000000ull, "abort took %.0f ms",
              (double)(tn_now_ns() - t0) / 1e6);
     TN_CU(cuEventDestroy_v2(ev));
     return 0;

@@ -121,7 +121,7 @@ static void stragglers_rank_the_late_rank_first_with_its_strip(void **state)
         int w = sizes[i][0];
         draw(f, CPV_STRAGGLERS, w, sizes[i][1]);
         expect_row(f, "persistent: rank 3 was the late one in 5 of 15 collectives");
-        expect_row(f, "why rank 3: GPU backlog: it entered NCCL on time");
+        expect_row(f, "why rank 3: GPU backlog: its host entered NCCL in time");
         expect_row(f, "15 collectives in time order");
         int h = expect_row(f, "rank                late   late ms");
         assert_true(STARTS(row(f, h + 1), "rank 3    node-a       5     0.075  SLOW"));
