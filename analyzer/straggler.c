@@ -47,6 +47,12 @@ static int cmp_double(const void *x, const void *y)
     return (p > q) - (p < q);
 }
 
+static int cmp_i64(const void *x, const void *y)
+{
+    int64_t p = *(const int64_t *)x, q = *(const int64_t *)y;
+    return (p > q) - (p < q);
+}
+
 static int cmp_row(const void *x, const void *y)
 {
     const cpa_straggler *p = x, *q = y;
@@ -89,37 +95,37 @@ static int late_cause(const cpa_model *m, const cpa_matched *mt, const cpa_clock
             ent[n++] = e;
     }
     /* the others' median entry: lower middle, as their arrivals' (judge) */
-    for (size_t i = 1; i < n; i++)
-        for (size_t j = i; j > 0 && ent[j - 1] > ent[j]; j--) {
-            int64_t t = ent[j];
-            ent[j] = ent[j - 1];
-            ent[j - 1] = t;
-        }
+    qsort(ent, n, sizeof *ent, cmp_i64);
     *host_us = (double)(mine - ent[(n - 1) / 2]) / 1e3;
     *held = NULL;
-    /* The host is the cause when the rank had not even entered NCCL until half its lateness
-     * had passed after the others' GPUs started (arr[k] - late is their median start). Its
-     * entry against theirs is the figure shown, not the test: a host that enqueues ahead of
-     * its GPU may enter late against the others' hosts and still be in time for its GPU. */
-    if (!timed || (double)mine >= (double)arr[k] - late / 2)
-        return CPA_CAUSE_HOST;
-    /* its stream still in an earlier NCCL operation past half the lateness: that operation,
-     * not compute, held the GPU */
+    if (!timed)
+        return CPA_CAUSE_HOST; /* its arrival is its entry */
+    /* The stream's latest earlier NCCL operation and when it ended on the GPU. */
     const cpa_rank *r = &m->ranks[p[k].rank_idx];
-    const cpa_call *me = &r->calls[p[k].call_idx];
-    int64_t half = arr[k] - (int64_t)(late / 2);
+    const cpa_call *me = &r->calls[p[k].call_idx], *prev = NULL;
+    int64_t prev_end = INT64_MIN;
     for (size_t i = p[k].call_idx, seen = 0; i-- > 0 && seen < HELD_SEARCH; seen++) {
-        const cpa_call *prev = &r->calls[i];
+        const cpa_call *c2 = &r->calls[i];
         /* a member of my own group shares my span: not before me */
-        if (prev->stream != me->stream || !prev->gpu_timed ||
-            prev->gpu_start_ns >= me->gpu_start_ns)
+        if (c2->stream != me->stream || !c2->gpu_timed || c2->gpu_start_ns >= me->gpu_start_ns)
             continue;
-        int64_t end = (int64_t)cpa_clock_gpu_job_ns(m, c, p[k].rank_idx, prev->gpu_end_ns);
-        if (end > half) {
-            *held = prev;
-            return CPA_CAUSE_COLLECTIVE;
-        }
-        break; /* the stream's latest NCCL operation ended early enough */
+        prev = c2;
+        prev_end = (int64_t)cpa_clock_gpu_job_ns(m, c, p[k].rank_idx, c2->gpu_end_ns);
+        break;
+    }
+    /* The GPU starts the collective once its host enqueued it and its stream is free, so the
+     * later of the two, when it came after half the lateness had passed past the others' GPU
+     * starts (arr[k] - late is their median), is the cause: the host (it had not even entered
+     * NCCL), or the earlier NCCL operation that still held the stream. Neither: other GPU work
+     * held it. The rank's entry against the others' entries is the figure shown, not the
+     * test: a host that enqueues ahead of its GPU may enter late against the others' hosts and
+     * still be early for its own stream. */
+    double half = (double)arr[k] - late / 2;
+    if ((double)mine >= half && mine >= prev_end)
+        return CPA_CAUSE_HOST;
+    if (prev && (double)prev_end >= half) {
+        *held = prev;
+        return CPA_CAUSE_COLLECTIVE;
     }
     return CPA_CAUSE_BACKLOG;
 }

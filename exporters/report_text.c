@@ -355,10 +355,16 @@ static void section_stragglers(tw *w, const cpa_analysis *a)
     const cpa_stragglers *s = &a->stragglers;
     line(w, PLAIN, "%s", "");
     if (!s->nrows) {
-        if (s->judged)
+        if (s->judged && !s->late)
             line(w, TITLE, "stragglers   none: no rank late in %" PRIu64
                            " collectives judged (threshold %.0f us)",
                  s->judged, s->threshold_us);
+        else if (s->judged) { /* late now and then, nobody often: no one to name */
+            line(w, TITLE, "stragglers   none named: %" PRIu64 " of %" PRIu64 " collectives had "
+                           "a late rank", s->late, s->judged);
+            line(w, PLAIN, "(late: > %.0f us; no rank was late often enough to be named)",
+                 s->threshold_us);
+        }
         else
             line(w, TITLE, "stragglers   none judged (no complete collective of 2+ ranks)");
         return;

@@ -292,7 +292,11 @@ int sim_comm_add(struct sim *s, ncclComm_t comm, const char *name)
         sim_nccl_fail(s, r, "ncclCommCount", i, SIM_EXIT_FAILED);
     }
     /* NCCL's streams in PyTorch are non-blocking: no implicit sync with the legacy stream. */
-    sim_cu_check(s, s->cu.cuStreamCreate(&cm->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    if (i > 0 && s->opt->one_stream)
+        cm->stream = s->comms[0].stream;
+    else
+        sim_cu_check(s, s->cu.cuStreamCreate(&cm->stream, CU_STREAM_NON_BLOCKING),
+                     "cuStreamCreate");
     /* published last: the watchdog thread reads comms[0..ncomms) */
     __atomic_store_n(&s->ncomms, i + 1, __ATOMIC_RELEASE);
     return i;

@@ -243,7 +243,8 @@ static void teardown(struct sim *s)
         r = ncclCommDestroy(s->comms[i].comm);
         if (r != ncclSuccess)
             sim_nccl_fail(s, r, "ncclCommDestroy", i, SIM_EXIT_FAILED);
-        sim_cu_check(s, s->cu.cuStreamDestroy(s->comms[i].stream), "cuStreamDestroy");
+        if (i == 0 || s->comms[i].stream != s->comms[0].stream) /* --one-stream shares it */
+            sim_cu_check(s, s->cu.cuStreamDestroy(s->comms[i].stream), "cuStreamDestroy");
     }
     s->ncomms = 0;
     sim_free_all(s);

@@ -72,6 +72,9 @@ static const char usage_text[] =
 "                         real jobs; tests use 0.001)\n"
 "  --stats              one more stderr line per rank: steps, wall time and GPU time (the\n"
 "                         emulation's model time) measured with events\n"
+"  --one-stream         every communicator enqueues on the first one's stream, as a framework\n"
+"                         with one communication stream does: a collective waits for the\n"
+"                         earlier ones of every communicator (default: a stream each)\n"
 "  --help, --version\n"
 "\n"
 "identity: torchrun (RANK, LOCAL_RANK, WORLD_SIZE), OpenMPI (OMPI_COMM_WORLD_RANK, _LOCAL_RANK,\n"
@@ -238,6 +241,10 @@ int sim_options_parse(int argc, char **argv, struct sim_options *o)
         }
         if (!strcmp(arg, "--stats")) {
             o->stats = 1;
+            continue;
+        }
+        if (!strcmp(arg, "--one-stream")) {
+            o->one_stream = 1;
             continue;
         }
         static const char *const valued[] = { "--pattern", "--steps", "--mismatch", "--late",

@@ -76,6 +76,7 @@ struct sim_options {
     int launch;         /* 0: run as one rank */
     double scale;       /* message sizes and compute times */
     int stats;
+    int one_stream;     /* every communicator on comms[0]'s stream */
     int nlate, nmismatch;
     struct sim_late late[SIM_MAX_RULES];
     struct sim_mismatch mismatch[SIM_MAX_RULES];

@@ -109,19 +109,20 @@ static int delay_rank(int me, int n, const ncclUniqueId *id, void *arg)
         /* the delayed rank's stream is busy before the collective, ahead of its start
          * event: the start is late, the collective itself waits for no one */
         float start_late = elapsed_ms(z, a);
-        TN_CHECK(start_late >= 50.0f, "rank 1: start event only %.2f ms late",
+        TN_CHECK(start_late >= 400.0f, "rank 1: start event only %.2f ms late",
                  (double)start_late);
-        TN_CHECK(took < 45.0f, "rank 1: its own collective took %.2f ms", (double)took);
+        /* bounds with room for a loaded machine's stalls: the delay is 400 ms */
+        TN_CHECK(took < 300.0f, "rank 1: its own collective took %.2f ms", (double)took);
     } else {
         /* the peer arrives on time and waits inside the collective for rank 1 */
-        TN_CHECK(took >= 50.0f && took < 1000.0f, "rank %d: collective took %.2f ms", me,
+        TN_CHECK(took >= 400.0f && took < 5000.0f, "rank %d: collective took %.2f ms", me,
                  (double)took);
     }
     /* work that is not a collective is never delayed: the stream itself is on time */
     uint64_t t0 = tn_now_ns();
     TN_CU(cuEventRecord(c, s));
     TN_CU(cuEventSynchronize(c));
-    TN_CHECK(tn_now_ns() - t0 < 45000000ull, "an event alone took %.1f ms",
+    TN_CHECK(tn_now_ns() - t0 < 300000000ull, "an event alone took %.1f ms",
              (double)(tn_now_ns() - t0) / 1e6);
     TN_CU(cuEventDestroy_v2(z));
     TN_CU(cuEventDestroy_v2(a));
@@ -134,7 +135,7 @@ static int delay_rank(int me, int n, const ncclUniqueId *id, void *arg)
 static void a_delayed_rank_makes_its_peers_collective_late(void **state)
 {
     (void)state;
-    const char *env[] = {"COLLPROF_EMU_DELAY=1:50", NULL};
+    const char *env[] = {"COLLPROF_EMU_DELAY=1:400", NULL};
     assert_int_equal(tn_job(env, 2, delay_rank, NULL, 60), 0);
 }
 

@@ -116,6 +116,12 @@ static void text_report_of_a_healthy_job_says_none(void **state)
     assert_non_null(strstr(t, "\nmismatches   none\n"));
     assert_null(strstr(t, "warnings"));
     free(t);
+    /* late now and then, nobody often: said so, not "no rank late" */
+    f->a.stragglers.late = 4;
+    t = text_of(&f->a, 0, 0, NULL);
+    assert_non_null(strstr(t, "\nstragglers   none named: 4 of 15 collectives had a late rank\n"
+                              "(late: > 200 us; no rank was late often enough to be named)\n"));
+    free(t);
 }
 
 /* nccl-tests' columns and number formats, a block per op and communicator size; the
