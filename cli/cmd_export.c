@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,12 +25,24 @@
 
 enum format { NONE, PERFETTO, CSV, PROMETHEUS };
 
+/* The Perfetto export's default cap: about 450 MB of JSON at the ~450 bytes an event takes
+ * in an emulated job's export (sites included). Perfetto UI loads a JSON trace whole in the
+ * browser's memory and its importer struggles far below the 19.7 M events of a 1024-rank job
+ * (issue 20); where exactly it gives up was not measured here (no browser on this machine),
+ * so the cap is set well below. --all lifts it. */
+#define PERFETTO_MAX_EVENTS 1000000ull
+
 static const char export_notes[] =
     "--perfetto  Chrome/Perfetto trace JSON (open in ui.perfetto.dev): a process per rank,\n"
     "            a thread per stream, a slice per call with a nested wait, flow arrows\n"
     "            across the ranks of each operation, instants on hangs\n"
     "--csv       one row per collective or send/recv per rank, header row first\n"
     "--prometheus  text exposition format for node_exporter's textfile collector\n"
+    "\n"
+    "A big job is more than Perfetto UI opens: --perfetto keeps about 1,000,000 events, the\n"
+    "job's end (where a hang is), and says what it left out (stderr and otherData.piece).\n"
+    "--window T0:T1 (seconds since the job's start, either side may be left open) and\n"
+    "--ranks LIST (0-3,8) cut another piece; --max-events N sets the cap, --all lifts it.\n"
     "docs/REPORT.md lists every column, key and metric. The trace's warnings go to stderr.\n"
     "\n"
     "-o FILE replaces a regular FILE whole, once written; a device, FIFO or symbolic\n"
@@ -50,10 +63,13 @@ static void remove_tmp_and_die(int sig)
     raise(sig);
 }
 
+static const cpx_piece *g_piece;
+static cpx_piece_said g_said;
+
 static int run_export(enum format f, FILE *out, const cpa_analysis *a)
 {
     switch (f) {
-    case PERFETTO: return cpx_export_perfetto(out, a);
+    case PERFETTO: return cpx_export_perfetto_piece(out, a, g_piece, &g_said);
     case CSV: return cpx_export_csv(out, a);
     case PROMETHEUS: return cpx_export_prometheus(out, a);
     case NONE: break;
@@ -136,17 +152,102 @@ static int export_to_file(enum format f, const char *path, const cpa_analysis *a
     return export_error(path, e);
 }
 
+/* "T0:T1" in seconds, either side empty (open): 0, or -1 with why. */
+static int parse_window(const char *s, int64_t *t0, int64_t *t1, char *why, size_t len)
+{
+    const char *colon = strchr(s, ':');
+    if (!colon) {
+        snprintf(why, len, "--window '%s' is not T0:T1 (seconds; either side may be empty)", s);
+        return -1;
+    }
+    int64_t *out[2] = {t0, t1};
+    const char *part[2] = {s, colon + 1};
+    size_t plen[2] = {(size_t)(colon - s), strlen(colon + 1)};
+    for (int i = 0; i < 2; i++) {
+        *out[i] = i ? INT64_MAX : INT64_MIN;
+        if (!plen[i])
+            continue;
+        char buf[64], *end;
+        if (plen[i] >= sizeof buf)
+            goto bad;
+        memcpy(buf, part[i], plen[i]);
+        buf[plen[i]] = '\0';
+        errno = 0;
+        double v = strtod(buf, &end);
+        if (*end || errno || !(v > -9e9 && v < 9e9)) /* NaN and beyond 285 years fail */
+            goto bad;
+        *out[i] = (int64_t)(v * 1e9);
+    }
+    if (*t0 >= *t1) {
+        snprintf(why, len, "--window '%s': T0 must come before T1", s);
+        return -1;
+    }
+    return 0;
+bad:
+    snprintf(why, len, "--window '%s' is not T0:T1 (seconds; either side may be empty)", s);
+    return -1;
+}
+
+/* "0-3,8" global ranks -> keep[] by model rank index: 0, or -1 with why. */
+static int parse_ranks(const char *s, const cpa_model *m, uint8_t *keep, char *why, size_t len)
+{
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long lo = strtol(p, &end, 10), hi = lo;
+        if (end == p || errno || lo < 0)
+            goto bad;
+        p = end;
+        if (*p == '-') {
+            hi = strtol(p + 1, &end, 10);
+            if (end == p + 1 || errno || hi < lo)
+                goto bad;
+            p = end;
+        }
+        if (*p == ',')
+            p++;
+        else if (*p)
+            goto bad;
+        size_t found = 0;
+        for (size_t ri = 0; ri < m->nranks; ri++)
+            if (m->ranks[ri].rank >= lo && m->ranks[ri].rank <= hi) {
+                keep[ri] = 1;
+                found++;
+            }
+        if (!found) {
+            snprintf(why, len, "--ranks '%s': no rank %ld%s%ld in the trace", s, lo,
+                     hi > lo ? "-" : "", hi > lo ? hi : lo);
+            if (hi == lo) /* "no rank 9" */
+                snprintf(why, len, "--ranks '%s': no rank %ld in the trace", s, lo);
+            return -1;
+        }
+    }
+    return 0;
+bad:
+    snprintf(why, len, "--ranks '%s' is not a list of ranks and ranges (0-3,8)", s);
+    return -1;
+}
+
 int cmd_export(int argc, char **argv)
 {
-    int format = NONE;
-    const char *output = NULL;
-    static const char *const usage[] = { "export --perfetto|--csv|--prometheus [-o FILE] DIR",
-                                         NULL };
+    int format = NONE, all = 0;
+    long max_events = (long)PERFETTO_MAX_EVENTS;
+    const char *output = NULL, *window = NULL, *ranks = NULL;
+    static const char *const usage[] = {
+        "export --perfetto [--window T0:T1] [--ranks LIST] [--all] [-o FILE] DIR",
+        "export --csv|--prometheus [-o FILE] DIR", NULL};
     const struct cli_option options[] = {
         CLI_SET_INT(0, "perfetto", &format, PERFETTO, "Perfetto / Chrome trace JSON"),
         CLI_SET_INT(0, "csv", &format, CSV, "CSV, one row per collective per rank"),
         CLI_SET_INT(0, "prometheus", &format, PROMETHEUS, "Prometheus text exposition"),
         CLI_STRING('o', NULL, &output, "FILE", "write to FILE instead of stdout (- is stdout)"),
+        CLI_STRING(0, "window", &window, "T0:T1",
+                   "--perfetto: only calls in this stretch (seconds since the job's start)"),
+        CLI_STRING(0, "ranks", &ranks, "LIST", "--perfetto: only these ranks (0-3,8)"),
+        CLI_INT(0, "max-events", &max_events, "N", 1, 1e15,
+                "--perfetto: about N events at most, the job's end (default 1000000)"),
+        CLI_BOOL(0, "all", &all, "--perfetto: every event, however many (no cap)"),
         CLI_END(),
     };
     const struct cli_command c = {
@@ -165,11 +266,37 @@ int cmd_export(int argc, char **argv)
         return rc;
     if (format == NONE)
         return cli_usage_error(&c, "wants one of --perfetto, --csv, --prometheus");
+    int capped = max_events != (long)PERFETTO_MAX_EVENTS;
+    if (format != PERFETTO && (window || ranks || all || capped))
+        return cli_usage_error(&c, "--window, --ranks, --max-events and --all cut a --perfetto "
+                                   "export only");
+    if (all && capped)
+        return cli_usage_error(&c, "--all and --max-events contradict each other");
+    cpx_piece piece = {.t0_ns = INT64_MIN, .t1_ns = INT64_MAX,
+                       .max_events = all ? 0 : (uint64_t)max_events};
+    char why[256];
+    if (window && parse_window(window, &piece.t0_ns, &piece.t1_ns, why, sizeof why))
+        return cli_usage_error(&c, "%s", why);
 
     cpa_analysis a;
     rc = cli_analyze("export", argv[1], &a);
     if (rc != CLI_GO_ON)
         return rc;
+    uint8_t *keep = NULL;
+    if (ranks) {
+        keep = calloc(a.model->nranks ? a.model->nranks : 1, 1);
+        if (!keep) {
+            cpa_analysis_free(&a);
+            return cli_error("export", CP_EXIT_CANNOT_RUN, "out of memory");
+        }
+        if (parse_ranks(ranks, a.model, keep, why, sizeof why)) {
+            free(keep);
+            cpa_analysis_free(&a);
+            return cli_usage_error(&c, "%s", why);
+        }
+        piece.rank_keep = keep;
+    }
+    g_piece = &piece;
     if (output && strcmp(output, "-") != 0) {
         rc = export_to_file((enum format)format, output, &a);
     } else {
@@ -179,8 +306,21 @@ int cmd_export(int argc, char **argv)
             rc = cli_error("export", CP_EXIT_CANNOT_RUN, "out of memory writing the export");
         /* A failed stdout is the dispatcher's to report (a closed pipe is not an error). */
     }
+    uint64_t calls = g_said.calls + g_said.calls_left_out;
+    if (rc == CP_EXIT_OK && format == PERFETTO && g_said.capped)
+        fprintf(stderr, "collprof export: the job is over the cap of %ld events%s: kept its end, "
+                        "from +%.3f s of %.3f s (%" PRIu64 " of %" PRIu64 " calls left out); "
+                        "--window T0:T1 and --ranks LIST cut another piece, --all writes "
+                        "everything\n", max_events,
+                capped ? "" : " (what Perfetto UI opens comfortably)",
+                (double)g_said.t0_ns / 1e9, a.duration_s, g_said.calls_left_out, calls);
+    else if (rc == CP_EXIT_OK && format == PERFETTO && g_said.calls_left_out)
+        fprintf(stderr, "collprof export: %" PRIu64 " of %" PRIu64 " calls left out "
+                        "(--window, --ranks)\n", g_said.calls_left_out, calls);
     if (rc == CP_EXIT_OK)
         cli_warn_trace(&a, 10);
+    free(keep);
+    g_piece = NULL;
     cpa_analysis_free(&a);
     return rc;
 }

@@ -60,6 +60,30 @@ int cpx_report_json(FILE *out, const cpa_analysis *a, size_t top);
 int cpx_report_nccl_tests(FILE *out, const cpa_analysis *a, const char *title);
 
 int cpx_export_perfetto(FILE *out, const cpa_analysis *a);
+
+/* A piece of a job for the Perfetto export (issue 20): big traces are more than Perfetto UI
+ * opens comfortably. A call is in the piece when its rank is kept and its slice overlaps
+ * [t0_ns, t1_ns] (job time since the job's start); flows then join the piece's own first and
+ * last arrivals, and instants outside it are left out. With max_events, the window's start
+ * moves later until the piece holds about that many events: the end of a job is where a hang
+ * is, and any stretch of a healthy one shows its pattern. */
+typedef struct cpx_piece {
+    int64_t t0_ns, t1_ns;     /* INT64_MIN, INT64_MAX: open */
+    const uint8_t *rank_keep; /* per model rank index, 1 kept; NULL: every rank */
+    uint64_t max_events;      /* 0: no cap */
+} cpx_piece;
+
+typedef struct cpx_piece_said {
+    uint64_t events;          /* trace events written */
+    uint64_t calls;           /* calls written */
+    uint64_t calls_left_out;  /* calls of the trace not written */
+    int capped;               /* max_events moved the start: t0_ns is where */
+    int64_t t0_ns, t1_ns;     /* the window used (job time since the start) */
+} cpx_piece_said;
+
+/* 0, or -1 (errno: ENOMEM, or the stream's). piece NULL: the whole job. */
+int cpx_export_perfetto_piece(FILE *out, const cpa_analysis *a, const cpx_piece *piece,
+                              cpx_piece_said *said);
 /* The same, counting the trace events written into *events (throughput figures). */
 int cpx_export_perfetto_events(FILE *out, const cpa_analysis *a, uint64_t *events);
 int cpx_export_csv(FILE *out, const cpa_analysis *a);

@@ -40,6 +40,13 @@ typedef struct pw {
     uint32_t *tid_base; /* per rank index: tid of its stream 0 */
     uint32_t tid_end;   /* one past the last tid */
     struct placed *placed; /* per call of the rank being written: where its slices lie */
+    /* the piece written (cpx_piece): its window, its ranks, and per operation the first and
+     * last arrivals among its calls in the piece (NULL: the whole job's, a->timeline) */
+    int64_t t0, t1;
+    int start_in;       /* a call is in when it starts in the window (the cap's), not overlaps */
+    const uint8_t *rank_keep;
+    uint32_t *kfirst, *klast;
+    uint64_t calls, left_out;
     struct item *items;    /* place_rank's scratch: two per call */
     int64_t *stack;        /* ... and the ends of the slices enclosing the point reached */
     size_t cap;            /* calls the two hold */
@@ -177,6 +184,8 @@ static void pw_release(pw *p)
     free(p->pid);
     free(p->tid_base);
     free(p->placed);
+    free(p->kfirst);
+    free(p->klast);
     free(p->items);
     free(p->stack);
 }
@@ -288,6 +297,7 @@ typedef struct placed {
     int64_t arrival;    /* the call's arrival */
     uint32_t op;        /* its operation, CPA_NO_OP none */
     int unfinished;
+    int kept;           /* in the piece written */
 } placed;
 
 typedef struct item {
@@ -319,6 +329,19 @@ static int cmp_item(const void *x, const void *y)
  * no earlier than the one before it and, where it would end past the slice it starts in,
  * where that one ends (clipped says by how much): every two then nest or touch. A wait
  * lies inside its call's slice. Kept: which slices enclose the point reached (a stack). */
+/* A call's measured slice (ns since the job's start) in the piece: its rank kept, and the
+ * slice overlapping the window. */
+static int in_piece(const pw *p, size_t ri, int64_t ts, int64_t te)
+{
+    return (!p->rank_keep || p->rank_keep[ri]) && (p->start_in ? ts >= p->t0 : te >= p->t0) &&
+           ts <= p->t1;
+}
+
+static int rank_in_piece(const pw *p, size_t ri)
+{
+    return !p->rank_keep || p->rank_keep[ri];
+}
+
 static int place_rank(pw *p, size_t ri)
 {
     const cpa_analysis *a = p->a;
@@ -351,6 +374,7 @@ static int place_rank(pw *p, size_t ri)
         q->arrival = (int64_t)(cpa_call_arrival_job_ns(a, ri, c) - a->start_ns);
         q->op = cpa_call_op(a, ri, ci);
         q->ws = q->we = 0;
+        q->kept = in_piece(p, ri, q->ts, q->te);
         uint32_t tid = call_tid(p, ri, c);
         p->items[ni++] = (item){tid, (uint32_t)ci, q->ts, q->te, 0};
         /* The wait, from arrival to the last rank's; where the slice is the host's short
@@ -409,6 +433,11 @@ static void call_events(pw *p, size_t ri, size_t ci)
     const cpa_rank *r = &a->model->ranks[ri];
     const cpa_call *c = &r->calls[ci];
     const placed *q = &p->placed[ci];
+    if (!q->kept) {
+        p->left_out++;
+        return;
+    }
+    p->calls++;
     uint32_t oi = q->op;
     const cpa_op *o = oi != CPA_NO_OP ? &a->matched.ops[oi] : NULL;
     int oom = 0;
@@ -481,8 +510,11 @@ static void call_events(pw *p, size_t ri, size_t ci)
     put(&oom, ev, "args", args);
 
     if (flow) {
-        const cpa_part *fp = &a->matched.parts[o->first_part + a->timeline.first_part[oi]];
-        const cpa_part *lp = &a->matched.parts[o->first_part + a->timeline.last_part[oi]];
+        /* the arrows join the piece's own first and last arrivals */
+        uint32_t fk = p->kfirst ? p->kfirst[oi] : a->timeline.first_part[oi];
+        uint32_t lk = p->klast ? p->klast[oi] : a->timeline.last_part[oi];
+        const cpa_part *fp = &a->matched.parts[o->first_part + fk];
+        const cpa_part *lp = &a->matched.parts[o->first_part + lk];
         put(&oom, ev, "bind_id", chk(&oom, json_object_new_uint64((uint64_t)oi + 1)));
         if (!(fp->rank_idx == ri && fp->call_idx == ci))
             put(&oom, ev, "flow_in", yes(p, &oom));
@@ -523,6 +555,9 @@ static void hang_instant(pw *p, const cpa_hang *h, int32_t rank, const char *rol
     if (ri < 0)
         return; /* a rank with no trace file has no process to mark */
     const cpa_rank *r = &a->model->ranks[ri];
+    uint64_t last = cpa_clock_job_ns(a->model, &a->clock, (size_t)ri, r->last_ns);
+    if (!in_piece(p, (size_t)ri, (int64_t)(last - a->start_ns), (int64_t)(last - a->start_ns)))
+        return;
     int oom = 0;
     char name[96];
     snprintf(name, sizeof name, "hang: %s %s seq %" PRIu64, cpa_hang_verdict_name(h->verdict),
@@ -531,7 +566,6 @@ static void hang_instant(pw *p, const cpa_hang *h, int32_t rank, const char *rol
                                   p->pid[ri], p->tid_base[ri]);
     put(&oom, ev, "s", chk(&oom, json_object_new_string("p")));
     put(&oom, ev, "cat", chk(&oom, json_object_new_string("hang")));
-    uint64_t last = cpa_clock_job_ns(a->model, &a->clock, (size_t)ri, r->last_ns);
     put(&oom, ev, "ts", ns_us(&oom, (int64_t)(last - a->start_ns)));
     json_object *args = chk(&oom, json_object_new_object());
     char comm[17];
@@ -558,6 +592,10 @@ static void hole_instant(pw *p, size_t ri)
     const cpa_rank *r = &a->model->ranks[ri];
     if (!cpa_rank_has_holes(r))
         return;
+    uint64_t at = r->integrity.first_gap_ns ? r->integrity.first_gap_ns : r->first_ns;
+    uint64_t job = cpa_clock_job_ns(a->model, &a->clock, ri, at);
+    if (!in_piece(p, ri, (int64_t)(job - a->start_ns), (int64_t)(job - a->start_ns)))
+        return;
     int oom = 0;
     char what[400], name[440];
     cpa_integrity_text(what, sizeof what, &r->integrity, r->lost_records);
@@ -566,8 +604,6 @@ static void hole_instant(pw *p, size_t ri)
                                   p->pid[ri], p->tid_base[ri]);
     put(&oom, ev, "s", chk(&oom, json_object_new_string("p")));
     put(&oom, ev, "cat", chk(&oom, json_object_new_string("integrity")));
-    uint64_t at = r->integrity.first_gap_ns ? r->integrity.first_gap_ns : r->first_ns;
-    uint64_t job = cpa_clock_job_ns(a->model, &a->clock, ri, at);
     put(&oom, ev, "ts", ns_us(&oom, (int64_t)(job - a->start_ns)));
     json_object *args = chk(&oom, json_object_new_object());
     put(&oom, args, "lost_records", chk(&oom, json_object_new_uint64(r->lost_records)));
@@ -580,11 +616,37 @@ static void hole_instant(pw *p, size_t ri)
     emit(p, ev, oom);
 }
 
-static void header(pw *p)
+/* What a piece holds and leaves out, where a reader of the file looks first. */
+static json_object *piece_json(const pw *p, int *oom, int capped, uint64_t left_out)
+{
+    const cpa_model *m = p->a->model;
+    json_object *o = chk(oom, json_object_new_object());
+    if (p->t0 != INT64_MIN)
+        put(oom, o, "from_s", num3(oom, (double)p->t0 / 1e9));
+    if (p->t1 != INT64_MAX)
+        put(oom, o, "to_s", num3(oom, (double)p->t1 / 1e9));
+    size_t kept = 0;
+    for (size_t ri = 0; ri < m->nranks; ri++)
+        kept += (size_t)rank_in_piece(p, ri);
+    put(oom, o, "ranks_kept", chk(oom, json_object_new_uint64(kept)));
+    put(oom, o, "calls_left_out", chk(oom, json_object_new_uint64(left_out)));
+    put(oom, o, "capped", chk(oom, json_object_new_boolean(capped)));
+    if (capped)
+        put(oom, o, "why", chk(oom, json_object_new_string(
+                               "the whole job is more events than the cap (by default what "
+                               "Perfetto UI opens comfortably): this is its end; collprof "
+                               "export --perfetto --window T0:T1 --ranks R for another piece, "
+                               "--all for all")));
+    return o;
+}
+
+static void header(pw *p, const cpx_piece *piece, int capped, uint64_t left_out)
 {
     const cpa_analysis *a = p->a;
     int oom = 0;
     json_object *other = chk(&oom, json_object_new_object());
+    if (piece)
+        put(&oom, other, "piece", piece_json(p, &oom, capped, left_out));
     put(&oom, other, "generator", chk(&oom, json_object_new_string("collprof " COLLPROF_VERSION)));
     put(&oom, other, "ranks", chk(&oom, json_object_new_uint64(a->model->nranks)));
     put(&oom, other, "clock_aligned", chk(&oom, json_object_new_boolean(a->clock.aligned != 0)));
@@ -617,19 +679,163 @@ int cpx_export_perfetto(FILE *out, const cpa_analysis *a)
     return cpx_export_perfetto_events(out, a, &events);
 }
 
+/* Bins of the job time line for the cap's histogram: the start moves in by a bin at most
+ * 1/4096 of the window too far. */
+#define CAP_BINS 4096
+
+/* A call's measured slice, ns since the job's start. */
+static void call_span_rel(const cpa_analysis *a, size_t ri, const cpa_call *c, int64_t *ts,
+                          int64_t *te)
+{
+    uint64_t s, e;
+    int unfinished;
+    cpa_call_span_job_ns(a, ri, c, &s, &e, &unfinished);
+    *ts = (int64_t)(s - a->start_ns);
+    *te = (int64_t)(e - a->start_ns);
+}
+
+/* The events a call writes at most: its slice, and its wait in an operation of 2+ ranks. */
+static unsigned call_cost(const cpa_analysis *a, size_t ri, size_t ci)
+{
+    uint32_t oi = cpa_call_op(a, ri, ci);
+    return 1u + (oi != CPA_NO_OP && a->matched.ops[oi].nparts >= 2);
+}
+
+/* With a cap, the window's start moves later until the calls starting in it cost about
+ * max_events (a histogram of starts over the window, counted from its end). */
+static int apply_cap(pw *p, uint64_t max_events, int *capped)
+{
+    const cpa_analysis *a = p->a;
+    const cpa_model *m = a->model;
+    *capped = 0;
+    int64_t lo = p->t0 > 0 ? p->t0 : 0;
+    int64_t job_end = (int64_t)(a->duration_s * 1e9) + 1;
+    int64_t hi = p->t1 < job_end ? p->t1 : job_end;
+    uint64_t total = 0;
+    for (size_t ri = 0; ri < m->nranks; ri++)
+        for (size_t ci = 0; rank_in_piece(p, ri) && ci < m->ranks[ri].ncalls; ci++) {
+            int64_t ts, te;
+            call_span_rel(a, ri, &m->ranks[ri].calls[ci], &ts, &te);
+            if (in_piece(p, ri, ts, te))
+                total += call_cost(a, ri, ci);
+        }
+    if (total <= max_events || hi <= lo)
+        return 0;
+    uint64_t *bins = calloc(CAP_BINS, sizeof *bins);
+    if (!bins)
+        return -1;
+    double width = (double)(hi - lo) / CAP_BINS;
+    for (size_t ri = 0; ri < m->nranks; ri++)
+        for (size_t ci = 0; rank_in_piece(p, ri) && ci < m->ranks[ri].ncalls; ci++) {
+            int64_t ts, te;
+            call_span_rel(a, ri, &m->ranks[ri].calls[ci], &ts, &te);
+            if (!in_piece(p, ri, ts, te))
+                continue;
+            double b = ts <= lo ? 0 : (double)(ts - lo) / width;
+            size_t k = b >= CAP_BINS ? CAP_BINS - 1 : (size_t)b;
+            bins[k] += call_cost(a, ri, ci);
+        }
+    /* from the end back, the earliest bin whose starts still fit (at least the last bin) */
+    uint64_t sum = 0;
+    size_t first = CAP_BINS - 1;
+    for (size_t k = CAP_BINS; k-- > 0;) {
+        if (sum + bins[k] > max_events && k < CAP_BINS - 1)
+            break;
+        sum += bins[k];
+        first = k;
+    }
+    free(bins);
+    /* the calls counted are those that start in the new window: so are the ones written
+     * (one that started before and runs into it would add to the count) */
+    p->t0 = lo + (int64_t)((double)first * width);
+    p->start_in = 1;
+    *capped = 1;
+    return 0;
+}
+
+/* Per operation, the first and last arrivals among its parts in the piece (UINT32_MAX none). */
+static int piece_flows(pw *p)
+{
+    const cpa_analysis *a = p->a;
+    const cpa_model *m = a->model;
+    const cpa_matched *mt = &a->matched;
+    size_t n = mt->nops ? mt->nops : 1;
+    p->kfirst = malloc(n * sizeof *p->kfirst);
+    p->klast = malloc(n * sizeof *p->klast);
+    if (!p->kfirst || !p->klast)
+        return -1;
+    for (size_t i = 0; i < mt->nops; i++) {
+        const cpa_op *o = &mt->ops[i];
+        uint64_t lo = UINT64_MAX, hi = 0;
+        p->kfirst[i] = p->klast[i] = UINT32_MAX;
+        for (uint32_t k = 0; k < o->nparts; k++) {
+            const cpa_part *pt = &mt->parts[o->first_part + k];
+            if (pt->rank_idx >= m->nranks || pt->call_idx >= m->ranks[pt->rank_idx].ncalls)
+                continue;
+            const cpa_call *c = &m->ranks[pt->rank_idx].calls[pt->call_idx];
+            int64_t ts, te;
+            call_span_rel(a, pt->rank_idx, c, &ts, &te);
+            if (!in_piece(p, pt->rank_idx, ts, te))
+                continue;
+            uint64_t at = cpa_call_arrival_job_ns(a, pt->rank_idx, c);
+            if (at < lo) {
+                lo = at;
+                p->kfirst[i] = k;
+            }
+            if (at >= hi) {
+                hi = at;
+                p->klast[i] = k;
+            }
+        }
+    }
+    return 0;
+}
+
 int cpx_export_perfetto_events(FILE *out, const cpa_analysis *a, uint64_t *events)
 {
-    pw p = { .out = out, .a = a, .first = 1 };
-    *events = 0;
+    cpx_piece_said said;
+    int rc = cpx_export_perfetto_piece(out, a, NULL, &said);
+    *events = said.events;
+    return rc;
+}
+
+int cpx_export_perfetto_piece(FILE *out, const cpa_analysis *a, const cpx_piece *piece,
+                              cpx_piece_said *said)
+{
+    pw p = { .out = out, .a = a, .first = 1, .t0 = INT64_MIN, .t1 = INT64_MAX };
+    memset(said, 0, sizeof *said);
     const cpa_model *m = a->model;
-    if (assign_ids(&p) != 0) {
+    int capped = 0;
+    if (piece) {
+        p.t0 = piece->t0_ns;
+        p.t1 = piece->t1_ns;
+        p.rank_keep = piece->rank_keep;
+    }
+    int whole = !piece || (p.t0 == INT64_MIN && p.t1 == INT64_MAX && !p.rank_keep);
+    if (assign_ids(&p) != 0 || (piece && piece->max_events && apply_cap(&p, piece->max_events,
+                                                                         &capped) != 0) ||
+        ((!whole || capped) && piece_flows(&p) != 0)) {
         pw_release(&p);
         errno = ENOMEM;
         return -1;
     }
-    header(&p);
+    uint64_t total = 0;
+    for (size_t ri = 0; ri < m->nranks; ri++)
+        total += m->ranks[ri].ncalls;
+    uint64_t kept = total;
+    if (!whole || capped) { /* the header says what the piece leaves out: count it first */
+        kept = 0;
+        for (size_t ri = 0; ri < m->nranks; ri++)
+            for (size_t ci = 0; rank_in_piece(&p, ri) && ci < m->ranks[ri].ncalls; ci++) {
+                int64_t ts, te;
+                call_span_rel(a, ri, &m->ranks[ri].calls[ci], &ts, &te);
+                kept += (uint64_t)in_piece(&p, ri, ts, te);
+            }
+    }
+    header(&p, whole && !capped ? NULL : piece, capped, total - kept);
     for (size_t ri = 0; ri < m->nranks && !p.failed; ri++)
-        rank_metadata(&p, ri);
+        if (rank_in_piece(&p, ri))
+            rank_metadata(&p, ri);
     for (size_t ri = 0; ri < m->nranks && !p.failed; ri++)
         hole_instant(&p, ri);
     for (size_t ri = 0; ri < m->nranks && !p.failed; ri++) {
@@ -653,6 +859,11 @@ int cpx_export_perfetto_events(FILE *out, const cpa_analysis *a, uint64_t *event
     pw_release(&p);
     if (fflush(out) != 0 || ferror(out))
         p.failed = 1;
-    *events = p.events;
+    said->events = p.events;
+    said->calls = p.calls;
+    said->calls_left_out = p.left_out;
+    said->capped = capped;
+    said->t0_ns = p.t0;
+    said->t1_ns = p.t1;
     return p.failed ? -1 : 0;
 }

@@ -9,6 +9,7 @@
 #include <sys/sysmacros.h>
 
 #include "tests/cli/test_cli_util.h"
+#include "tests/exporters/perfetto_check.h"
 
 static void assert_one_line_error(struct cli_result *r, const char *needle)
 {
@@ -81,6 +82,131 @@ static void each_format_to_stdout_and_to_a_file(void **state)
     tt_rmtree(outdir);
     free(dir);
     free(outdir);
+}
+
+/* The X slices of an export, checked as a piece must be: on kept pids, overlapping the
+ * window [from_us, to_us], no partial overlap, and each operation's flow arrows with one
+ * start and one end at most among the piece's slices. Returns the X slices (waits too). */
+static size_t check_piece(const char *json, const int *pids, size_t npids, double from_us,
+                          double to_us, json_object **piece_out)
+{
+    json_object *doc = pj_parse_strict(json), *events = NULL;
+    assert_true(json_object_object_get_ex(doc, "traceEvents", &events));
+    assert_no_partial_overlap(events);
+    size_t n = json_object_array_length(events), x = 0;
+    int starts[64] = {0}, ends[64] = {0};
+    for (size_t i = 0; i < n; i++) {
+        json_object *ev = json_object_array_get_idx(events, i);
+        int pid = json_object_get_int(pj_field(ev, "pid"));
+        int kept = 0;
+        for (size_t k = 0; k < npids; k++)
+            kept |= pids[k] == pid;
+        if (!kept)
+            fail_msg("an event of pid %d, not in the piece", pid);
+        if (strcmp(pj_str(ev, "ph"), "X") != 0)
+            continue;
+        x++;
+        double ts = json_object_get_double(pj_field(ev, "ts"));
+        double te = ts + json_object_get_double(pj_field(ev, "dur"));
+        if (te < from_us - 0.001 || ts > to_us + 0.001)
+            fail_msg("slice %.3f..%.3f us outside the window %.3f..%.3f", ts, te, from_us,
+                     to_us);
+        json_object *bind = pj_field(ev, "bind_id");
+        if (!bind)
+            continue;
+        int64_t id = json_object_get_int64(bind);
+        assert_true(id > 0 && id < 64);
+        starts[id] += !pj_field(ev, "flow_in");
+        ends[id] += !pj_field(ev, "flow_out");
+    }
+    for (int id = 0; id < 64; id++)
+        if (starts[id] > 1 || ends[id] > 1)
+            fail_msg("operation %d: %d arrow starts and %d ends in the piece", id - 1, starts[id],
+                     ends[id]);
+    json_object *other = pj_field(doc, "otherData"), *piece = pj_field(other, "piece");
+    *piece_out = piece ? json_object_get(piece) : NULL;
+    json_object_put(doc);
+    return x;
+}
+
+/* A piece of a job: by ranks, by window, by a cap on events (the job's end), each saying
+ * what it left out in otherData.piece and on stderr; bad values are one-line errors. */
+static void a_piece_of_the_job(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    exp_write_job(dir);
+    struct cli_result r;
+    json_object *piece;
+
+    cli_runl(&r, "export", "--perfetto", "--ranks", "1-2", dir, NULL);
+    assert_int_equal(r.status, 0);
+    static const int two[] = {1, 2};
+    assert_true(check_piece(r.out, two, 2, -1e18, 1e18, &piece) > 0);
+    assert_int_equal(json_object_get_int(pj_field(piece, "ranks_kept")), 2);
+    int left = json_object_get_int(pj_field(piece, "calls_left_out"));
+    assert_true(left > 0 && left < 62);
+    char want[96];
+    snprintf(want, sizeof want, "collprof export: %d of 62 calls left out (--window, --ranks)\n",
+             left);
+    assert_string_equal(r.err, want);
+    json_object_put(piece);
+    cli_result_free(&r);
+
+    static const int all[] = {0, 1, 2, 3};
+    cli_runl(&r, "export", "--perfetto", "--window", "0.004:0.006", dir, NULL);
+    assert_int_equal(r.status, 0);
+    assert_true(check_piece(r.out, all, 4, 4000, 6000, &piece) > 0);
+    assert_true(fabs(json_object_get_double(pj_field(piece, "from_s")) - 0.004) < 1e-9);
+    assert_true(fabs(json_object_get_double(pj_field(piece, "to_s")) - 0.006) < 1e-9);
+    assert_false(json_object_get_boolean(pj_field(piece, "capped")));
+    json_object_put(piece);
+    cli_result_free(&r);
+
+    /* a cap: the job's end, about that many events */
+    cli_runl(&r, "export", "--perfetto", "--max-events", "20", dir, NULL);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.err, "the job is over the cap of 20 events: kept its end, from +"));
+    json_object *doc = pj_parse_strict(r.out);
+    piece = json_object_get(pj_field(pj_field(doc, "otherData"), "piece"));
+    json_object_put(doc);
+    double from = json_object_get_double(pj_field(piece, "from_s"));
+    assert_true(json_object_get_boolean(pj_field(piece, "capped")));
+    assert_true(from > 0);
+    json_object_put(piece);
+    size_t x = check_piece(r.out, all, 4, from * 1e6, 1e18, &piece);
+    assert_true(x > 0 && x <= 20);
+    json_object_put(piece);
+    cli_result_free(&r);
+
+    /* the default cap is far above this job: the whole of it, no piece said */
+    cli_runl(&r, "export", "--perfetto", dir, NULL);
+    assert_int_equal(r.status, 0);
+    assert_null(strstr(r.out, "\"piece\""));
+    assert_string_equal(r.err, "");
+    cli_result_free(&r);
+
+    static const char *const bad[][3] = {
+        {"--window", "3", "is not T0:T1"},
+        {"--window", "2:1", "T0 must come before T1"},
+        {"--window", "x:", "is not T0:T1"},
+        {"--ranks", "9", "no rank 9 in the trace"},
+        {"--ranks", "1-x", "is not a list of ranks"},
+        {"--max-events", "0", "bad value '0' for --max-events"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cli_runl(&r, "export", "--perfetto", bad[i][0], bad[i][1], dir, NULL);
+        assert_one_line_error(&r, bad[i][2]);
+        cli_result_free(&r);
+    }
+    cli_runl(&r, "export", "--csv", "--ranks", "1", dir, NULL);
+    assert_one_line_error(&r, "cut a --perfetto export only");
+    cli_result_free(&r);
+    cli_runl(&r, "export", "--perfetto", "--all", "--max-events", "5", dir, NULL);
+    assert_one_line_error(&r, "contradict");
+    cli_result_free(&r);
+    tt_rmtree(dir);
+    free(dir);
 }
 
 /* Runs `collprof export` with the file size limited to `limit` bytes (EFBIG on writes past
@@ -336,6 +462,7 @@ int main(void)
         cmocka_unit_test(a_failed_write_leaves_the_old_file_and_no_temporary),
         cmocka_unit_test(bad_destinations_and_input_are_one_line_and_exit_2),
         cmocka_unit_test(a_cut_file_is_exported_with_a_warning),
+        cmocka_unit_test(a_piece_of_the_job),
         cmocka_unit_test(non_regular_targets_are_written_through),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
