@@ -321,16 +321,8 @@ static int cmp_item(const void *x, const void *y)
     return a->wait - b->wait;
 }
 
-/* A stream runs its operations one after another, but measured times can overlap a little
- * (events and NCCL's plugin timers, clock conversions: 309 overlaps of up to 6 ns in one
- * emulated job; 8 us seen before), and calls still in flight when the trace ended all run
- * to its last record; a viewer mis-nests a slice that starts inside another and ends after
- * it. So each track's slices are laid out in order of their measured start, each starting
- * no earlier than the one before it and, where it would end past the slice it starts in,
- * where that one ends (clipped says by how much): every two then nest or touch. A wait
- * lies inside its call's slice. Kept: which slices enclose the point reached (a stack). */
 /* A call's measured slice (ns since the job's start) in the piece: its rank kept, and the
- * slice overlapping the window. */
+ * slice overlapping the window (under a cap: starting in it). */
 static int in_piece(const pw *p, size_t ri, int64_t ts, int64_t te)
 {
     return (!p->rank_keep || p->rank_keep[ri]) && (p->start_in ? ts >= p->t0 : te >= p->t0) &&
@@ -342,6 +334,14 @@ static int rank_in_piece(const pw *p, size_t ri)
     return !p->rank_keep || p->rank_keep[ri];
 }
 
+/* A stream runs its operations one after another, but measured times can overlap a little
+ * (events and NCCL's plugin timers, clock conversions: 309 overlaps of up to 6 ns in one
+ * emulated job; 8 us seen before), and calls still in flight when the trace ended all run
+ * to its last record; a viewer mis-nests a slice that starts inside another and ends after
+ * it. So each track's slices are laid out in order of their measured start, each starting
+ * no earlier than the one before it and, where it would end past the slice it starts in,
+ * where that one ends (clipped says by how much): every two then nest or touch. A wait
+ * lies inside its call's slice. Kept: which slices enclose the point reached (a stack). */
 static int place_rank(pw *p, size_t ri)
 {
     const cpa_analysis *a = p->a;
