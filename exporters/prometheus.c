@@ -18,165 +18,77 @@
 #include "present/present.h"
 #include "exporters/exporters.h"
 
-#define LABELS_MAX 1024
-
-typedef struct labels {
-    char buf[LABELS_MAX];
-    size_t len;
-} labels;
-
-static void lbl_reset(labels *l)
-{
-    l->len = 0;
-    l->buf[0] = '\0';
-}
-
-static void lbl_add(labels *l, const char *key, const char *value)
-{
-    char clean[512];
-    cp_text_escape(clean, sizeof clean, value, strlen(value));
-    char esc[1100];
-    size_t e = 0;
-    for (const char *p = clean; *p && e + 3 < sizeof esc; p++) {
-        if (*p == '\\' || *p == '"') {
-            esc[e++] = '\\';
-            esc[e++] = *p;
-        } else if (*p == '\n') {
-            esc[e++] = '\\';
-            esc[e++] = 'n';
-        } else {
-            esc[e++] = *p;
-        }
-    }
-    esc[e] = '\0';
-    int w = snprintf(l->buf + l->len, sizeof l->buf - l->len, "%s%s=\"%s\"", l->len ? "," : "",
-                     key, esc);
-    if (w > 0 && l->len + (size_t)w < sizeof l->buf)
-        l->len += (size_t)w;
-    else
-        l->buf[l->len] = '\0'; /* no room: the label is left out rather than half written */
-}
-
-static void lbl_int(labels *l, const char *key, int64_t v)
-{
-    char s[32];
-    snprintf(s, sizeof s, "%" PRId64, v);
-    lbl_add(l, key, s);
-}
-
-static void family(FILE *out, const char *name, const char *type, const char *help)
-{
-    fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-/* The shortest %g that reads back as the same double, as Go clients write floats
- * (FormatFloat 'g', -1); infinities and NaN in the spelling Go's ParseFloat reads. */
-static void format_float(char *num, size_t len, double v)
-{
-    if (isnan(v)) {
-        snprintf(num, len, "NaN");
-        return;
-    }
-    if (isinf(v)) {
-        snprintf(num, len, v > 0 ? "+Inf" : "-Inf");
-        return;
-    }
-    for (int digits = 1; digits <= 17; digits++) {
-        snprintf(num, len, "%.*g", digits, v);
-        if (strtod(num, NULL) == v)
-            return;
-    }
-}
-
-static void sample(FILE *out, const char *name, const labels *l, double v)
-{
-    char num[48];
-    format_float(num, sizeof num, v);
-    if (l && l->len)
-        fprintf(out, "%s{%s} %s\n", name, l->buf, num);
-    else
-        fprintf(out, "%s %s\n", name, num);
-}
-
-static void sample_u64(FILE *out, const char *name, const labels *l, uint64_t v)
-{
-    if (l && l->len)
-        fprintf(out, "%s{%s} %" PRIu64 "\n", name, l->buf, v);
-    else
-        fprintf(out, "%s %" PRIu64 "\n", name, v);
-}
-
 static void job_metrics(FILE *out, const cpa_analysis *a)
 {
     const cpa_model *m = a->model;
-    family(out, "collprof_ranks", "gauge", "Ranks (trace files) in the analysed job.");
-    sample_u64(out, "collprof_ranks", NULL, m->nranks);
-    family(out, "collprof_hosts", "gauge", "Distinct hosts of the job's ranks.");
-    sample_u64(out, "collprof_hosts", NULL, a->nhosts);
-    family(out, "collprof_records_total", "counter", "Trace records read.");
-    sample_u64(out, "collprof_records_total", NULL, m->records);
-    family(out, "collprof_lost_records_total", "counter",
+    cpr_prom_family(out, "collprof_ranks", "gauge", "Ranks (trace files) in the analysed job.");
+    cpr_prom_u64(out, "collprof_ranks", NULL, m->nranks);
+    cpr_prom_family(out, "collprof_hosts", "gauge", "Distinct hosts of the job's ranks.");
+    cpr_prom_u64(out, "collprof_hosts", NULL, a->nhosts);
+    cpr_prom_family(out, "collprof_records_total", "counter", "Trace records read.");
+    cpr_prom_u64(out, "collprof_records_total", NULL, m->records);
+    cpr_prom_family(out, "collprof_lost_records_total", "counter",
            "Trace records the writers dropped (a full ring, a write error).");
-    sample_u64(out, "collprof_lost_records_total", NULL, m->lost_records);
+    cpr_prom_u64(out, "collprof_lost_records_total", NULL, m->lost_records);
     /* what the trace lacks, by kind: a dashboard must not show figures from a holed trace as
      * whole (docs/REPORT.md) */
     const cpa_integrity *g = &m->integrity;
-    family(out, "collprof_lost_records_by_cause_total", "counter",
+    cpr_prom_family(out, "collprof_lost_records_by_cause_total", "counter",
            "Trace records dropped, by the cause their LOST records give (untold: the chunk "
            "headers count drops whose LOST record never reached the disk).");
-    labels l;
+    cpr_labels l;
     uint64_t by_cause = 0;
     for (unsigned c = 0; c <= CP_LOST_CAUSE_LAST; c++) {
         by_cause += g->lost_by_cause[c];
         if (!g->lost_by_cause[c])
             continue;
-        lbl_reset(&l);
-        lbl_add(&l, "cause", c ? cp_lost_cause_name(c) : "unknown");
-        sample_u64(out, "collprof_lost_records_by_cause_total", &l, g->lost_by_cause[c]);
+        cpr_lbl_reset(&l);
+        cpr_lbl_add(&l, "cause", c ? cp_lost_cause_name(c) : "unknown");
+        cpr_prom_u64(out, "collprof_lost_records_by_cause_total", &l, g->lost_by_cause[c]);
     }
     if (m->lost_records > by_cause) {
-        lbl_reset(&l);
-        lbl_add(&l, "cause", "untold");
-        sample_u64(out, "collprof_lost_records_by_cause_total", &l, m->lost_records - by_cause);
+        cpr_lbl_reset(&l);
+        cpr_lbl_add(&l, "cause", "untold");
+        cpr_prom_u64(out, "collprof_lost_records_by_cause_total", &l, m->lost_records - by_cause);
     }
-    family(out, "collprof_trace_unknown_records_total", "counter",
+    cpr_prom_family(out, "collprof_trace_unknown_records_total", "counter",
            "Trace records of a type this collprof does not know: skipped.");
-    sample_u64(out, "collprof_trace_unknown_records_total", NULL, g->unknown_records);
-    family(out, "collprof_trace_missing_chunks_total", "counter",
+    cpr_prom_u64(out, "collprof_trace_unknown_records_total", NULL, g->unknown_records);
+    cpr_prom_family(out, "collprof_trace_missing_chunks_total", "counter",
            "Chunks missing from the traces (corrupt, or never written).");
-    sample_u64(out, "collprof_trace_missing_chunks_total", NULL, g->missing_chunks);
-    family(out, "collprof_trace_truncated_files", "gauge",
+    cpr_prom_u64(out, "collprof_trace_missing_chunks_total", NULL, g->missing_chunks);
+    cpr_prom_family(out, "collprof_trace_truncated_files", "gauge",
            "Trace files cut short inside a chunk (a kill, a full disk).");
-    sample_u64(out, "collprof_trace_truncated_files", NULL, g->truncated);
-    family(out, "collprof_trace_ranks_with_holes", "gauge",
+    cpr_prom_u64(out, "collprof_trace_truncated_files", NULL, g->truncated);
+    cpr_prom_family(out, "collprof_trace_ranks_with_holes", "gauge",
            "Ranks whose trace lost records or chunks, or was cut: figures over them may leave "
            "operations out.");
-    sample_u64(out, "collprof_trace_ranks_with_holes", NULL, m->ranks_with_holes);
-    family(out, "collprof_refused_calls_total", "counter",
+    cpr_prom_u64(out, "collprof_trace_ranks_with_holes", NULL, m->ranks_with_holes);
+    cpr_prom_family(out, "collprof_refused_calls_total", "counter",
            "Calls NCCL returned an error for (they enqueued nothing), by result.");
     for (unsigned k = 0; k < CPA_NCCL_RESULTS; k++) {
         if (!a->refused.by_result[k])
             continue;
-        lbl_reset(&l);
-        lbl_add(&l, "result", cpr_result_id(k));
-        sample_u64(out, "collprof_refused_calls_total", &l, a->refused.by_result[k]);
+        cpr_lbl_reset(&l);
+        cpr_lbl_add(&l, "result", cpr_result_id(k));
+        cpr_prom_u64(out, "collprof_refused_calls_total", &l, a->refused.by_result[k]);
     }
     if (!a->refused.total)
-        sample_u64(out, "collprof_refused_calls_total", NULL, 0);
-    family(out, "collprof_warnings", "gauge", "Problems met reading the trace (cut files, ...).");
-    sample_u64(out, "collprof_warnings", NULL, m->nwarnings + m->dropped_warnings);
-    family(out, "collprof_trace_duration_seconds", "gauge",
+        cpr_prom_u64(out, "collprof_refused_calls_total", NULL, 0);
+    cpr_prom_family(out, "collprof_warnings", "gauge", "Problems met reading the trace (cut files, ...).");
+    cpr_prom_u64(out, "collprof_warnings", NULL, m->nwarnings + m->dropped_warnings);
+    cpr_prom_family(out, "collprof_trace_duration_seconds", "gauge",
            "First to last record of any rank on the job time line.");
-    sample(out, "collprof_trace_duration_seconds", NULL, a->duration_s);
-    family(out, "collprof_clock_aligned", "gauge",
+    cpr_prom_sample(out, "collprof_trace_duration_seconds", NULL, a->duration_s);
+    cpr_prom_family(out, "collprof_clock_aligned", "gauge",
            "1 when every host's clock was put on one time line (or one host), else 0.");
-    sample(out, "collprof_clock_aligned", NULL, a->clock.aligned ? 1 : 0);
-    family(out, "collprof_clock_error_seconds", "gauge",
+    cpr_prom_sample(out, "collprof_clock_aligned", NULL, a->clock.aligned ? 1 : 0);
+    cpr_prom_family(out, "collprof_clock_error_seconds", "gauge",
            "How far the hosts' aligned clocks may still disagree.");
-    sample(out, "collprof_clock_error_seconds", NULL, a->clock.error_us / 1e6);
-    family(out, "collprof_clock_rejected_samples_total", "counter",
+    cpr_prom_sample(out, "collprof_clock_error_seconds", NULL, a->clock.error_us / 1e6);
+    cpr_prom_family(out, "collprof_clock_rejected_samples_total", "counter",
            "Clock samples left out of the alignment: a time no clock reads (a damaged trace).");
-    sample_u64(out, "collprof_clock_rejected_samples_total", NULL, a->clock.rejected_samples);
+    cpr_prom_u64(out, "collprof_clock_rejected_samples_total", NULL, a->clock.rejected_samples);
 }
 
 /* Operations and bytes per op from the matched operations: every operation counts, also
@@ -197,36 +109,36 @@ static void op_counters(FILE *out, const cpa_analysis *a)
         if (s != UINT64_MAX) /* no size: counted, adds no bytes (the statistics say so) */
             bytes[o->op] = cpa_sat_add(bytes[o->op], s);
     }
-    labels l;
-    family(out, "collprof_ops_total", "counter",
+    cpr_labels l;
+    cpr_prom_family(out, "collprof_ops_total", "counter",
            "Operations across ranks (a collective or a send/recv pair counts once), by op.");
     for (unsigned op = 0; op < CP_OP_COUNT; op++)
         if (count[op]) {
-            lbl_reset(&l);
-            lbl_add(&l, "op", cpr_op_label(op, 0));
-            sample_u64(out, "collprof_ops_total", &l, count[op]);
+            cpr_lbl_reset(&l);
+            cpr_lbl_add(&l, "op", cpr_op_label(op, 0));
+            cpr_prom_u64(out, "collprof_ops_total", &l, count[op]);
         }
-    family(out, "collprof_bytes_total", "counter",
+    cpr_prom_family(out, "collprof_bytes_total", "counter",
            "Bytes of the operations as nccl-tests counts them (S), by op.");
     for (unsigned op = 0; op < CP_OP_COUNT; op++)
         if (count[op]) {
-            lbl_reset(&l);
-            lbl_add(&l, "op", cpr_op_label(op, 0));
-            sample_u64(out, "collprof_bytes_total", &l, bytes[op]);
+            cpr_lbl_reset(&l);
+            cpr_lbl_add(&l, "op", cpr_op_label(op, 0));
+            cpr_prom_u64(out, "collprof_bytes_total", &l, bytes[op]);
         }
 }
 
 /* "bytes" is the bucket's lower end: a label per exact size would make a series per
  * message size, which a job with variable sizes (MoE, packed sequences) has thousands of. */
-static void op_bucket_labels(labels *l, const cpa_stat *r)
+static void op_bucket_labels(cpr_labels *l, const cpa_stat *r)
 {
-    lbl_reset(l);
-    lbl_add(l, "op", cpr_op_label(r->op, 0));
+    cpr_lbl_reset(l);
+    cpr_lbl_add(l, "op", cpr_op_label(r->op, 0));
     char b[32], n[16];
     snprintf(n, sizeof n, "%d", (int)r->nranks);
-    lbl_add(l, "nranks", n);
+    cpr_lbl_add(l, "nranks", n);
     snprintf(b, sizeof b, "%" PRIu64, r->size);
-    lbl_add(l, "bytes", b);
+    cpr_lbl_add(l, "bytes", b);
 }
 
 static int stat_metrics(FILE *out, const cpa_analysis *a)
@@ -236,8 +148,8 @@ static int stat_metrics(FILE *out, const cpa_analysis *a)
     if (cpa_stats_compute(a->model, &a->matched, CPA_ROWS_BUCKETS, &buckets, err, sizeof err))
         return -1;
     const cpa_stats *s = &buckets;
-    labels l;
-    family(out, "collprof_op_duration_seconds", "summary",
+    cpr_labels l;
+    cpr_prom_family(out, "collprof_op_duration_seconds", "summary",
            "Duration of an operation (its time as the report's op table takes it), by op, "
            "communicator size and power-of-two size bucket.");
     for (size_t i = 0; i < s->nrows; i++) {
@@ -246,37 +158,37 @@ static int stat_metrics(FILE *out, const cpa_analysis *a)
         double v[] = { r->time_us_p50 / 1e6, r->time_us_p99 / 1e6 };
         for (int k = 0; k < 2; k++) {
             op_bucket_labels(&l, r);
-            lbl_add(&l, "quantile", q[k]);
-            sample(out, "collprof_op_duration_seconds", &l, v[k]);
+            cpr_lbl_add(&l, "quantile", q[k]);
+            cpr_prom_sample(out, "collprof_op_duration_seconds", &l, v[k]);
         }
         op_bucket_labels(&l, r);
-        sample(out, "collprof_op_duration_seconds_sum", &l, r->time_us_total / 1e6);
-        sample_u64(out, "collprof_op_duration_seconds_count", &l, r->ops);
+        cpr_prom_sample(out, "collprof_op_duration_seconds_sum", &l, r->time_us_total / 1e6);
+        cpr_prom_u64(out, "collprof_op_duration_seconds_count", &l, r->ops);
     }
-    family(out, "collprof_algbw_bytes_per_second", "gauge",
+    cpr_prom_family(out, "collprof_algbw_bytes_per_second", "gauge",
            "Algorithm bandwidth (nccl-tests: S / t) by op, communicator size and size bucket.");
     for (size_t i = 0; i < s->nrows; i++) {
         op_bucket_labels(&l, &s->rows[i]);
-        sample(out, "collprof_algbw_bytes_per_second", &l, s->rows[i].algbw_gbps * 1e9);
+        cpr_prom_sample(out, "collprof_algbw_bytes_per_second", &l, s->rows[i].algbw_gbps * 1e9);
     }
-    family(out, "collprof_busbw_bytes_per_second", "gauge",
+    cpr_prom_family(out, "collprof_busbw_bytes_per_second", "gauge",
            "Bus bandwidth (nccl-tests: algbw x the op's factor) by op, communicator size and "
            "size bucket.");
     for (size_t i = 0; i < s->nrows; i++) {
         op_bucket_labels(&l, &s->rows[i]);
-        sample(out, "collprof_busbw_bytes_per_second", &l, s->rows[i].busbw_gbps * 1e9);
+        cpr_prom_sample(out, "collprof_busbw_bytes_per_second", &l, s->rows[i].busbw_gbps * 1e9);
     }
     cpa_stats_free(&buckets);
     return 0;
 }
 
 /* A rank's label set, or 0 when an earlier file already claimed that rank. */
-static int rank_labels(labels *l, const cpa_model *m, size_t ri)
+static int rank_labels(cpr_labels *l, const cpa_model *m, size_t ri)
 {
     if (ri > 0 && m->ranks[ri - 1].rank == m->ranks[ri].rank)
         return 0;
-    lbl_reset(l);
-    lbl_int(l, "rank", m->ranks[ri].rank);
+    cpr_lbl_reset(l);
+    cpr_lbl_int(l, "rank", m->ranks[ri].rank);
     return 1;
 }
 
@@ -284,40 +196,40 @@ static void straggler_metrics(FILE *out, const cpa_analysis *a, const cpa_stragg
 {
     const cpa_model *m = a->model;
     static const char *const kinds[] = { "none", "persistent", "rotating" };
-    labels l;
-    family(out, "collprof_straggler_kind", "gauge",
+    cpr_labels l;
+    cpr_prom_family(out, "collprof_straggler_kind", "gauge",
            "1 for the kind of lateness found: none, persistent (one rank) or rotating.");
     for (int k = 0; k < 3; k++) {
-        lbl_reset(&l);
-        lbl_add(&l, "kind", kinds[k]);
-        sample(out, "collprof_straggler_kind", &l, a->stragglers.kind == k ? 1 : 0);
+        cpr_lbl_reset(&l);
+        cpr_lbl_add(&l, "kind", kinds[k]);
+        cpr_prom_sample(out, "collprof_straggler_kind", &l, a->stragglers.kind == k ? 1 : 0);
     }
-    family(out, "collprof_straggler_late_collectives_total", "counter",
+    cpr_prom_family(out, "collprof_straggler_late_collectives_total", "counter",
            "Collectives in which the rank arrived last, late by more than the threshold.");
     for (size_t ri = 0; ri < m->nranks; ri++)
         if (by_rank[ri] && rank_labels(&l, m, ri))
-            sample_u64(out, "collprof_straggler_late_collectives_total", &l,
+            cpr_prom_u64(out, "collprof_straggler_late_collectives_total", &l,
                        by_rank[ri]->late_count);
-    family(out, "collprof_straggler_late_seconds_total", "counter",
+    cpr_prom_family(out, "collprof_straggler_late_seconds_total", "counter",
            "Sum of the rank's lateness over the collectives it was late in.");
     for (size_t ri = 0; ri < m->nranks; ri++)
         if (by_rank[ri] && rank_labels(&l, m, ri))
-            sample(out, "collprof_straggler_late_seconds_total", &l,
+            cpr_prom_sample(out, "collprof_straggler_late_seconds_total", &l,
                    by_rank[ri]->late_us_total / 1e6);
-    family(out, "collprof_straggler_share", "gauge",
+    cpr_prom_family(out, "collprof_straggler_share", "gauge",
            "Share of the judged collectives the rank took part in where it was the late one.");
     for (size_t ri = 0; ri < m->nranks; ri++)
         if (by_rank[ri] && rank_labels(&l, m, ri))
-            sample(out, "collprof_straggler_share", &l, by_rank[ri]->share);
-    family(out, "collprof_straggler_late_by_cause_total", "counter",
+            cpr_prom_sample(out, "collprof_straggler_share", &l, by_rank[ri]->share);
+    cpr_prom_family(out, "collprof_straggler_late_by_cause_total", "counter",
            "The rank's late collectives by cause: host (entered NCCL late), gpu_backlog (its "
            "stream started late behind other GPU work), in_collective (its stream was still in "
            "an earlier NCCL operation).");
     for (size_t ri = 0; ri < m->nranks; ri++)
         for (int k = CPA_CAUSE_HOST; by_rank[ri] && k < CPA_CAUSES; k++)
             if (rank_labels(&l, m, ri)) {
-                lbl_add(&l, "cause", cpa_late_cause_name(k));
-                sample_u64(out, "collprof_straggler_late_by_cause_total", &l,
+                cpr_lbl_add(&l, "cause", cpa_late_cause_name(k));
+                cpr_prom_u64(out, "collprof_straggler_late_by_cause_total", &l,
                            by_rank[ri]->by_cause[k]);
             }
 }
@@ -327,20 +239,20 @@ static void rank_metrics(FILE *out, const cpa_analysis *a)
     const cpa_model *m = a->model;
     if (!a->ranks)
         return;
-    labels l;
-    family(out, "collprof_rank_nccl_seconds_total", "counter",
+    cpr_labels l;
+    cpr_prom_family(out, "collprof_rank_nccl_seconds_total", "counter",
            "Time the rank spent in NCCL operations (the union of their intervals).");
     for (size_t ri = 0; ri < m->nranks; ri++)
         if (rank_labels(&l, m, ri)) {
-            lbl_add(&l, "host", m->ranks[ri].hostname);
-            sample(out, "collprof_rank_nccl_seconds_total", &l, a->ranks[ri].nccl_time_s);
+            cpr_lbl_add(&l, "host", m->ranks[ri].hostname);
+            cpr_prom_sample(out, "collprof_rank_nccl_seconds_total", &l, a->ranks[ri].nccl_time_s);
         }
-    family(out, "collprof_rank_nccl_share", "gauge",
+    cpr_prom_family(out, "collprof_rank_nccl_share", "gauge",
            "Time in NCCL over the rank's first-to-last record.");
     for (size_t ri = 0; ri < m->nranks; ri++)
         if (rank_labels(&l, m, ri)) {
-            lbl_add(&l, "host", m->ranks[ri].hostname);
-            sample(out, "collprof_rank_nccl_share", &l, a->ranks[ri].share);
+            cpr_lbl_add(&l, "host", m->ranks[ri].hostname);
+            cpr_prom_sample(out, "collprof_rank_nccl_share", &l, a->ranks[ri].share);
         }
 }
 
@@ -351,7 +263,7 @@ typedef struct seen {
     size_t n;
 } seen;
 
-static int first_time(seen *s, const labels *l)
+static int first_time(seen *s, const cpr_labels *l)
 {
     for (size_t i = 0; i < s->n; i++)
         if (strcmp(s->sets[i], l->buf) == 0)
@@ -380,46 +292,46 @@ static void seen_free(seen *s)
 
 static void finding_metrics(FILE *out, const cpa_analysis *a)
 {
-    labels l;
+    cpr_labels l;
     seen once = { 0 };
     char comm[17], seq[32], ranks[256];
-    family(out, "collprof_hangs", "gauge", "Operations that never finished everywhere.");
-    sample_u64(out, "collprof_hangs", NULL, a->hangs.nrows);
-    family(out, "collprof_hang_info", "gauge", "1 per hang: where it is and its verdict.");
+    cpr_prom_family(out, "collprof_hangs", "gauge", "Operations that never finished everywhere.");
+    cpr_prom_u64(out, "collprof_hangs", NULL, a->hangs.nrows);
+    cpr_prom_family(out, "collprof_hang_info", "gauge", "1 per hang: where it is and its verdict.");
     for (size_t i = 0; i < a->hangs.nrows; i++) {
         const cpa_hang *h = &a->hangs.rows[i];
-        lbl_reset(&l);
+        cpr_lbl_reset(&l);
         cpr_fmt_comm(comm, h->comm_id);
         snprintf(seq, sizeof seq, "%" PRIu64, h->seq);
         cpr_fmt_ranks(ranks, sizeof ranks, h->missing_ranks, h->nmissing);
-        lbl_add(&l, "comm", comm);
-        lbl_add(&l, "seq", seq);
-        lbl_add(&l, "op", cpr_op_label(h->op, 0));
-        lbl_add(&l, "verdict", cpa_hang_verdict_name(h->verdict));
-        lbl_add(&l, "missing_ranks", ranks);
+        cpr_lbl_add(&l, "comm", comm);
+        cpr_lbl_add(&l, "seq", seq);
+        cpr_lbl_add(&l, "op", cpr_op_label(h->op, 0));
+        cpr_lbl_add(&l, "verdict", cpa_hang_verdict_name(h->verdict));
+        cpr_lbl_add(&l, "missing_ranks", ranks);
         if (first_time(&once, &l))
-            sample(out, "collprof_hang_info", &l, 1);
+            cpr_prom_sample(out, "collprof_hang_info", &l, 1);
     }
     seen_free(&once);
     uint64_t total = a->mismatches.total > a->mismatches.nrows ? a->mismatches.total
                                                                 : a->mismatches.nrows;
-    family(out, "collprof_mismatches", "gauge",
+    cpr_prom_family(out, "collprof_mismatches", "gauge",
            "Operations whose ranks disagreed on op, count, dtype, redop, root or peer.");
-    sample_u64(out, "collprof_mismatches", NULL, total);
-    family(out, "collprof_mismatch_info", "gauge", "1 per mismatch kept: where, which field, "
+    cpr_prom_u64(out, "collprof_mismatches", NULL, total);
+    cpr_prom_family(out, "collprof_mismatch_info", "gauge", "1 per mismatch kept: where, which field, "
                                                    "and the culprit ranks.");
     for (size_t i = 0; i < a->mismatches.nrows; i++) {
         const cpa_mismatch *x = &a->mismatches.rows[i];
-        lbl_reset(&l);
+        cpr_lbl_reset(&l);
         cpr_fmt_comm(comm, x->comm_id);
         snprintf(seq, sizeof seq, "%" PRIu64, x->seq);
         cpr_fmt_ranks(ranks, sizeof ranks, x->culprit_ranks, x->nculprits);
-        lbl_add(&l, "comm", comm);
-        lbl_add(&l, "seq", seq);
-        lbl_add(&l, "field", cpa_field_name(x->field));
-        lbl_add(&l, "culprit_ranks", ranks);
+        cpr_lbl_add(&l, "comm", comm);
+        cpr_lbl_add(&l, "seq", seq);
+        cpr_lbl_add(&l, "field", cpa_field_name(x->field));
+        cpr_lbl_add(&l, "culprit_ranks", ranks);
         if (first_time(&once, &l))
-            sample(out, "collprof_mismatch_info", &l, 1);
+            cpr_prom_sample(out, "collprof_mismatch_info", &l, 1);
     }
     seen_free(&once);
 }

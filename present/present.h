@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "analyzer/analyzer.h"
 
@@ -62,6 +63,25 @@ const char *cpr_holes_caveat(const cpa_analysis *a);
  * +0.01 ms) but its stream started the collective late, on the GPU 2.00 ms, behind other GPU
  * work (longer compute before it)"; a mix gives each cause's share. */
 void cpr_cause_text(char *buf, size_t len, const cpa_straggler *r);
+
+/* ---- Prometheus text exposition (prom.c), for the trace's export and top's live file ----
+ * Each family's HELP and TYPE once before its samples; label values cleaned to UTF-8 and
+ * escaped (\\, \", \n); floats as Go clients write them; no timestamps (the textfile
+ * collector refuses them). */
+#define CPR_LABELS_MAX 1024
+typedef struct cpr_labels {
+    char buf[CPR_LABELS_MAX];
+    size_t len;
+} cpr_labels;
+void cpr_lbl_reset(cpr_labels *l);
+/* key="value"; a label that does not fit is left out rather than half written. */
+void cpr_lbl_add(cpr_labels *l, const char *key, const char *value);
+void cpr_lbl_int(cpr_labels *l, const char *key, int64_t v);
+void cpr_prom_family(FILE *out, const char *name, const char *type, const char *help);
+/* The shortest %g that reads back as the same double ("NaN", "+Inf", "-Inf" as Go reads). */
+void cpr_prom_float(char *num, size_t len, double v);
+void cpr_prom_sample(FILE *out, const char *name, const cpr_labels *l, double v);
+void cpr_prom_u64(FILE *out, const char *name, const cpr_labels *l, uint64_t v);
 
 /* A call as its arguments name it: "Broadcast root 99", "Send to comm rank 3", "AllReduce". */
 void cpr_call_args(char *buf, size_t len, const cpa_call *c);
