@@ -66,10 +66,14 @@ void cpr_prom_float(char *num, size_t len, double v)
         snprintf(num, len, v > 0 ? "+Inf" : "-Inf");
         return;
     }
+    /* Go decides between plain and exponent form as %g does with 6 digits: "20", not
+     * "2e+01"; a value needing more digits gets them (%g drops the trailing zeros) */
     for (int digits = 1; digits <= 17; digits++) {
         snprintf(num, len, "%.*g", digits, v);
-        if (strtod(num, NULL) == v)
+        if (strtod(num, NULL) == v) {
+            snprintf(num, len, "%.*g", digits < 6 ? 6 : digits, v);
             return;
+        }
     }
 }
 

@@ -108,5 +108,9 @@ const cp_stats_entry *cpt_rank_recent(const cpt_rank *r, size_t i);
  * The text fits 80 columns; the JSON's keys are in snapshot.c. 0, or -1 when out fails. */
 int cpt_snapshot_text(FILE *out, const cpt_live *l);
 int cpt_snapshot_json(FILE *out, const cpt_live *l);
+/* The same as Prometheus text exposition for node_exporter's textfile collector
+ * (tui/snapshot_prometheus.c): collprof_live_* families, a sample per process labelled job,
+ * rank, local_rank, host and pid. 0, or -1 when out fails. */
+int cpt_snapshot_prometheus(FILE *out, const cpt_live *l);
 
 #endif

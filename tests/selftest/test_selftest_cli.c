@@ -208,12 +208,17 @@ static void healthy_h100_passes_near_the_model(void **state)
         assert_string_equal(field(c, "unit"), "GB/s");
         double model = emu_model_busbw(o, ops[i], 370.0, 1.0, 8);
         double got = num(c, "measured");
-        if (!SANITIZED || i == 0) {
+        if (!SANITIZED) {
             assert_string_equal(field(c, "status"), "PASS");
             if (fabs(got - model) > TOLERANCE * model)
                 fail_msg("%s: %.1f GB/s, the emulation's model %.1f", name, got, model);
-        } else if (got < 0.3 * model || got > 1.05 * model) {
-            fail_msg("%s: %.1f GB/s, the emulation's model %.1f", name, got, model);
+        } else {
+            /* under the sanitizers on a loaded 2-core machine the ranks' hosts enqueue late
+             * and skew the per-call times (the whole verdict may WARN, above): never a FAIL,
+             * and within what a slow host explains */
+            assert_string_not_equal(field(c, "status"), "FAIL");
+            if (got < 0.3 * model || got > 1.05 * model)
+                fail_msg("%s: %.1f GB/s, the emulation's model %.1f", name, got, model);
         }
         /* judged against NVLink, not against something slower */
         assert_true(num(c, "expected") > 0.5 * model);
