@@ -98,7 +98,9 @@ static int prometheus(const char *verb, const char *path, double delay_s, int on
     cp_settings set;
     cp_settings_load(&set);
     l.hang_s = set.hang_s;
-    struct sigaction sa = {.sa_handler = on_stop}, old_int, old_term;
+    /* SA_RESTART: a signal during a write must not fail it (EINTR); nanosleep returns
+     * EINTR whatever the flag, which ends the wait */
+    struct sigaction sa = {.sa_handler = on_stop, .sa_flags = SA_RESTART}, old_int, old_term;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
