@@ -6,8 +6,10 @@ set -eu
 # dpkg-dev and file: CPack works out the .deb's Depends with dpkg-shlibdeps (make package).
 # openmpi-bin, slurm-wlm and munge: the real launchers tests/cli/test_run_launchers.c runs
 # jobs under (mpirun; srun on a one-node Slurm of the test's own, authenticated by munge).
+# prometheus: for its promtool, which checks the Prometheus text collprof writes (the
+# package's service is not started: the tests only run promtool).
 PKGS="cmake make gcc clang pkg-config libunwind8 libncurses-dev libjson-c-dev \
-libcmocka-dev libxxhash-dev tmux python3 valgrind openmpi-bin slurm-wlm munge dpkg-dev file"
+libcmocka-dev libxxhash-dev tmux python3 valgrind openmpi-bin slurm-wlm munge dpkg-dev file prometheus"
 
 missing=""
 for p in $PKGS; do

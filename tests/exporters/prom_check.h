@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_FAMILIES 256
 #define MAX_SERIES 4096
@@ -331,6 +332,31 @@ static inline const char *check_exposition(const char *text)
         if (!c.fam[i].help || !c.fam[i].typed)
             rc = bad(&c, 0, "family %s without HELP or TYPE", c.fam[i].name);
     return rc ? c.err : NULL;
+}
+
+/* promtool itself (Debian's prometheus package, which `make deps` installs), when it is on
+ * the PATH: `promtool check metrics` on text. 0 accepted, 1 refused (why printed), -1 no
+ * promtool here. */
+static inline int promtool_check(const char *text)
+{
+    if (system("command -v promtool >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "promtool not found: its own check skipped (make deps installs it)\n");
+        return -1;
+    }
+    const char *tmp = getenv("TMPDIR");
+    char in[4200];
+    snprintf(in, sizeof in, "%s/collprof-promtool-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    int fd = mkstemp(in);
+    if (fd < 0)
+        return 1;
+    size_t len = strlen(text);
+    ssize_t w = write(fd, text, len);
+    close(fd);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "promtool check metrics < %s 1>&2", in);
+    int rc = (w == (ssize_t)len) ? system(cmd) : 1;
+    unlink(in);
+    return rc == 0 ? 0 : 1;
 }
 
 #endif

@@ -15,6 +15,9 @@
 static void the_checker_refuses_each_broken_rule(void **state)
 {
     (void)state;
+    /* and promtool, where it is here, refuses a broken value: its check means something */
+    assert_int_not_equal(promtool_check("# HELP x_total X.\n# TYPE x_total counter\n"
+                                        "x_total{a=\"1\"} one\n"), 0);
     static const char good[] =
         "# HELP a_total A.\n# TYPE a_total counter\na_total{op=\"x\\\"y\\\\z\\n\"} 1\n"
         "# HELP d_seconds D.\n# TYPE d_seconds summary\nd_seconds{quantile=\"0.5\"} 1e-05\n"
@@ -63,6 +66,8 @@ static void assert_valid(const char *text)
     const char *why = check_exposition(text);
     if (why)
         fail_msg("invalid exposition: %s\n%s", why, text);
+    if (promtool_check(text) > 0)
+        fail_msg("promtool check metrics refuses it (above):\n%s", text);
 }
 
 static void the_export_passes_and_holds_the_jobs_numbers(void **state)

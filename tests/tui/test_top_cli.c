@@ -181,6 +181,8 @@ static void prometheus_once_for_the_textfile_collector(void **state)
     const char *why = check_exposition(text);
     if (why)
         fail_msg("not an exposition the textfile collector takes: %s\n%s", why, text);
+    if (promtool_check(text) > 0)
+        fail_msg("promtool check metrics refuses it (above):\n%s", text);
     expect_line(text, "collprof_live_ranks{state=\"running\"} 1\n");
     expect_line(text, "collprof_live_ranks{state=\"hung\"} 1\n");
     char labels[160];
