@@ -1,7 +1,9 @@
 /* present/: how an analysis is said, the same way in every output that writes words: the
- * text and JSON reports, the exporters and the screens of `view` (analyzer -> present ->
- * exporters, tui). Op names, exact sizes, rank lists, comm ids, call sites, the op table's
- * rows and a trace's holes; nothing here computes a figure, it only writes one.
+ * text and JSON reports, the exporters and the screens of `view` and `top` (analyzer ->
+ * present -> exporters, tui). Op names, exact sizes, rank lists, comm ids, call sites, the op
+ * table's rows, a trace's holes, refused calls, why a straggler was late (words.c,
+ * stat_row.c, holes.c, refused.c, cause.c) and Prometheus text (prom.c); nothing here
+ * computes a figure, it only writes one.
  */
 #ifndef COLLPROF_PRESENT_H
 #define COLLPROF_PRESENT_H
