@@ -215,10 +215,11 @@ static inline int64_t cpa_round_i64(double v)
 #define CPA_LATE_MIN_US 1000.0
 
 /* Why the late rank was late (issue 19), from what the trace has, per late collective; L is
- * its lateness (its GPU start after the others' median start S):
- *   HOST        it entered NCCL at or after S + L/2: its GPU waited for its host (data
- *               loading, Python, CPU contention). A collective timed on the host only is
- *               always this: its arrival is the entry;
+ * its lateness (its GPU start after the others' median start S), H its host entry after the
+ * others' median entry:
+ *   HOST        H >= L/2 and its stream was free when it entered: its GPU waited for its
+ *               host (data loading, Python, CPU contention). A collective timed on the
+ *               host only is always this: its arrival is the entry;
  *   COLLECTIVE  it entered on time, but its stream was still in an earlier NCCL operation
  *               (another comm's collective, a send/recv) past half the lateness: that one took
  *               longer on this rank (a slow link or NIC on its path);

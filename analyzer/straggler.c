@@ -113,15 +113,16 @@ static int late_cause(const cpa_model *m, const cpa_matched *mt, const cpa_clock
         prev_end = (int64_t)cpa_clock_gpu_job_ns(m, c, p[k].rank_idx, c2->gpu_end_ns);
         break;
     }
-    /* The GPU starts the collective once its host enqueued it and its stream is free, so the
-     * later of the two, when it came after half the lateness had passed past the others' GPU
-     * starts (arr[k] - late is their median), is the cause: the host (it had not even entered
-     * NCCL), or the earlier NCCL operation that still held the stream. Neither: other GPU work
-     * held it. The rank's entry against the others' entries is the figure shown, not the
-     * test: a host that enqueues ahead of its GPU may enter late against the others' hosts and
-     * still be early for its own stream. */
+    /* The GPU starts the collective once its host enqueued it and its stream is free. The
+     * host is the cause when its stream was free by the time it enqueued (else the stream,
+     * not the host, was the gate: a host that enqueues ahead may enter late against the
+     * other hosts and still be early for its own stream) and it entered at least half the
+     * lateness after the other hosts (their launch latency is theirs too: a loaded machine's
+     * stream workers start every collective tens of ms after its entry). Else the earlier
+     * NCCL operation that held the stream past half the lateness after the others' GPU
+     * starts (arr[k] - late is their median); neither: other GPU work held it. */
     double half = (double)arr[k] - late / 2;
-    if ((double)mine >= half && mine >= prev_end)
+    if (mine >= prev_end && (double)(mine - ent[(n - 1) / 2]) >= late / 2)
         return CPA_CAUSE_HOST;
     if (prev && (double)prev_end >= half) {
         *held = prev;
