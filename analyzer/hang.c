@@ -13,8 +13,9 @@
  *     the others finished everything, the last of it, where the job ended;
  *   - every rank called it, each timed it, none finished it, and nothing later finished;
  *   - a watchdog HANG record names it, unless that rank went on to finish a later call it
- *     made after the record (a stall that cleared, not a hang). A HANG record stands even
- *     when DONEs follow: an abort ends the kernels it releases.
+ *     made after the record (a stall that cleared, not a hang), or its own call's DONE
+ *     says the kernel ended before the record was written (the news came late). A HANG
+ *     record stands even when DONEs follow: an abort ends the kernels it releases.
  * At that operation a rank that made no call there (nor later) is missing, the others wait
  * (a rank whose call there was lost but that went on counts as waiting); RANK_EXITED when a
  * missing rank's trace has no END (killed) or ended on a signal. When every rank called it,
@@ -118,11 +119,33 @@ static int timed_none_done(const finder *f, const cpa_op *o)
     return o->nparts > 0;
 }
 
+/* Whether h's own call finished on its GPU before the record was written: the watchdog
+ * went by what the shim knew then, and its news of the end came late (its plugin's DONEs
+ * once waited behind a stuck calibration call). A stall that is over before it is reported
+ * is no hang; a kernel an abort or a dead peer ends comes after the record. */
+static int refuted_by_its_done(const finder *f, const comm_view *cv, const seen *h)
+{
+    size_t i = cpa_hg_op_lower(cv, h->seq);
+    if (i >= cv->nops || cv->ops[i].seq != h->seq)
+        return 0;
+    const cpa_op *o = &cv->ops[i];
+    for (uint32_t p = 0; p < o->nparts; p++) {
+        const cpa_part *pt = &f->mt->parts[o->first_part + p];
+        if (pt->rank_idx != h->rank_idx)
+            continue;
+        const cpa_call *c = call_of(f, pt);
+        return c->done && c->gpu_timed && c->gpu_end_ns < h->at_ns;
+    }
+    return 0;
+}
+
 /* A collective HANG record that still stands: its rank did not go on to finish a later
- * call entered after the record. */
-static int hang_stands(const comm_view *cv, const seen *h)
+ * call entered after the record, nor had it finished this one before the record. */
+static int hang_stands(const finder *f, const comm_view *cv, const seen *h)
 {
     if (!cp_op_is_collective(h->op))
+        return 0;
+    if (refuted_by_its_done(f, cv, h))
         return 0;
     long k = cpa_hg_member_of_idx(cv, h->rank_idx);
     if (k < 0)
@@ -132,10 +155,10 @@ static int hang_stands(const comm_view *cv, const seen *h)
     return !(mb->done1 && mb->done1 - 1 > h->seq && mb->done_enter_ns > h->at_ns);
 }
 
-static int hang_named(const comm_view *cv, uint64_t seq)
+static int hang_named(const finder *f, const comm_view *cv, uint64_t seq)
 {
     for (size_t i = cpa_hg_seen_lower(cv, seq); i < cv->nhs && cv->hs[i].seq == seq; i++)
-        if (hang_stands(cv, &cv->hs[i]))
+        if (hang_stands(f, cv, &cv->hs[i]))
             return 1;
     return 0;
 }
@@ -207,7 +230,7 @@ static uint64_t stop_seq(const finder *f, comm_view *cv)
         uint64_t typical = killed ? typical_gpu_ns(f, cv, i0) : 0;
         if (killed)
             while (i < cv->nops && finished(f, &cv->ops[i]) &&
-                   !hang_named(cv, cv->ops[i].seq) && !cut_short(f, &cv->ops[i], typical))
+                   !hang_named(f, cv, cv->ops[i].seq) && !cut_short(f, &cv->ops[i], typical))
                 i++;
         if (i < cv->nops)
             best = cv->ops[i].seq;
@@ -224,7 +247,7 @@ static uint64_t stop_seq(const finder *f, comm_view *cv)
             break;
         }
     for (size_t i = 0; i < cv->nhs && cv->hs[i].seq < best; i++)
-        if (hang_stands(cv, &cv->hs[i])) {
+        if (hang_stands(f, cv, &cv->hs[i])) {
             best = cv->hs[i].seq;
             break;
         }

@@ -83,8 +83,6 @@ void cp_gpu_pending_add(const cp_pending_slot *slot)
         g_cap = cap;
     }
     g_q[g_n++] = *slot;
-    if (slot->pcall && !slot->recorded && slot->release)
-        cp_plugin_calib_queued(slot->pcall, +1);
     atomic_store_explicit(&g_want, 1, memory_order_relaxed);
 }
 
@@ -286,9 +284,18 @@ static int finish_plugin(cp_trace_writer *w, cp_pending_slot *p)
     if (!complete && !g_plugin_final)
         return 0;
     if (!p->recorded && p->release) { /* calibrating */
-        if (complete && !g_plugin_final && !calibrate(p, &v))
+        if (complete && !g_plugin_final && !calibrate(p, &v)) {
+            /* Held from its end, not from its launch: a calibrating call that hangs (the
+             * window's pick can be the call the job hangs in) once held the comm's earlier,
+             * finished calls until the job's end, and the watchdog named one of them. */
+            if (!p->calib_held) {
+                p->calib_held = 1;
+                cp_plugin_calib_queued(p->pcall, +1);
+            }
             return 0;
-        cp_plugin_calib_queued(p->pcall, -1);
+        }
+        if (p->calib_held)
+            cp_plugin_calib_queued(p->pcall, -1);
     } else if (p->recorded && complete && !g_plugin_final && cp_plugin_calib_waiting(p->pcall)) {
         return 0;
     }

@@ -420,9 +420,10 @@ void cp_plugin_tick(uint64_t now_ns);
 /* Writer: an upper bound of host - globaltimer from a call timed both ways (its events' end
  * less its plugin's end; two's complement), kept beside the callbacks' in the same windows. */
 void cp_plugin_calibrate(cp_pcall *p, uint64_t offset_ns);
-/* Writer: a calibrating call entered (+1) or left (-1) the queue; while one waits, the comm's
- * other plugin times wait for it (converted before it, they would rest on the callbacks'
- * bound alone: milliseconds late on a loaded machine). */
+/* Writer: a calibrating call whose kernel NCCL says has ended began (+1) or stopped (-1)
+ * waiting for its events' DONE; while one waits, the comm's other plugin times wait for it
+ * (converted before it, they would rest on the callbacks' bound alone: milliseconds late on
+ * a loaded machine). Only from its end: one that never ends (a hang) holds nothing back. */
 void cp_plugin_calib_queued(cp_pcall *p, int delta);
 /* Writer: a complete call entered NCCL at enter_ns (host) and its first channel began at gt
  * (globaltimer): a kernel starts after its call's entry, a lower bound of the offset. */
@@ -533,6 +534,7 @@ typedef struct cp_pending_slot {
                           * discarded plugin call: events timed it too, calibrate with it) */
     uint8_t recorded;    /* 0: the events could not be recorded (DONE says timing none) */
     uint8_t waits;       /* a calibrating plugin call: polls spent waiting for its events */
+    uint8_t calib_held;  /* ... and it holds its comm's other plugin times meanwhile */
     cp_gpu_ctx *ctx;
     uint32_t pair;
     cp_pcall *pcall;     /* NULL: events; else NCCL's plugin times it (or, discarded, frees it) */

@@ -813,8 +813,12 @@ static void px_list_add(cpn_prof_plan *p)
         return;
     p->listed = 1;
     atomic_fetch_add(&p->refs, 1);
-    p->next = px_head;
-    px_head = p;
+    /* at the tail: ties go to the earlier launch, as NCCL's proxy sees its ops in order */
+    p->next = NULL;
+    cpn_prof_plan **pp = &px_head;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = p;
 }
 
 static void deliver_start(cpn_prof_plan *p, prof_task *t, uint64_t start)
@@ -843,11 +847,15 @@ static void deliver_stop(prof_task *t, uint64_t end)
         }
 }
 
-/* One pass over the posted tasks: delivers the first one due (lock dropped around the
- * callbacks), or says when the next one will be. 1: something was delivered. */
+/* One pass over the posted tasks: delivers the one due first (lock dropped around the
+ * callbacks), or says when the next one will be. In time order, as NCCL's proxy observes its
+ * kernels' channels: a backlog (the proxy thread held off the CPU) once came out newest
+ * first, a later collective's end before an earlier one's. 1: something was delivered. */
 static int px_step(uint64_t *next)
 {
-    uint64_t now = cpn_now_ns();
+    uint64_t now = cpn_now_ns(), best_at = UINT64_MAX;
+    cpn_prof_plan *best_p = NULL;
+    prof_task *best_t = NULL;
     *next = UINT64_MAX;
     for (cpn_prof_plan **pp = &px_head; *pp;) {
         cpn_prof_plan *p = *pp;
@@ -864,22 +872,11 @@ static int px_step(uint64_t *next)
             if (now < at) {
                 if (at < *next)
                     *next = at;
-                continue;
+            } else if (at < best_at) {
+                best_at = at;
+                best_p = p;
+                best_t = t;
             }
-            p->pc->delivering++;
-            pthread_mutex_unlock(&px_lock);
-            if (start)
-                deliver_start(p, t, at);
-            else
-                deliver_stop(t, at);
-            pthread_mutex_lock(&px_lock);
-            p->pc->delivering--;
-            t->kstate = start ? KS_STARTED : KS_DONE;
-            if (!start && --p->pc->pending == 0)
-                pthread_cond_broadcast(&px_done);
-            else if (p->pc->delivering == 0)
-                pthread_cond_broadcast(&px_done);
-            return 1;
         }
         if (!p->ready) {
             pp = &p->next;
@@ -893,7 +890,23 @@ static int px_step(uint64_t *next)
         }
         pp = &p->next;
     }
-    return 0;
+    if (!best_t)
+        return 0;
+    int start = best_t->kstate == KS_POSTED;
+    best_p->pc->delivering++;
+    pthread_mutex_unlock(&px_lock);
+    if (start)
+        deliver_start(best_p, best_t, best_at);
+    else
+        deliver_stop(best_t, best_at);
+    pthread_mutex_lock(&px_lock);
+    best_p->pc->delivering--;
+    best_t->kstate = start ? KS_STARTED : KS_DONE;
+    if (!start && --best_p->pc->pending == 0)
+        pthread_cond_broadcast(&px_done);
+    else if (best_p->pc->delivering == 0)
+        pthread_cond_broadcast(&px_done);
+    return 1;
 }
 
 static void *px_main(void *arg)

@@ -257,7 +257,9 @@ static void test_hang_record_then_done(void **state)
     job_open(&j, 4);
     for (int r = 0; r < 4; r++) {
         put_comm(&j, r, 0, WORLD, 4, r);
-        world_run(&j, r, 5, 5);
+        world_run(&j, r, 4, 4);
+        /* the abort 2.5 s in ends seq 5's kernels, after the records */
+        put_call_dur(&j, r, allreduce(0, 5), 2500000000ull);
         put_hang(&j, r, 0, 5, r == 1 ? CP_HANG_GPU_NOT_STARTED : CP_HANG_GPU_STARTED,
                  2000000000ull);
         put_end(&j, r);
@@ -268,6 +270,25 @@ static void test_hang_record_then_done(void **state)
     assert_string_equal(cpa_hang_verdict_name(res.h.rows[0].verdict), "RANK_NOT_JOINED");
     assert_ranks(res.h.rows[0].missing_ranks, res.h.rows[0].nmissing, RANKS(1));
     assert_true(res.h.rows[0].age_s == 2.0);
+    done_with(&j, &res);
+}
+
+/* Rank 4's watchdog named seq 1 a second in, yet seq 1's DONE says its kernel ended 10 us
+ * after it began: the shim learned of the end late (its plugin's DONEs once waited behind a
+ * calibration call that hung). The record is refuted; the hang is rank 5's seq 5. */
+static void test_hang_record_refuted_by_its_own_done(void **state)
+{
+    (void)state;
+    job j;
+    result res;
+    write_not_joined(&j, 1);
+    put_hang(&j, 4, 0, 1, CP_HANG_GPU_STARTED, 1000000000ull);
+    analyze(&j, &res);
+    assert_int_equal(res.h.nrows, 1);
+    const cpa_hang *h = &res.h.rows[0];
+    assert_int_equal(h->seq, 5);
+    assert_string_equal(cpa_hang_verdict_name(h->verdict), "RANK_NOT_JOINED");
+    assert_ranks(h->missing_ranks, h->nmissing, RANKS(5));
     done_with(&j, &res);
 }
 
@@ -491,6 +512,7 @@ int main(void)
         cmocka_unit_test(test_not_started_then_killed),
         cmocka_unit_test(test_hang_record_then_done),
         cmocka_unit_test(test_hang_record_cleared),
+        cmocka_unit_test(test_hang_record_refuted_by_its_own_done),
         cmocka_unit_test(test_split_comm),
         cmocka_unit_test(test_cascade),
         cmocka_unit_test(test_lost_call_no_hang),

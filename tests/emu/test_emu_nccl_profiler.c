@@ -275,6 +275,29 @@ static unsigned long long check_channels(const evlog *L, int pid, const ev *task
     return first;
 }
 
+/* NCCL's proxy sees its kernels' channels in time order: each KernelCh start and stop pTimer
+ * of a process is no earlier than the one called back before it (one stream, one comm). */
+static void assert_kernel_times_in_order(const evlog *L, int pid)
+{
+    unsigned long long prev = 0;
+    for (int i = 0; i < L->n; i++) {
+        const ev *e = &L->e[i];
+        unsigned long long t;
+        if (e->pid != pid)
+            continue;
+        if (!strcmp(e->kind, "start") && e->type == ncclProfileKernelCh)
+            t = e->ptimer;
+        else if (!strcmp(e->kind, "state") && e->st == ncclProfilerKernelChStop)
+            t = e->ptimer;
+        else
+            continue;
+        if (t < prev)
+            fail_msg("pid %d: a kernel channel's time %llu called back after %llu", pid, t,
+                     prev);
+        prev = t;
+    }
+}
+
 static void v5_job_reports_api_task_and_kernel_events(void **state)
 {
     (void)state;
@@ -346,6 +369,7 @@ static void v5_job_reports_api_task_and_kernel_events(void **state)
             }
         }
         assert_true(ar_seq == 3);
+        assert_kernel_times_in_order(&L, pid);
         /* finalize comes last */
         int fi = -1;
         for (int i = 0; i < L.n; i++)

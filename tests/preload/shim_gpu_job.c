@@ -8,11 +8,14 @@
  *   sites       3 calls from site_a (one line), 1 from site_b
  *   events-term N  N AllReduces on a stream, then SIGTERM at once (default action): the
  *               DONEs the shim has not made yet die with the process
+ *   hold N      N AllReduces on a stream, 1.5 s of nothing, then a Broadcast on a second
+ *               stream (with STUB_NCCL_PROFILER_HOLD, a call the plugin never sees end)
  */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/cuda_abi.h"
 #include "common/cuda_api_list.h"
@@ -95,6 +98,11 @@ int main(int argc, char **argv)
         for (int i = 0; i < n; i++)
             CHECK(ncclAllReduce(g_buf, g_buf, 16, ncclFloat32, ncclSum, c, (cudaStream_t)s1));
         raise(SIGTERM);
+    } else if (!strcmp(what, "hold")) {
+        for (int i = 0; i < n; i++)
+            CHECK(ncclAllReduce(g_buf, g_buf, 16, ncclFloat32, ncclSum, c, (cudaStream_t)s1));
+        nanosleep(&(struct timespec){1, 500000000}, NULL);
+        CHECK(ncclBroadcast(g_buf, g_buf, 16, ncclFloat32, 0, c, (cudaStream_t)s2));
     } else if (!strcmp(what, "sites")) {
         site_a(c, s1);
         site_b(c, s1);

@@ -21,6 +21,9 @@
  * bench_shim needs to measure the plugin's cost on the calling thread against a call that
  * costs nothing itself (the emulated NCCL, emu/nccl/profiler.c, is the faithful one).
  * STUB_NCCL_PROFILER=null makes the same calls into a built-in plugin that does nothing.
+ * STUB_NCCL_PROFILER_HOLD=K: the K-th such AllReduce's channels (from 0) start and never stop,
+ * a kernel that hangs while the calls after it finish (as the plugin sees a hung call that
+ * the shim picked to calibrate with, while the comm's other calls complete).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -60,6 +63,7 @@ static pthread_once_t g_prof_once = PTHREAD_ONCE_INIT;
 static struct { void *ctx, *task; } g_proxy_ring[STUB_PROXY_RING];
 static pthread_once_t g_proxy_once = PTHREAD_ONCE_INIT;
 static _Atomic uint64_t g_proxy_head, g_proxy_tail;
+static long long g_proxy_hold = -1;
 
 static uint64_t stub_realtime(void)
 {
@@ -87,7 +91,7 @@ static void *stub_proxy(void *arg)
             d.kernelCh.pTimer = stub_realtime();
             void *h = NULL;
             g_prof->startEvent(ctx, &h, &d);
-            if (h) {
+            if (h && (long long)t != g_proxy_hold) {
                 ncclProfilerEventStateArgs_v5_t a = {.kernelCh = {stub_realtime()}};
                 g_prof->recordEventState(h, ncclProfilerKernelChStop, &a);
                 g_prof->stopEvent(h);
@@ -100,6 +104,9 @@ static void *stub_proxy(void *arg)
 
 static void proxy_start(void)
 {
+    const char *hold = getenv("STUB_NCCL_PROFILER_HOLD");
+    if (hold && *hold)
+        g_proxy_hold = atoll(hold);
     pthread_t t;
     if (pthread_create(&t, NULL, stub_proxy, NULL) == 0)
         pthread_detach(t);

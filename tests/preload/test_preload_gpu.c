@@ -15,6 +15,7 @@
 typedef struct seen {
     cp_file_header header;
     cp_rec_call calls[4096];
+    size_t dones_before[4096]; /* DONE records the file had before each CALL */
     size_t ncalls;
     cp_rec_done dones[4096];
     size_t ndones;
@@ -31,8 +32,10 @@ static seen g_seen;
 static int on_call(void *ctx, const cp_rec_call *r)
 {
     seen *s = ctx;
-    if (s->ncalls < 4096)
+    if (s->ncalls < 4096) {
+        s->dones_before[s->ncalls] = s->ndones;
         s->calls[s->ncalls++] = *r;
+    }
     return 0;
 }
 static int on_done(void *ctx, const cp_rec_done *r)
@@ -141,6 +144,43 @@ static void every_timed_call_has_one_done_in_stream_order(void **state)
     assert_int_equal(timed, 23);
     assert_int_equal(g_seen.ndones, 23);
     assert_int_equal(st_count_lines(g_res.err, "collprof: WARN"), 0);
+}
+
+/* Auto mode times a comm's first call both ways, to calibrate the plugin's GPU clock, and
+ * holds the comm's plugin times until it can. When that call never ends (the job hangs in
+ * it: a window's calibrating pick can be the hung call) the calls that did end must still
+ * get their DONEs, at once: held to the job's end, they once made the watchdog name a
+ * finished call and the report a hang at the wrong collective. */
+static void a_calibrating_call_that_never_ends_holds_back_no_other(void **state)
+{
+    (void)state;
+    const char *env[] = {"COLLPROF_GPU_TIMING=auto", "STUB_NCCL_PROFILER=1",
+                         "STUB_NCCL_PROFILER_HOLD=0", NULL};
+    const char *argv[] = {"hold", "8", NULL};
+    run("shim_gpu_job", env, argv);
+    size_t bcast = SIZE_MAX, allreduces = 0;
+    for (size_t i = 0; i < g_seen.ncalls; i++) {
+        if (g_seen.calls[i].op == CP_OP_BROADCAST)
+            bcast = i;
+        allreduces += g_seen.calls[i].op == CP_OP_ALLREDUCE;
+    }
+    assert_int_equal(allreduces, 8);
+    assert_true(bcast != SIZE_MAX);
+    /* 1.5 s after the last AllReduce, before the Broadcast's CALL: every AllReduce's DONE
+     * (the first's by its events, the others' by the plugin) */
+    size_t plugin = 0, events = 0;
+    for (size_t i = 0; i < g_seen.dones_before[bcast]; i++) {
+        const cp_rec_done *d = &g_seen.dones[i];
+        if (d->op != CP_OP_ALLREDUCE)
+            continue;
+        plugin += d->timing == CP_TIMING_PLUGIN;
+        events += d->timing == CP_TIMING_EVENTS && d->seq == 0;
+    }
+    if (plugin != 7 || events != 1)
+        fprintf(stderr, "before the Broadcast: %zu plugin DONEs, %zu events DONE of seq 0 "
+                        "(%zu DONEs in all)\n", plugin, events, g_seen.ndones);
+    assert_int_equal(events, 1);
+    assert_int_equal(plugin, 7);
 }
 
 static void sample_n_times_every_nth_call(void **state)
@@ -450,6 +490,7 @@ int main(void)
     g_tmp = st_tmpdir();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_timed_call_has_one_done_in_stream_order),
+        cmocka_unit_test(a_calibrating_call_that_never_ends_holds_back_no_other),
         cmocka_unit_test(sample_n_times_every_nth_call),
         cmocka_unit_test(auto_without_the_plugin_times_within_its_budget),
         cmocka_unit_test(off_gives_no_done),
