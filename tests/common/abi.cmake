@@ -57,6 +57,29 @@ else()
   cp_abi_skipped_test(test_abi_cuda_real "no ${CP_ABI_CUDA_H} (set CUDA_HOME to a CUDA toolkit)")
 endif()
 
+set(CP_ABI_CUPTI_H ${CP_ABI_CUDA_HOME}/include/cupti_activity.h)
+if(EXISTS ${CP_ABI_CUPTI_H})
+  collprof_add_test(test_abi_cupti_real
+    ${CP_ABI_DIR}/test_abi_cupti_real.c
+    ${CP_ABI_DIR}/test_abi_cupti_real_side.c
+    ${CP_ABI_DIR}/test_abi_cupti_ours_side.c
+    ${CP_ABI_DIR}/test_abi_util.c)
+  cp_abi_real_header_source(test_abi_cupti_real_side.c)
+  # the toolkit keeps libcupti in lib64/ (or lib/); older ones in extras/CUPTI/lib64
+  set(CP_ABI_LIBCUPTI ${CP_ABI_CUDA_HOME}/lib64/libcupti.so)
+  foreach(cand ${CP_ABI_CUDA_HOME}/lib/libcupti.so ${CP_ABI_CUDA_HOME}/extras/CUPTI/lib64/libcupti.so)
+    if(NOT EXISTS ${CP_ABI_LIBCUPTI} AND EXISTS ${cand})
+      set(CP_ABI_LIBCUPTI ${cand})
+    endif()
+  endforeach()
+  target_compile_definitions(test_abi_cupti_real PRIVATE
+    CP_TEST_CUPTI_ABI_H="${CMAKE_SOURCE_DIR}/common/cupti_abi.h"
+    CP_TEST_LIBCUPTI="${CP_ABI_LIBCUPTI}")
+else()
+  cp_abi_skipped_test(test_abi_cupti_real
+    "no ${CP_ABI_CUPTI_H} (set CUDA_HOME to a CUDA toolkit with CUPTI)")
+endif()
+
 set(CP_ABI_LIBNCCL ${CP_ABI_CUDA_HOME}/lib64/libnccl.so.2)
 if(EXISTS ${CP_ABI_LIBNCCL})
   collprof_add_test(test_abi_nccl_symbols

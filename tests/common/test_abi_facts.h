@@ -231,4 +231,35 @@
     X(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND) \
     X(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT)
 
+/* cp_krec: the kernel record each side reads (a typedef of CUpti_ActivityKernel10 in the real
+ * header's side, of cp_cupti_kernel_head in ours); cp_krec9 the same for version 9 (CUDA
+ * 12's). Typedefs, not macros: a fact's text must read the same on both sides. */
+#define CP_TEST_CUPTI_KERNEL_FIELDS(X, T) \
+    X(offsetof(T, kind)) X(offsetof(T, start)) X(offsetof(T, end)) X(offsetof(T, completed)) \
+    X(offsetof(T, deviceId)) X(offsetof(T, contextId)) X(offsetof(T, streamId)) \
+    X(offsetof(T, correlationId)) X(offsetof(T, gridId)) X(offsetof(T, name)) \
+    X(CP_TEST_FIELD_SIZE(T, start)) X(CP_TEST_FIELD_SIZE(T, streamId)) \
+    X(CP_TEST_FIELD_SIZE(T, correlationId)) X(CP_TEST_FIELD_SIZE(T, name))
+#define CP_TEST_CUPTI_FACTS(X) \
+    X(CUPTI_SUCCESS) X(CUPTI_ERROR_INVALID_PARAMETER) X(CUPTI_ERROR_MAX_LIMIT_REACHED) \
+    X(CUPTI_ERROR_NOT_INITIALIZED) X(CUPTI_ERROR_QUEUE_EMPTY) X(CUPTI_ERROR_INVALID_KIND) \
+    X(CUPTI_ERROR_NOT_SUPPORTED) X(CUPTI_ERROR_UNKNOWN) X(CUPTI_ERROR_FORCE_INT) \
+    X(sizeof(CUptiResult)) \
+    X(CUPTI_ACTIVITY_KIND_INVALID) X(CUPTI_ACTIVITY_KIND_KERNEL) X(CUPTI_ACTIVITY_KIND_DRIVER) \
+    X(CUPTI_ACTIVITY_KIND_RUNTIME) X(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) \
+    X(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) X(CUPTI_ACTIVITY_KIND_FORCE_INT) \
+    X(sizeof(CUpti_ActivityKind)) \
+    X(CUPTI_EXTERNAL_CORRELATION_KIND_INVALID) X(CUPTI_EXTERNAL_CORRELATION_KIND_UNKNOWN) \
+    X(CUPTI_EXTERNAL_CORRELATION_KIND_OPENACC) X(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) \
+    X(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1) X(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2) \
+    X(CUPTI_EXTERNAL_CORRELATION_KIND_FORCE_INT) X(sizeof(CUpti_ExternalCorrelationKind)) \
+    X(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) \
+    X(sizeof(CUpti_Activity)) X(_Alignof(CUpti_Activity)) \
+    X(sizeof(CUpti_ActivityExternalCorrelation)) X(_Alignof(CUpti_ActivityExternalCorrelation)) \
+    X(offsetof(CUpti_ActivityExternalCorrelation, externalKind)) \
+    X(offsetof(CUpti_ActivityExternalCorrelation, externalId)) \
+    X(offsetof(CUpti_ActivityExternalCorrelation, correlationId)) \
+    X(CP_CUPTI_KERNEL10_SIZE) X(_Alignof(cp_krec)) \
+    CP_TEST_CUPTI_KERNEL_FIELDS(X, cp_krec) CP_TEST_CUPTI_KERNEL_FIELDS(X, cp_krec9)
+
 #endif
