@@ -115,7 +115,7 @@ typedef struct cpa_stat {
     double busbw_gbps;
     /* Where its times come from: operations timed on the GPU by NCCL's profiler plugin, by
      * CUDA events, or on the host only (no GPU time on any rank: the enqueue's duration). */
-    uint64_t timed_plugin, timed_events, timed_host;
+    uint64_t timed_plugin, timed_events, timed_host, timed_cupti;
     /* What NCCL's plugin said it ran them with: operations by algorithm and protocol
      * (enum cp_algo x cp_proto; [0][0] none said), and the most channels any used. */
     uint32_t algo_proto[CP_ALGO_COUNT][CP_PROTO_COUNT];

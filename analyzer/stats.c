@@ -205,7 +205,9 @@ static double op_time_ns(const cpa_model *m, const cpa_matched *mt, const cpa_op
         if (c->gpu_timed) {
             /* the DONE says whose times these are: an NCCL_OP may come beside an events
              * DONE (auto mode times some calls by events while NCCL's plugin runs) */
-            uint8_t src = c->timing == CP_TIMING_PLUGIN ? 2 : 1;
+            uint8_t src = c->timing == CP_TIMING_CUPTI    ? 3
+                          : c->timing == CP_TIMING_PLUGIN ? 2
+                                                          : 1;
             if (src > smp->source)
                 smp->source = src;
             double d = (double)(c->gpu_end_ns - c->gpu_start_ns);
@@ -279,6 +281,7 @@ static void fill_row(cpa_stat *row, const sample *s, size_t n)
         row->timed_plugin += s[k].source == 2;
         row->timed_events += s[k].source == 1;
         row->timed_host += s[k].source == 0;
+        row->timed_cupti += s[k].source == 3;
         if (s[k].algo < CP_ALGO_COUNT && s[k].proto < CP_PROTO_COUNT &&
             (s[k].algo || s[k].proto) && row->algo_proto[s[k].algo][s[k].proto] < UINT32_MAX)
             row->algo_proto[s[k].algo][s[k].proto]++;

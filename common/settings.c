@@ -197,7 +197,9 @@ static const setting table[] = {
     {"COLLPROF_GPU_TIMING", "auto|plugin|events|cupti|off|sample:N", "auto",
      "how GPU start/end times are taken: auto takes them from NCCL's profiler plugin (the shim "
      "is one) and falls back to CUDA events, within COLLPROF_OVERHEAD, where NCCL gives none; "
-     "plugin never records an event; events times every call; sample:N every Nth",
+     "plugin never records an event; events times every call; sample:N every Nth; cupti "
+     "takes them from CUPTI's kernel records (libcupti beside the job's CUDA, opened at run "
+     "time; events if there is none)",
      parse_gpu_timing},
     {"COLLPROF_OVERHEAD", "PERCENT", "0.5",
      "auto mode: the events fallback's added host time stays under this share of each "

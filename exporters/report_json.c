@@ -242,6 +242,7 @@ static json_object *ops(jb *b, const cpa_analysis *a, size_t top)
         put(b, src, "plugin", chk(b, json_object_new_uint64(r->timed_plugin)));
         put(b, src, "events", chk(b, json_object_new_uint64(r->timed_events)));
         put(b, src, "host", chk(b, json_object_new_uint64(r->timed_host)));
+        put(b, src, "cupti", chk(b, json_object_new_uint64(r->timed_cupti)));
         put(b, o, "timing", src);
         json_object *algos = chk(b, json_object_new_object());
         for (unsigned al = 0; al < CP_ALGO_COUNT; al++)

@@ -71,15 +71,21 @@ static void row(FILE *out, const cpa_stat *r)
 /* What the rows rest on, in '#' lines: where the times come from, and what the trace lost. */
 static void footer(FILE *out, const cpa_analysis *a, const cpa_stats *s)
 {
-    uint64_t plugin = 0, events = 0, host = 0;
+    uint64_t plugin = 0, events = 0, host = 0, cupti = 0;
     for (size_t i = 0; i < s->nrows; i++) {
         plugin += s->rows[i].timed_plugin;
         events += s->rows[i].timed_events;
         host += s->rows[i].timed_host;
+        cupti += s->rows[i].timed_cupti;
     }
-    uint64_t all = plugin + events + host;
+    uint64_t all = plugin + events + host + cupti;
     fprintf(out, "#\n");
-    if (all)
+    if (all && cupti)
+        fprintf(out, "# times: CUPTI %.0f%%, NCCL's profiler plugin %.0f%%, CUDA events %.0f%%, "
+                     "host only %.0f%% of %" PRIu64 " operations\n",
+                100.0 * (double)cupti / (double)all, 100.0 * (double)plugin / (double)all,
+                100.0 * (double)events / (double)all, 100.0 * (double)host / (double)all, all);
+    else if (all)
         fprintf(out, "# times: NCCL's profiler plugin %.0f%%, CUDA events %.0f%%, host only %.0f%%"
                      " of %" PRIu64 " operations\n",
                 100.0 * (double)plugin / (double)all, 100.0 * (double)events / (double)all,

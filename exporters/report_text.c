@@ -311,14 +311,22 @@ static void section_ops(tw *w, const cpa_stats *s)
         wrapped(w, "", text, 2);
     }
     /* what the times rest on: NCCL's plugin, CUDA events, or the host's enqueue only */
-    uint64_t plugin = 0, events = 0, host = 0;
+    uint64_t plugin = 0, events = 0, host = 0, cupti = 0;
     for (size_t i = 0; i < s->nrows; i++) {
         plugin += s->rows[i].timed_plugin;
         events += s->rows[i].timed_events;
         host += s->rows[i].timed_host;
+        cupti += s->rows[i].timed_cupti;
     }
-    uint64_t all = plugin + events + host;
-    if (all) {
+    uint64_t all = plugin + events + host + cupti;
+    if (cupti) {
+        snprintf(text, sizeof text,
+                 "(times: on the GPU by CUPTI for %.0f%% of the operations, NCCL's plugin for "
+                 "%.0f%%, CUDA events for %.0f%%, the host's enqueue only for %.0f%%)",
+                 100.0 * (double)cupti / (double)all, 100.0 * (double)plugin / (double)all,
+                 100.0 * (double)events / (double)all, 100.0 * (double)host / (double)all);
+        wrapped(w, "", text, 2);
+    } else if (all) {
         snprintf(text, sizeof text,
                  "(times: on the GPU by NCCL's profiler plugin for %.0f%% of the operations, by "
                  "CUDA events for %.0f%%, the host's enqueue only for %.0f%%)",

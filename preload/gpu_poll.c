@@ -337,10 +337,31 @@ static int finish_plugin(cp_trace_writer *w, cp_pending_slot *p)
     return 1;
 }
 
+/* A call CUPTI's kernel records time: DONE once its kernels' span is whole; at the end,
+ * untimed if CUPTI never gave it (dropped, or still running). */
+static int finish_cupti(cp_trace_writer *w, const cp_pending_slot *p)
+{
+    cp_rec_done d = {.h = {CP_REC_DONE, sizeof d}, .comm_index = p->comm_index, .seq = p->seq,
+                     .peer = p->peer, .op = p->op, .timing = CP_TIMING_NONE};
+    uint64_t a, b;
+    if (cp_cupti_result(p->cupti_id, &a, &b)) {
+        d.gpu_start_ns = a;
+        d.gpu_end_ns = b < a ? a : b;
+        d.timing = CP_TIMING_CUPTI;
+    } else if (!g_plugin_final) {
+        return 0;
+    }
+    cp_trace_writer_append(w, &d);
+    cp_live_done(&d);
+    return 1;
+}
+
 static int finish(cp_trace_writer *w, cp_pending_slot *p)
 {
     if (p->pcall)
         return finish_plugin(w, p);
+    if (p->cupti)
+        return finish_cupti(w, p);
     struct ref *r = ref_of(p->ctx);
     cp_rec_done d = {.h = {CP_REC_DONE, sizeof d}, .comm_index = p->comm_index, .seq = p->seq,
                      .peer = p->peer, .op = p->op, .timing = CP_TIMING_NONE};
@@ -440,7 +461,9 @@ static int waiting(int plugin_too)
 void cp_gpu_poll(cp_trace_writer *w, int final)
 {
     int st = atomic_load_explicit(&cp_gpu_state, memory_order_relaxed);
-    if (st != CP_GPU_EVENTS && st != CP_GPU_PLUGIN) {
+    if (st == CP_GPU_CUPTI)
+        cp_cupti_flush(final == CP_POLL_END);
+    else if (st != CP_GPU_EVENTS && st != CP_GPU_PLUGIN) {
         g_n = 0; /* a fork child's inheritance: the parent's events, not ours to query */
         atomic_store_explicit(&g_want, 0, memory_order_relaxed);
         return;
@@ -454,6 +477,8 @@ void cp_gpu_poll(cp_trace_writer *w, int final)
     uint64_t until = cp_mono_ns() + CP_FINAL_WAIT_NS;
     while (final != CP_POLL_TICK && waiting(final == CP_POLL_END) && cp_mono_ns() < until) {
         nanosleep(&(struct timespec){0, 1000000}, NULL);
+        if (st == CP_GPU_CUPTI)
+            cp_cupti_flush(final == CP_POLL_END);
         poll_once(w);
     }
     if (final == CP_POLL_END) {

@@ -94,8 +94,6 @@ void cp_gpu_timing_start(void)
     }
     g_budget = s->gpu_timing == CP_GPU_TIMING_AUTO;
     g_budget_frac = s->overhead_pct / 100.0;
-    if (s->gpu_timing == CP_GPU_TIMING_CUPTI)
-        cp_info("COLLPROF_GPU_TIMING=cupti is not built yet: CUDA events are used");
     g_sample_n = s->gpu_timing == CP_GPU_TIMING_SAMPLE && s->gpu_timing_sample_n > 1
                      ? s->gpu_timing_sample_n
                      : 1;
@@ -110,7 +108,9 @@ void cp_gpu_timing_start(void)
         atomic_store(&cp_gpu_state, CP_GPU_HOST);
         return;
     }
-    atomic_store(&cp_gpu_state, CP_GPU_EVENTS);
+    /* cupti: libcupti is opened at the first timed call, once the job's CUDA is loaded */
+    atomic_store(&cp_gpu_state,
+                 s->gpu_timing == CP_GPU_TIMING_CUPTI ? CP_GPU_CUPTI : CP_GPU_EVENTS);
 }
 
 void cp_gpu_timing_reset_after_fork(void)
@@ -118,7 +118,7 @@ void cp_gpu_timing_reset_after_fork(void)
     /* CUDA cannot be used in a fork child of a process that initialized it, nor NCCL's
      * communicators (their proxy threads are the parent's). */
     int st = atomic_load(&cp_gpu_state);
-    if (st == CP_GPU_EVENTS || st == CP_GPU_PLUGIN)
+    if (st == CP_GPU_EVENTS || st == CP_GPU_PLUGIN || st == CP_GPU_CUPTI)
         atomic_store(&cp_gpu_state, CP_GPU_HOST);
     atomic_store(&cp_plugin_wanted, 0);
     cp_tls.pcall = NULL;
@@ -288,6 +288,46 @@ static void before_events(cp_gpu_mark *m, cudaStream_t stream)
     m->flags = CP_CALL_TIMED;
 }
 
+/* cupti: the outermost group's id, taken by its first timed call; NCCL launches the group's
+ * kernels in the outermost ncclGroupEnd, around which it is pushed. */
+static CP_TLS uint64_t g_cupti_group;
+
+void cp_gpu_before_cupti(cp_gpu_mark *m, cudaStream_t stream)
+{
+    if (CP_UNLIKELY(cp_cupti_start() != 0)) {
+        /* no CUPTI: events from now on, this call included */
+        atomic_store_explicit(&cp_gpu_state, CP_GPU_EVENTS, memory_order_relaxed);
+        before_events(m, stream);
+        return;
+    }
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (cp_cu.cuStreamIsCapturing((CUstream)stream, &cs) != CUDA_SUCCESS)
+        return;
+    if (cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+        m->flags = CP_CALL_CAPTURED;
+        return;
+    }
+    if (m->grouped) {
+        if (!g_cupti_group)
+            g_cupti_group = cp_cupti_next_id();
+        m->cupti_id = g_cupti_group;
+    } else {
+        m->cupti_id = cp_cupti_next_id();
+        cp_cupti_push(m->cupti_id);
+    }
+    m->flags = CP_CALL_TIMED;
+}
+
+void cp_gpu_after_cupti(cp_gpu_mark *m, int accepted)
+{
+    if (!m->grouped)
+        cp_cupti_pop();
+    if (!accepted) {
+        m->cupti_id = 0;
+        m->flags &= (uint8_t)~CP_CALL_TIMED;
+    }
+}
+
 static void push_pending(cp_gpu_ctx *c, uint32_t pair, int release, int recorded,
                          uint32_t comm_index, uint64_t seq, int32_t peer, uint8_t op,
                          cp_pcall *pcall)
@@ -359,6 +399,17 @@ static void after_timed(cp_gpu_mark *m, cudaStream_t stream, int accepted)
 void cp_gpu_emit_timed(const cp_gpu_mark *m, uint32_t comm_index, uint64_t seq, int32_t peer,
                        uint8_t op)
 {
+    if (m->cupti_id) {
+        cp_ring *r = cp_tls.ring;
+        cp_pending_slot *s = r ? cp_ring_reserve(r) : NULL;
+        if (CP_UNLIKELY(!s))
+            return;
+        *s = (cp_pending_slot){.h = {CP_REC_SHIM_PENDING, sizeof(cp_pending_slot)},
+                               .comm_index = comm_index, .seq = seq, .peer = peer, .op = op,
+                               .recorded = 1, .cupti = 1, .cupti_id = m->cupti_id};
+        cp_ring_commit(r);
+        return;
+    }
     if (!m->grouped) {
         push_pending(m->ctx, (uint32_t)m->pair, 1, 1, comm_index, seq, peer, op, NULL);
         return;
@@ -375,6 +426,8 @@ void cp_gpu_emit_timed(const cp_gpu_mark *m, uint32_t comm_index, uint64_t seq, 
 
 void cp_gpu_group_end_before(void)
 {
+    if (g_cupti_group)
+        cp_cupti_push(g_cupti_group);
     if (!g_group_p)
         return;
     for (uint32_t i = 0; i < g_group.nstreams; i++) {
@@ -387,6 +440,10 @@ void cp_gpu_group_end_before(void)
 
 void cp_gpu_group_end_after(void)
 {
+    if (g_cupti_group) {
+        cp_cupti_pop();
+        g_cupti_group = 0;
+    }
     if (!g_group_p)
         return;
     for (uint32_t i = 0; i < g_group.nstreams; i++) {

@@ -242,7 +242,8 @@ static int start_locked(void)
     cp_file_header h;
     cp_file_header_init(&h);
     /* Events are known to work now; NCCL's plugin only once NCCL opens it, later. */
-    if (atomic_load(&cp_gpu_state) == CP_GPU_EVENTS)
+    if (atomic_load(&cp_gpu_state) == CP_GPU_EVENTS ||
+        atomic_load(&cp_gpu_state) == CP_GPU_CUPTI)
         h.flags |= CP_FILE_GPU_TIMING;
     h.pid = (uint32_t)getpid();
     h.rank = g_id.rank;

@@ -439,6 +439,7 @@ enum cp_gpu_state {
     CP_GPU_HOST = 2,    /* no driver, no plugin: host times only */
     CP_GPU_OFF = 3,
     CP_GPU_PLUGIN = 4,  /* NCCL's plugin only: never an event */
+    CP_GPU_CUPTI = 5,   /* CUPTI's kernel records (falls back to events if CUPTI fails) */
 };
 extern _Atomic int cp_gpu_state;
 /* Decides the timing for this process (settings, driver): once, at process start. */
@@ -455,7 +456,11 @@ typedef struct cp_gpu_mark {
     uint8_t unbudgeted; /* auto: timed as a first call, its cost outside the budget */
     cp_pcall *pcall;
     uint32_t pindex;
+    uint64_t cupti_id;  /* cupti: the external correlation id its kernels carry; 0 none */
 } cp_gpu_mark;
+/* cupti mode, out of line: the call's id pushed and popped (a grouped call's is its group's). */
+void cp_gpu_before_cupti(cp_gpu_mark *m, cudaStream_t stream);
+void cp_gpu_after_cupti(cp_gpu_mark *m, int accepted);
 /* Inline, because they run on every call: without events (off, sampled out, no driver)
  * each is a load and a branch; the timed work is out of line in gpu_timing.c. */
 void cp_gpu_before_events(cp_gpu_mark *m, cudaStream_t stream, cp_comm *c, uint8_t op,
@@ -483,6 +488,7 @@ static inline void cp_gpu_before(cp_gpu_mark *m, cudaStream_t stream, uint32_t g
     m->plug = 0;
     m->unbudgeted = 0;
     m->pcall = NULL;
+    m->cupti_id = 0;
     if (atomic_load_explicit(&cp_plugin_wanted, memory_order_relaxed)) {
         m->plug = 1;
         cp_tls.pcall = NULL;
@@ -495,8 +501,11 @@ static inline void cp_gpu_before(cp_gpu_mark *m, cudaStream_t stream, uint32_t g
             return;
         }
     }
-    if (CP_UNLIKELY(atomic_load_explicit(&cp_gpu_state, memory_order_relaxed) == CP_GPU_EVENTS))
+    int st = atomic_load_explicit(&cp_gpu_state, memory_order_relaxed);
+    if (CP_UNLIKELY(st == CP_GPU_EVENTS))
         cp_gpu_before_events(m, stream, c, op, peer, bytes);
+    else if (CP_UNLIKELY(st == CP_GPU_CUPTI))
+        cp_gpu_before_cupti(m, stream);
 }
 /* After the real call: records the end event (a grouped op waits for GroupEnd).
  * `accepted`: NCCL enqueued the op; otherwise the mark is dropped and TIMED cleared. */
@@ -511,12 +520,14 @@ static inline void cp_gpu_after(cp_gpu_mark *m, cudaStream_t stream, int accepte
     }
     if (CP_UNLIKELY(m->pair >= 0))
         cp_gpu_after_timed(m, stream, accepted);
+    else if (CP_UNLIKELY(m->cupti_id != 0))
+        cp_gpu_after_cupti(m, accepted);
 }
 /* Once the CALL is in the ring: hands the pair to the writer (or files the grouped op). */
 static inline void cp_gpu_emit(const cp_gpu_mark *m, uint32_t comm_index, uint64_t seq,
                                int32_t peer, uint8_t op)
 {
-    if (CP_UNLIKELY(m->pair >= 0))
+    if (CP_UNLIKELY(m->pair >= 0 || m->cupti_id != 0))
         cp_gpu_emit_timed(m, comm_index, seq, peer, op);
 }
 /* Around the real outermost ncclGroupEnd: events on every stream of the group. */
@@ -535,10 +546,14 @@ typedef struct cp_pending_slot {
     uint8_t recorded;    /* 0: the events could not be recorded (DONE says timing none) */
     uint8_t waits;       /* a calibrating plugin call: polls spent waiting for its events */
     uint8_t calib_held;  /* ... and it holds its comm's other plugin times meanwhile */
+    uint8_t cupti;       /* CUPTI's records time it: cupti_id says which */
     cp_gpu_ctx *ctx;
     uint32_t pair;
     cp_pcall *pcall;     /* NULL: events; else NCCL's plugin times it (or, discarded, frees it) */
-    uint64_t enter_ns;   /* plugin: the CALL's entry, host ns (0 unknown) */
+    union {
+        uint64_t enter_ns; /* plugin: the CALL's entry, host ns (0 unknown) */
+        uint64_t cupti_id; /* cupti: its kernels' external correlation id */
+    };
 } cp_pending_slot;
 _Static_assert(sizeof(cp_pending_slot) <= CP_SLOT_BYTES, "a pending slot fits a ring slot");
 
@@ -560,6 +575,21 @@ void cp_gpu_poll_forget_after_fork(void);
 int cp_gpu_oldest_pending(cp_pending_slot *out);
 /* Whether a pending pair's start event has completed: enum cp_hang_gpu_state. */
 int cp_gpu_started(const cp_pending_slot *p);
+
+/* ---- cupti.c: COLLPROF_GPU_TIMING=cupti ---- */
+/* Opens libcupti and starts its kernel records, once; 0, or -1 (said at INFO): use events. */
+int cp_cupti_start(void);
+uint64_t cp_cupti_next_id(void);
+/* Around the real call (or the outermost GroupEnd): the id its launches carry. */
+void cp_cupti_push(uint64_t id);
+void cp_cupti_pop(void);
+/* Writer: hands CUPTI's records over (each tick unless CUPTI's own thread does; forced and
+ * final at the end). */
+void cp_cupti_flush(int final);
+/* Writer: 1 and the id's kernels' span (CLOCK_MONOTONIC ns) once whole, else 0. */
+int cp_cupti_result(uint64_t id, uint64_t *start_ns, uint64_t *end_ns);
+/* Records CUPTI said it dropped (their calls get no DONE times). */
+uint64_t cp_cupti_dropped(void);
 
 /* ---- sites.c ---- */
 #define CP_SITES_MAX 4096

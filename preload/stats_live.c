@@ -127,7 +127,8 @@ void cp_live_start(const cp_identity *id, const char *trace_path, uint32_t nccl_
     b->world_size = id->world_size;
     b->cuda_dev = -1;
     b->nccl_version = nccl_version;
-    if (atomic_load(&cp_gpu_state) == CP_GPU_EVENTS)
+    if (atomic_load(&cp_gpu_state) == CP_GPU_EVENTS ||
+        atomic_load(&cp_gpu_state) == CP_GPU_CUPTI)
         b->flags |= CP_STATS_GPU_TIMING;
     cp_clock_anchor a = cp_clock_anchor_now();
     b->start_mono_ns = b->update_ns = a.mono_ns;

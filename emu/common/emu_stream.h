@@ -29,6 +29,24 @@ typedef uint64_t (*cpemu_work_fn)(void *arg, uint64_t start_ns);
  * free_fn called, as a captured NCCL kernel would wait for a graph launch. */
 CUresult cpemu_stream_enqueue(CUstream s, cpemu_work_fn fn, void *arg, void (*free_fn)(void *));
 
+/* The same for a kernel: `name` (static, or living as long as the process) is what CUPTI
+ * reports for it. With the emulated libcupti's hooks installed, the launch is announced on
+ * the calling thread and the kernel's model start and end once it ran (cpemu_activity). */
+CUresult cpemu_stream_enqueue_kernel(CUstream s, const char *name, cpemu_work_fn fn, void *arg,
+                                     void (*free_fn)(void *));
+
+/* Kernel activity, for the emulated CUPTI (emu/cupti), which installs these once it is asked
+ * for kernel records. launch runs on the launching thread inside the launch call, as CUPTI's
+ * API-side work does, and returns the kernel's correlation id; done runs on the stream's
+ * worker after the kernel ended, with its model times (CLOCK_MONOTONIC ns) and CUPTI's ids
+ * of its device, context and stream. NULL uninstalls. */
+typedef struct cpemu_activity_hooks {
+    uint32_t (*launch)(const char *name);
+    void (*done)(uint32_t correlation, const char *name, uint64_t start_ns, uint64_t end_ns,
+                 uint32_t device, uint32_t context_id, uint32_t stream_id);
+} cpemu_activity_hooks;
+void cpemu_activity_set_hooks(const cpemu_activity_hooks *hooks);
+
 /* COLLPROF_EMU_DELAY: the stream spends ns more right before the work about to be enqueued,
  * as a kernel running late would: the work starts no earlier than ns after this call. When
  * the last item enqueued on the stream is an event record (a profiler's start event), the

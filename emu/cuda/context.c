@@ -8,6 +8,7 @@
  *    handle stays usable for a later retain (which reactivates it, as the driver does).
  *  - cuCtxSetCurrent(NULL) unbinds (pops) the top; with an empty stack it binds ctx.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,6 +60,8 @@ static struct CUctx_st *ctx_alloc(int dev, int primary, unsigned flags)
             return NULL;
         pthread_mutex_init(&c->mu, NULL);
     }
+    static _Atomic uint32_t ids;
+    c->id = atomic_fetch_add(&ids, 1) + 1;
     c->dev = dev;
     c->primary = primary;
     c->refcount = 0;

@@ -71,6 +71,7 @@ void cu_sleep_until(uint64_t ns);
 /* ---- contexts (context.c) ---- */
 struct CUctx_st {
     uint32_t magic;
+    uint32_t id;             /* CUPTI's contextId: unique in the process, never 0 */
     int dev;                 /* ordinal */
     int primary;
     int refcount;            /* primary: retain count; 0 = inactive */
@@ -110,10 +111,13 @@ typedef struct cu_item {
     uint64_t hold_from;      /* ITEM_HOLD: when the hold was asked for: it ends no earlier
                               * than hold_ns after this */
     const _Atomic uint32_t *until; /* ITEM_HOLD: held until this word is non-zero instead */
+    const char *name;        /* ITEM_WORK: a kernel's, for the activity hooks; NULL none */
+    uint32_t corr;           /* ... and its correlation id */
 } cu_item;
 
 struct CUstream_st {
     uint32_t magic;
+    uint32_t id;                   /* CUPTI's streamId: unique in the process, never 0 */
     struct CUctx_st *ctx;
     unsigned flags;
     int legacy;                    /* the context's NULL stream */

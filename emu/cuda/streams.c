@@ -23,6 +23,10 @@
 #include "emu/cuda/cuda_internal.h"
 
 static struct CUstream_st *g_stream_free;
+static _Atomic uint32_t g_stream_ids;
+static const cpemu_activity_hooks *_Atomic g_hooks;
+
+void cpemu_activity_set_hooks(const cpemu_activity_hooks *hooks) { atomic_store(&g_hooks, hooks); }
 
 cu_item *cu_item_new(int kind)
 {
@@ -56,6 +60,9 @@ static void run_item(struct CUstream_st *s, cu_item *it)
             end = start;
         cu_sleep_until(end);
         s->vtime = end;
+        const cpemu_activity_hooks *h = atomic_load(&g_hooks);
+        if (h && it->name)
+            h->done(it->corr, it->name, start, end, (uint32_t)s->ctx->dev, s->ctx->id, s->id);
         if (it->free_fn) /* before the item counts as done: see worker_main */
             it->free_fn(it->arg);
         it->free_fn = NULL;
@@ -165,6 +172,7 @@ static struct CUstream_st *stream_alloc(struct CUctx_st *ctx, unsigned flags, in
         pthread_cond_init(&s->idle, NULL);
     }
     pthread_mutex_lock(&s->mu);
+    s->id = atomic_fetch_add(&g_stream_ids, 1) + 1;
     s->ctx = ctx;
     s->flags = flags;
     s->legacy = legacy;
@@ -355,7 +363,8 @@ void cu_stream_wait_idle(struct CUstream_st *s)
     pthread_mutex_unlock(&s->mu);
 }
 
-CUresult cpemu_stream_enqueue(CUstream h, cpemu_work_fn fn, void *arg, void (*free_fn)(void *))
+CUresult cpemu_stream_enqueue_kernel(CUstream h, const char *name, cpemu_work_fn fn, void *arg,
+                                     void (*free_fn)(void *))
 {
     struct CUstream_st *s;
     CUresult r = cu_stream_resolve(h, &s);
@@ -369,7 +378,17 @@ CUresult cpemu_stream_enqueue(CUstream h, cpemu_work_fn fn, void *arg, void (*fr
     it->fn = fn;
     it->arg = arg;
     it->free_fn = free_fn;
+    const cpemu_activity_hooks *hk = atomic_load(&g_hooks);
+    if (name && hk) {
+        it->name = name;
+        it->corr = hk->launch(name);
+    }
     return cu_stream_push(s, it, 1);
+}
+
+CUresult cpemu_stream_enqueue(CUstream h, cpemu_work_fn fn, void *arg, void (*free_fn)(void *))
+{
+    return cpemu_stream_enqueue_kernel(h, NULL, fn, arg, free_fn);
 }
 
 static CUresult hold(CUstream h, uint64_t ns, const _Atomic uint32_t *until)

@@ -261,11 +261,32 @@ static cpn_item *item_new(ncclComm_t comm, cpn_join *join, int worker)
     return it;
 }
 
+/* The kernel NCCL 2.28 launches for a unit, as CUPTI names it: one per unit, on its first
+ * stream (the others only wait for it); a specialised one for a single op, else the generic
+ * one. (NCCL's names also carry the reduction, type, algorithm and protocol.) */
+static const char *kernel_name(const cpn_item *it)
+{
+    if (!it->worker)
+        return NULL;
+    if (it->ncoll + it->np2p != 1)
+        return it->ncoll ? "ncclDevKernel_Generic" : "ncclDevKernel_SendRecv";
+    switch (it->ops[0].kind) {
+    case CP_OP_ALLREDUCE: return "ncclDevKernel_AllReduce";
+    case CP_OP_BROADCAST: return "ncclDevKernel_Broadcast";
+    case CP_OP_REDUCE: return "ncclDevKernel_Reduce";
+    case CP_OP_ALLGATHER: return "ncclDevKernel_AllGather";
+    case CP_OP_REDUCESCATTER: return "ncclDevKernel_ReduceScatter";
+    case CP_OP_SEND:
+    case CP_OP_RECV: return "ncclDevKernel_SendRecv";
+    default: return "ncclDevKernel_Generic";
+    }
+}
+
 /* Puts one item on its stream; when the stream refused it without taking it, runs its
  * release here so its ticket and join are still accounted for. */
 static ncclResult_t enqueue(cpn_item *it, CUstream s)
 {
-    CUresult r = cpemu_stream_enqueue(s, item_run, it, item_release);
+    CUresult r = cpemu_stream_enqueue_kernel(s, kernel_name(it), item_run, it, item_release);
     if (r != CUDA_SUCCESS && !atomic_load(&it->released))
         item_release(it);
     item_unref(it);

@@ -1,6 +1,6 @@
 /* The shim as NCCL's profiler plugin, against the stub NCCL making NCCL 2.28's plugin calls
  * (STUB_NCCL_PROFILER=1; the emulated NCCL's own, faithful ones are tested end to end in
- * test_preload_plugin_emu): NCCL opens the preloaded shim, every AllReduce of a two-rank comm
+ * test_preload_timing_emu): NCCL opens the preloaded shim, every AllReduce of a two-rank comm
  * gets NCCL_OP and a DONE timed by the plugin with no driver at all, and a plugin the job
  * named itself (tests/emu/profiler_plugin_probe.c, v5 or v4, which logs every callback) gets
  * exactly the events it gets without collprof, with their parents intact; its failing init,

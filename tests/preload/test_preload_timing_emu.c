@@ -1,4 +1,6 @@
-/* The shim as NCCL's profiler plugin on the emulation: collprof-sim's ranks on the emulated
+/* Where the shim's GPU times come from, on the emulation: NCCL's profiler plugin and CUPTI.
+ *
+ * The shim as NCCL's profiler plugin: collprof-sim's ranks on the emulated
  * NCCL (which opens and calls a profiler plugin as NCCL 2.28.9 does, emu/nccl/profiler.c)
  * and the emulated driver. With COLLPROF_GPU_TIMING=plugin every collective of every
  * communicator of two ranks or more gets its GPU times from NCCL's kernel channels (DONE
@@ -6,7 +8,13 @@
  * auto mode events time only each communicator's first call (NCCL has not yet said it
  * reports on it) and one call a comm in each 5 s window of the plugin's clock, which the two
  * calibrate; and a job's own plugin chained behind the shim receives what it receives
- * without collprof. */
+ * without collprof.
+ *
+ * COLLPROF_GPU_TIMING=cupti: the emulated libcupti (emu/cupti, fed by the emulated driver's
+ * kernel launches) found beside the job's libcuda.so.1; every collective and every grouped
+ * send/recv gets a DONE timed by CUPTI's kernel records, its kernel starting after the call
+ * entered NCCL and no earlier than the previous kernel of its stream ended; without a
+ * libcupti that works, one INFO line and CUDA events. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -45,16 +53,19 @@ static void free_traces(void)
     g_nt = 0;
 }
 
-/* collprof-sim --launch RANKS on `pattern`, with the shim when `preload`; the ranks' traces
- * into g_t when traced. */
-static void run_sim(const char *name, int preload, const char *pattern,
-                    const char *const *extra)
+/* collprof-sim --launch RANKS on `pattern`, with the shim when `preload`, its libraries from
+ * `libdir` (NULL: build/emu); the ranks' traces into g_t when traced. */
+static void run_sim_in(const char *name, int preload, const char *pattern,
+                       const char *const *extra, const char *libdir)
 {
     char sim[4200], lib_path[4300], dir[4300], dir_env[4400];
     snprintf(sim, sizeof sim, "%s/bin/collprof-sim", st_build_dir());
     if (!st_exists(sim))
         skip();
-    snprintf(lib_path, sizeof lib_path, "LD_LIBRARY_PATH=%s/emu", st_build_dir());
+    if (libdir)
+        snprintf(lib_path, sizeof lib_path, "LD_LIBRARY_PATH=%s", libdir);
+    else
+        snprintf(lib_path, sizeof lib_path, "LD_LIBRARY_PATH=%s/emu", st_build_dir());
     snprintf(dir, sizeof dir, "%s/%s", g_tmp, name);
     snprintf(dir_env, sizeof dir_env, "COLLPROF_DIR=%s", dir);
     const char *env[16] = {dir_env, lib_path};
@@ -81,6 +92,12 @@ static void run_sim(const char *name, int preload, const char *pattern,
     cp_trace_dir_free(paths, nf);
 }
 
+static void run_sim(const char *name, int preload, const char *pattern,
+                    const char *const *extra)
+{
+    run_sim_in(name, preload, pattern, extra, NULL);
+}
+
 static int32_t comm_size(const trace_seen *t, uint32_t comm_index)
 {
     for (size_t i = 0; i < t->ncomms; i++)
@@ -100,12 +117,14 @@ static const cp_rec_done *done_of(const trace_seen *t, const cp_rec_call *c)
     return NULL;
 }
 
-/* Per rank: how many collectives and p2p calls of multi-rank comms were timed by the plugin
- * and by events, and how many of those comms there are. */
+/* Per rank: how many collectives and p2p calls of multi-rank comms were timed by the plugin,
+ * by events and (g_cupti) by CUPTI, and how many of those comms there are. */
+static size_t g_cupti;
 static void tally(const trace_seen *t, size_t *plugin, size_t *events, size_t *calls,
                   size_t *comms)
 {
     *plugin = *events = *calls = *comms = 0;
+    g_cupti = 0;
     for (size_t i = 0; i < t->ncomms; i++)
         *comms += t->comms[i].nranks > 1;
     for (size_t i = 0; i < t->ncalls; i++) {
@@ -120,10 +139,11 @@ static void tally(const trace_seen *t, size_t *plugin, size_t *events, size_t *c
         assert_true(d->gpu_start_ns > 0 && d->gpu_end_ns >= d->gpu_start_ns);
         /* no kernel starts before its call entered NCCL, by the plugin's clock (events' own
          * times rest on a reference event, whose error is theirs) */
-        if (d->timing == CP_TIMING_PLUGIN)
+        if (d->timing == CP_TIMING_PLUGIN || d->timing == CP_TIMING_CUPTI)
             assert_true(d->gpu_start_ns >= c->enter_ns);
         *plugin += d->timing == CP_TIMING_PLUGIN;
         *events += d->timing == CP_TIMING_EVENTS;
+        g_cupti += d->timing == CP_TIMING_CUPTI;
     }
 }
 
@@ -185,12 +205,87 @@ static void a_jobs_own_plugin_gets_what_it_gets_without_collprof(void **state)
     free_traces();
 }
 
+/* Each rank's kernels, by CUPTI, run one at a time on its stream in call order: no DONE
+ * starts before the previous one of its stream ended (a group's calls share its span). */
+static void assert_cupti_spans_in_stream_order(const trace_seen *t)
+{
+    uint64_t prev_end[64] = {0}, streams[64] = {0};
+    for (size_t i = 0; i < t->ncalls; i++) {
+        const cp_rec_call *c = &t->calls[i];
+        const cp_rec_done *d = done_of(t, c);
+        if (!d || d->timing != CP_TIMING_CUPTI)
+            continue;
+        size_t k = 0;
+        while (k < 63 && streams[k] && streams[k] != c->stream)
+            k++;
+        streams[k] = c->stream;
+        if (d->gpu_start_ns < prev_end[k] && d->gpu_end_ns != prev_end[k])
+            fail_msg("rank %d: %s seq %llu starts %llu ns before its stream's previous kernel "
+                     "ended", (int)t->header.rank, cp_op_name(c->op),
+                     (unsigned long long)c->seq,
+                     (unsigned long long)(prev_end[k] - d->gpu_start_ns));
+        prev_end[k] = d->gpu_end_ns;
+    }
+}
+
+static void cupti_mode_times_every_call_by_its_kernels(void **state)
+{
+    (void)state;
+    const char *env[] = {"COLLPROF_GPU_TIMING=cupti", "COLLPROF_DEBUG=INFO", NULL};
+    static const char *const patterns[] = {"mixed", "pp"};
+    for (size_t p = 0; p < 2; p++) {
+        run_sim(patterns[p], 1, patterns[p], env);
+        assert_non_null(strstr(g_res.err, "CUPTI: "));
+        for (int r = 0; r < g_nt; r++) {
+            size_t plugin, events, calls, comms;
+            tally(&g_t[r], &plugin, &events, &calls, &comms);
+            fprintf(stderr, "%s rank %d: %zu calls, %zu timed by CUPTI\n", patterns[p],
+                    (int)g_t[r].header.rank, calls, g_cupti);
+            assert_true(calls > 10);
+            assert_int_equal(g_cupti, calls);
+            assert_int_equal(plugin + events, 0);
+            assert_cupti_spans_in_stream_order(&g_t[r]);
+        }
+        free_traces();
+    }
+}
+
+/* The job's driver and NCCL with no libcupti beside them; whatever the loader or
+ * /usr/local/cuda offers then is either missing or refuses the emulated driver. */
+static void cupti_mode_without_cupti_says_so_and_uses_events(void **state)
+{
+    (void)state;
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s/nocupti", g_tmp);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    static const char *const libs[] = {"libcuda.so.1", "libnccl.so.2", "libnvidia-ml.so.1",
+                                       "libcollprof-emuhost.so"};
+    for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) {
+        char from[4400], to[4400];
+        snprintf(from, sizeof from, "%s/emu/%s", st_build_dir(), libs[i]);
+        snprintf(to, sizeof to, "%s/%s", dir, libs[i]);
+        assert_int_equal(symlink(from, to), 0);
+    }
+    const char *env[] = {"COLLPROF_GPU_TIMING=cupti", "COLLPROF_DEBUG=INFO", NULL};
+    run_sim_in("nocupti-trace", 1, "ddp", env, dir);
+    assert_true(st_count_lines(g_res.err, "CUDA events are used") >= 1);
+    for (int r = 0; r < g_nt; r++) {
+        size_t plugin, events, calls, comms;
+        tally(&g_t[r], &plugin, &events, &calls, &comms);
+        assert_true(calls > 5);
+        assert_int_equal(events, calls);
+    }
+    free_traces();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(plugin_mode_times_every_collective_with_no_event),
         cmocka_unit_test(auto_mode_times_only_each_comms_first_call_by_events),
         cmocka_unit_test(a_jobs_own_plugin_gets_what_it_gets_without_collprof),
+        cmocka_unit_test(cupti_mode_times_every_call_by_its_kernels),
+        cmocka_unit_test(cupti_mode_without_cupti_says_so_and_uses_events),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

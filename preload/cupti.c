@@ -1,0 +1,325 @@
+/* cupti: COLLPROF_GPU_TIMING=cupti, GPU times from CUPTI's kernel activity records.
+ *
+ * Loading. The shim never links CUPTI. At the job's first timed call libcupti is opened: a
+ * copy the job already loaded (a framework's profiler) first, then the one beside the CUDA
+ * the job uses (the directory of its libcudart or libcuda, the pip wheels' sibling
+ * nvidia/cuda_cupti/lib, a toolkit's extras/CUPTI/lib64), then by name, then /usr/local/cuda.
+ * Any failure says so once and leaves the job on CUDA events.
+ *
+ * Matching kernels to calls, exactly: around each timed call the wrapper pushes an external
+ * correlation id (CUSTOM0) on the calling thread, the id of the call (a grouped call's is its
+ * group's, pushed around the outermost ncclGroupEnd, where NCCL launches). CUPTI then writes,
+ * for each launch inside, an EXTERNAL_CORRELATION record joining its correlationId to ours,
+ * and later the kernel record with that correlationId. External correlation records come only
+ * with API records, so DRIVER and RUNTIME activity is enabled too (NCCL launches through
+ * either); their records are skipped. A call's GPU span is its kernels' (one, or a group's
+ * several): the earliest start, the latest end.
+ *
+ * Clock. CUPTI is given CLOCK_MONOTONIC (cuptiActivityRegisterTimestampCallback, CUDA
+ * 12.4+): its records are then on the trace's own clock. An older CUPTI keeps its own
+ * (CLOCK_REALTIME on Linux); the offset is measured, the tightest of a few bracketed reads.
+ *
+ * Delivery. CUPTI hands records back in buffers, from its own thread
+ * (cuptiActivityFlushPeriod, every COLLPROF_FLUSH_MS) or, with an older CUPTI, at the writer's
+ * flush each tick; this file keeps each call's span in a table the writer reads
+ * (cp_cupti_result). A call is complete once a delivery after its last kernel record went by
+ * (a group's kernels may come in two buffers). At the process's end a forced flush; what is
+ * still missing then is written untimed, as an events pair still in flight is.
+ */
+#include "preload/shim.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/cupti_abi.h"
+#include "common/cupti_api_list.h"
+#include "common/log.h"
+#include "common/settings.h"
+
+#define CP_CUPTI_BUF (1u << 20)
+#define CP_CUPTI_SLOTS (1u << 16)
+
+typedef struct cp_cupti_fns {
+#define CP_CUPTI_FN(ret, name, params, args) ret(*name) params;
+    CP_CUPTI_API(CP_CUPTI_FN)
+#undef CP_CUPTI_FN
+} cp_cupti_fns;
+
+static cp_cupti_fns g_fn;
+static int g_state; /* 0 not tried, 1 running, -1 unavailable */
+static pthread_mutex_t g_start_mu = PTHREAD_MUTEX_INITIALIZER;
+static int64_t g_offset; /* CUPTI time + g_offset = CLOCK_MONOTONIC; 0 with our clock */
+static _Atomic uint64_t g_next_id;
+
+/* correlationId -> our id, from EXTERNAL_CORRELATION records */
+static struct {
+    uint32_t corr;
+    uint64_t id;
+} g_corr[CP_CUPTI_SLOTS];
+/* our id -> its kernels' span */
+static struct span {
+    uint64_t id, start, end;
+    uint32_t kernels, gen;
+} g_span[CP_CUPTI_SLOTS];
+static uint32_t g_gen;
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t g_dropped;
+
+static uint64_t mono_cb(void) { return cp_mono_ns(); }
+
+/* ---- loading ---- */
+
+static void *open_in(const char *dir, const char *rel)
+{
+    static const char *const names[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[4096];
+        if (snprintf(path, sizeof path, "%s/%s%s", dir, rel, names[i]) >= (int)sizeof path)
+            continue;
+        void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (h) {
+            cp_info("CUPTI: %s", path);
+            return h;
+        }
+    }
+    return NULL;
+}
+
+struct find_ctx {
+    void *handle;
+};
+
+/* Beside each CUDA library the process has loaded (libcudart, libcuda). */
+static int beside_loaded(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct find_ctx *f = arg;
+    const char *path = info->dlpi_name, *slash = path ? strrchr(path, '/') : NULL;
+    if (f->handle || !slash ||
+        (strncmp(slash + 1, "libcudart.so", 12) && strncmp(slash + 1, "libcuda.so", 10)))
+        return 0;
+    char dir[4096];
+    size_t n = (size_t)(slash - path);
+    if (n >= sizeof dir)
+        return 0;
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+    /* the library's own directory; a pip wheel's nvidia/cuda_runtime/lib's sibling
+     * nvidia/cuda_cupti/lib; a toolkit's lib64's extras/CUPTI/lib64 */
+    static const char *const rels[] = {"", "../../cuda_cupti/lib/", "../extras/CUPTI/lib64/"};
+    for (size_t i = 0; i < sizeof rels / sizeof rels[0] && !f->handle; i++)
+        f->handle = open_in(dir, rels[i]);
+    return f->handle != NULL;
+}
+
+static void *find_cupti(void)
+{
+    static const char *const names[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        void *h = dlopen(names[i], RTLD_NOW | RTLD_NOLOAD);
+        if (h)
+            return h;
+    }
+    struct find_ctx f = {NULL};
+    dl_iterate_phdr(beside_loaded, &f);
+    if (f.handle)
+        return f.handle;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (h)
+            return h;
+    }
+    void *h = open_in("/usr/local/cuda", "lib64/");
+    return h ? h : open_in("/usr/local/cuda", "extras/CUPTI/lib64/");
+}
+
+/* ---- records ---- */
+
+static void buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 8, CP_CUPTI_BUF) != 0)
+        p = NULL;
+    *buffer = p;
+    *size = p ? CP_CUPTI_BUF : 0;
+    *max_records = 0;
+}
+
+static void note_kernel(const cp_cupti_kernel_head *k)
+{
+    uint32_t c = k->correlationId;
+    if (g_corr[c % CP_CUPTI_SLOTS].corr != c || !c)
+        return; /* a kernel no call of ours launched */
+    uint64_t id = g_corr[c % CP_CUPTI_SLOTS].id;
+    uint64_t start = k->start + (uint64_t)g_offset, end = k->end + (uint64_t)g_offset;
+    struct span *s = &g_span[id % CP_CUPTI_SLOTS];
+    if (s->id != id) {
+        *s = (struct span){.id = id, .start = start, .end = end};
+    } else {
+        if (start < s->start)
+            s->start = start;
+        if (end > s->end)
+            s->end = end;
+    }
+    s->kernels++;
+    s->gen = g_gen;
+}
+
+static void buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
+                             size_t valid)
+{
+    (void)ctx;
+    (void)stream;
+    (void)size;
+    CUpti_Activity *r = NULL;
+    pthread_mutex_lock(&g_mu);
+    while (buffer && g_fn.cuptiActivityGetNextRecord(buffer, valid, &r) == CUPTI_SUCCESS) {
+        if (r->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
+            const CUpti_ActivityExternalCorrelation *x = (const void *)r;
+            if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) {
+                g_corr[x->correlationId % CP_CUPTI_SLOTS].corr = x->correlationId;
+                g_corr[x->correlationId % CP_CUPTI_SLOTS].id = x->externalId;
+            }
+        } else if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
+                   r->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+            note_kernel((const cp_cupti_kernel_head *)(const void *)r);
+        }
+    }
+    g_gen++;
+    pthread_mutex_unlock(&g_mu);
+    size_t dropped = 0;
+    if (g_fn.cuptiActivityGetNumDroppedRecords &&
+        g_fn.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS && dropped)
+        atomic_fetch_add_explicit(&g_dropped, dropped, memory_order_relaxed);
+    free(buffer);
+}
+
+/* ---- start ---- */
+
+static void measure_offset(void)
+{
+    int64_t best = 0;
+    uint64_t width = UINT64_MAX;
+    for (int i = 0; i < 8; i++) {
+        uint64_t a = cp_mono_ns(), t = 0;
+        if (g_fn.cuptiGetTimestamp(&t) != CUPTI_SUCCESS)
+            return;
+        uint64_t b = cp_mono_ns();
+        if (b - a < width) {
+            width = b - a;
+            best = (int64_t)(a + (b - a) / 2) - (int64_t)t;
+        }
+    }
+    g_offset = best;
+}
+
+static int start(void)
+{
+    void *h = find_cupti();
+    if (!h) {
+        cp_info("COLLPROF_GPU_TIMING=cupti: no libcupti beside the job's CUDA nor on the "
+                "loader's path: CUDA events are used");
+        return -1;
+    }
+#define CP_CUPTI_RESOLVE(ret, name, params, args) g_fn.name = (ret(*) params)dlsym(h, #name);
+    CP_CUPTI_API(CP_CUPTI_RESOLVE)
+#undef CP_CUPTI_RESOLVE
+    if (!g_fn.cuptiActivityEnable || !g_fn.cuptiActivityRegisterCallbacks ||
+        !g_fn.cuptiActivityGetNextRecord || !g_fn.cuptiActivityFlushAll ||
+        !g_fn.cuptiActivityPushExternalCorrelationId ||
+        !g_fn.cuptiActivityPopExternalCorrelationId || !g_fn.cuptiGetTimestamp) {
+        cp_info("COLLPROF_GPU_TIMING=cupti: this libcupti lacks the activity API we use: "
+                "CUDA events are used");
+        return -1;
+    }
+    if (!g_fn.cuptiActivityRegisterTimestampCallback ||
+        g_fn.cuptiActivityRegisterTimestampCallback(mono_cb) != CUPTI_SUCCESS)
+        measure_offset();
+    CUptiResult r = g_fn.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+    static const CUpti_ActivityKind kinds[] = {
+        CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_DRIVER,
+        CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL};
+    for (size_t i = 0; r == CUPTI_SUCCESS && i < sizeof kinds / sizeof kinds[0]; i++)
+        r = g_fn.cuptiActivityEnable(kinds[i]);
+    if (r != CUPTI_SUCCESS) {
+        const char *why = "?";
+        if (g_fn.cuptiGetResultString)
+            g_fn.cuptiGetResultString(r, &why);
+        cp_info("COLLPROF_GPU_TIMING=cupti: CUPTI refused (%s): CUDA events are used", why);
+        for (size_t i = 0; g_fn.cuptiActivityDisable && i < sizeof kinds / sizeof kinds[0]; i++)
+            g_fn.cuptiActivityDisable(kinds[i]);
+        return -1;
+    }
+    if (g_fn.cuptiActivityFlushPeriod) {
+        unsigned ms = cp_settings_get()->flush_ms;
+        if (g_fn.cuptiActivityFlushPeriod(ms ? ms : 100) != CUPTI_SUCCESS)
+            g_fn.cuptiActivityFlushPeriod = NULL;
+    }
+    return 0;
+}
+
+int cp_cupti_start(void)
+{
+    pthread_mutex_lock(&g_start_mu);
+    if (g_state == 0)
+        g_state = start() == 0 ? 1 : -1;
+    int st = g_state;
+    pthread_mutex_unlock(&g_start_mu);
+    return st == 1 ? 0 : -1;
+}
+
+/* ---- the hot path ---- */
+
+uint64_t cp_cupti_next_id(void)
+{
+    return atomic_fetch_add_explicit(&g_next_id, 1, memory_order_relaxed) + 1;
+}
+
+void cp_cupti_push(uint64_t id)
+{
+    g_fn.cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
+}
+
+void cp_cupti_pop(void)
+{
+    uint64_t last;
+    g_fn.cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+}
+
+/* ---- the writer ---- */
+
+void cp_cupti_flush(int final)
+{
+    if (g_state != 1)
+        return;
+    if (final || !g_fn.cuptiActivityFlushPeriod)
+        g_fn.cuptiActivityFlushAll(final ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+    if (final) {
+        pthread_mutex_lock(&g_mu);
+        g_gen++; /* nothing more will come: every span seen is whole */
+        pthread_mutex_unlock(&g_mu);
+    }
+}
+
+int cp_cupti_result(uint64_t id, uint64_t *start_ns, uint64_t *end_ns)
+{
+    pthread_mutex_lock(&g_mu);
+    const struct span *s = &g_span[id % CP_CUPTI_SLOTS];
+    int done = s->id == id && s->kernels > 0 && s->gen != g_gen;
+    if (done) {
+        *start_ns = s->start;
+        *end_ns = s->end;
+    }
+    pthread_mutex_unlock(&g_mu);
+    return done;
+}
+
+uint64_t cp_cupti_dropped(void)
+{
+    return atomic_load_explicit(&g_dropped, memory_order_relaxed);
+}
