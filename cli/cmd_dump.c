@@ -309,6 +309,34 @@ static int print_nccl_op(void *ctx, const cp_rec_nccl_op *rec)
     return end(d);
 }
 
+static int print_kname(void *ctx, const cp_rec_kname *rec)
+{
+    struct dump *d = ctx;
+    struct dump_line *l = begin(d, "KNAME");
+    dump_line_u64(l, "name_index", rec->name_index);
+    dump_line_str(l, "name", rec->name, strnlen(rec->name, sizeof rec->name));
+    return end(d);
+}
+
+static int print_kernels(void *ctx, const cp_rec_kernels *rec)
+{
+    struct dump *d = ctx;
+    struct dump_line *l = begin(d, "KERNELS");
+    put_operation(d, rec->op, rec->comm_index, rec->seq);
+    put_peer(d, rec->op, rec->peer);
+    unsigned n = rec->nkernels < CP_KERNELS_MAX ? rec->nkernels : CP_KERNELS_MAX;
+    for (unsigned i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%u_name_index", i);
+        dump_line_u64(l, key, rec->k[i].name_index);
+        snprintf(key, sizeof key, "k%u_count", i);
+        dump_line_u64(l, key, rec->k[i].count);
+        snprintf(key, sizeof key, "k%u_us", i);
+        dump_line_fixed3(l, key, (double)rec->k[i].total_ns / 1e3);
+    }
+    return end(d);
+}
+
 static int print_hang(void *ctx, const cp_rec_hang *rec)
 {
     struct dump *d = ctx;
@@ -491,6 +519,8 @@ static int dump_file(struct dump *d, const char *path, char *err, size_t errlen)
         .on_call = print_call,
         .on_done = print_done,
         .on_nccl_op = print_nccl_op,
+        .on_kname = print_kname,
+        .on_kernels = print_kernels,
         .on_clock = print_clock,
         .on_lost = print_lost,
         .on_hang = print_hang,

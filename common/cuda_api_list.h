@@ -125,7 +125,19 @@
     X(CUresult, cuMemsetD32, cuMemsetD32_v2, \
       (CUdeviceptr dstDevice, unsigned int ui, size_t N), (dstDevice, ui, N)) \
     X(CUresult, cuMemGetInfo, cuMemGetInfo_v2, (size_t *freeBytes, size_t *totalBytes), \
-      (freeBytes, totalBytes))
+      (freeBytes, totalBytes)) \
+    /* modules and kernels: collprof-sim's compute (its PTX spin kernels) */ \
+    X(CUresult, cuModuleLoadData, cuModuleLoadData, (CUmodule *module, const void *image), \
+      (module, image)) \
+    X(CUresult, cuModuleUnload, cuModuleUnload, (CUmodule hmod), (hmod)) \
+    X(CUresult, cuModuleGetFunction, cuModuleGetFunction, \
+      (CUfunction *hfunc, CUmodule hmod, const char *name), (hfunc, hmod, name)) \
+    X(CUresult, cuLaunchKernel, cuLaunchKernel, \
+      (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, \
+       unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, \
+       unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra), \
+      (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, \
+       hStream, kernelParams, extra))
 
 /* Entries whose CUDA 13 symbol a still-deployed driver may lack while the older symbol has
  * the same signature and meaning, so a resolver may fall back to it:

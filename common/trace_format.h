@@ -86,7 +86,9 @@ enum cp_record_type {
     CP_REC_HANG = 8,     /* watchdog: a collective in flight too long */
     CP_REC_END = 9,      /* clean end of the process's trace */
     CP_REC_NCCL_OP = 10, /* NCCL's own view of a CALL: its profiler plugin's descriptor */
-    CP_REC_TYPE_MAX_KNOWN = 10
+    CP_REC_KNAME = 11,   /* a GPU kernel's name: index -> name (CUPTI's) */
+    CP_REC_KERNELS = 12, /* the other kernels the GPU ran before a CALL's (CUPTI's) */
+    CP_REC_TYPE_MAX_KNOWN = 12
 };
 
 typedef struct cp_record_header {
@@ -207,6 +209,35 @@ typedef struct cp_rec_nccl_op {
     uint8_t reserved[5];  /* must be zero */
 } cp_rec_nccl_op;
 
+/* A kernel name, written once before the first KERNELS record that names it. */
+#define CP_KNAME_MAX 116
+typedef struct cp_rec_kname {
+    cp_record_header h;   /* CP_REC_KNAME, 128 */
+    uint32_t name_index;  /* this file's; KERNELS records name it */
+    uint32_t reserved;    /* must be zero */
+    char name[CP_KNAME_MAX]; /* NUL-terminated, cut at CP_KNAME_MAX - 1 bytes (the same cut on
+                              * every rank, so ranks compare) */
+} cp_rec_kname;
+
+/* What the GPU of this rank ran before a CALL's NCCL kernel (COLLPROF_GPU_TIMING=cupti): the
+ * kernels of the call's device, not NCCL's, that ended after the device's previous NCCL
+ * kernel began and before this one started, by name, the CP_KERNELS_MAX longest in all. */
+#define CP_KERNELS_MAX 3
+typedef struct cp_rec_kernels {
+    cp_record_header h;   /* CP_REC_KERNELS, 72 */
+    uint32_t comm_index;  /* the CALL's key, as a DONE's */
+    uint64_t seq;
+    int32_t peer;
+    uint8_t op;
+    uint8_t nkernels;     /* entries used, <= CP_KERNELS_MAX */
+    uint8_t reserved[2];  /* must be zero */
+    struct {
+        uint32_t name_index; /* a KNAME record's */
+        uint32_t count;      /* launches of it in the window */
+        uint64_t total_ns;   /* their GPU time together */
+    } k[CP_KERNELS_MAX];
+} cp_rec_kernels;
+
 enum cp_comm_origin {
     CP_COMM_INIT_RANK = 1,      /* InitRank, InitRankConfig, InitRankScalable */
     CP_COMM_INIT_ALL = 2,
@@ -326,6 +357,8 @@ _Static_assert(sizeof(cp_rec_lost) == 24, "LOST record size");
 _Static_assert(sizeof(cp_rec_hang) == 40, "HANG record size");
 _Static_assert(sizeof(cp_rec_end) == 24, "END record size");
 _Static_assert(sizeof(cp_rec_nccl_op) == 40, "NCCL_OP record size");
+_Static_assert(sizeof(cp_rec_kname) == 128, "KNAME record size");
+_Static_assert(sizeof(cp_rec_kernels) == 72, "KERNELS record size");
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "collprof writes its trace in the host's byte order, which must be little-endian"
 #endif

@@ -52,6 +52,8 @@ static const uint16_t min_record_bytes[CP_REC_TYPE_MAX_KNOWN + 1] = {
     [CP_REC_HANG] = sizeof(cp_rec_hang),
     [CP_REC_END] = sizeof(cp_rec_end),
     [CP_REC_NCCL_OP] = sizeof(cp_rec_nccl_op),
+    [CP_REC_KNAME] = sizeof(cp_rec_kname),
+    [CP_REC_KERNELS] = sizeof(cp_rec_kernels),
 };
 
 /* Checks the file header; 0 or a cp_read_status with err filled. */
@@ -332,6 +334,12 @@ static int deliver(const cp_trace_visitor *vp, const unsigned char *p, size_t n,
             break;
         case CP_REC_NCCL_OP:
             stop = v.on_nccl_op && v.on_nccl_op(v.ctx, (const cp_rec_nccl_op *)h);
+            break;
+        case CP_REC_KNAME:
+            stop = v.on_kname && v.on_kname(v.ctx, (const cp_rec_kname *)h);
+            break;
+        case CP_REC_KERNELS:
+            stop = v.on_kernels && v.on_kernels(v.ctx, (const cp_rec_kernels *)h);
             break;
         case CP_REC_PROCESS:
             stop = v.on_process && v.on_process(v.ctx, (const cp_rec_process *)h);

@@ -50,6 +50,9 @@ typedef struct cp_trace_visitor {
     int (*on_hang)(void *ctx, const cp_rec_hang *rec);
     int (*on_end)(void *ctx, const cp_rec_end *rec);
     int (*on_nccl_op)(void *ctx, const cp_rec_nccl_op *rec);
+    /* A KNAME's name is NUL-terminated only if the writer was right: use strnlen. */
+    int (*on_kname)(void *ctx, const cp_rec_kname *rec);
+    int (*on_kernels)(void *ctx, const cp_rec_kernels *rec);
     int (*on_unknown)(void *ctx, const cp_record_header *rec);
 } cp_trace_visitor;
 

@@ -83,7 +83,7 @@ static const char *const record_type_names[CP_REC_TYPE_MAX_KNOWN + 1] = {
     [CP_REC_PROCESS] = "PROCESS", [CP_REC_COMM] = "COMM", [CP_REC_SITE] = "SITE",
     [CP_REC_CALL] = "CALL",       [CP_REC_DONE] = "DONE", [CP_REC_CLOCK] = "CLOCK",
     [CP_REC_LOST] = "LOST",       [CP_REC_HANG] = "HANG", [CP_REC_END] = "END",
-    [CP_REC_NCCL_OP] = "NCCL_OP",
+    [CP_REC_NCCL_OP] = "NCCL_OP", [CP_REC_KNAME] = "KNAME", [CP_REC_KERNELS] = "KERNELS",
 };
 
 /* NCCL's own spellings (ncclAlgoToString, ncclProtoToString), index = enum cp_algo/proto. */

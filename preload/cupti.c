@@ -61,11 +61,33 @@ static struct {
     uint32_t corr;
     uint64_t id;
 } g_corr[CP_CUPTI_SLOTS];
-/* our id -> its kernels' span */
+/* our id -> its kernels' span, and what the device ran before its first kernel */
 static struct span {
     uint64_t id, start, end;
     uint32_t kernels, gen;
+    uint8_t nbefore;
+    struct {
+        uint32_t name, count;
+        uint64_t total_ns;
+    } before[CP_KERNELS_MAX];
 } g_span[CP_CUPTI_SLOTS];
+
+/* Kernel names, interned: a KERNELS record names them by index, a KNAME record once each. */
+#define CP_KNAMES 4096
+static struct kname {
+    char name[CP_KNAME_MAX];
+    uint8_t used, written;
+} g_names[CP_KNAMES];
+
+/* Per device, the kernels not NCCL's since its last NCCL kernel (by record order), waiting
+ * to be put down as what ran before the next one. */
+#define CP_DEVICES 64
+#define CP_OTHERS 512
+static struct other {
+    uint32_t name;
+    uint64_t start, end;
+} g_others[CP_DEVICES][CP_OTHERS];
+static uint32_t g_nothers[CP_DEVICES];
 static uint32_t g_gen;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t g_dropped;
@@ -150,16 +172,95 @@ static void buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records
     *max_records = 0;
 }
 
+/* The index of a name (cut as a KNAME holds it), interned; UINT32_MAX when the table is
+ * full. g_mu held. */
+static uint32_t intern(const char *name)
+{
+    char cut[CP_KNAME_MAX];
+    snprintf(cut, sizeof cut, "%s", name ? name : "?");
+    uint32_t h = 2166136261u;
+    for (const char *p = cut; *p; p++)
+        h = (h ^ (uint8_t)*p) * 16777619u;
+    for (uint32_t i = 0; i < CP_KNAMES; i++) {
+        struct kname *n = &g_names[(h + i) % CP_KNAMES];
+        if (!n->used) {
+            memcpy(n->name, cut, sizeof cut);
+            n->used = 1;
+            return (h + i) % CP_KNAMES;
+        }
+        if (!strcmp(n->name, cut))
+            return (h + i) % CP_KNAMES;
+    }
+    return UINT32_MAX;
+}
+
+static int is_nccl_kernel(const char *name)
+{
+    return name && (!strncmp(name, "ncclDevKernel", 13) || !strncmp(name, "ncclKernel", 10));
+}
+
+/* What the device ran before an NCCL kernel that starts at `start`: its other kernels that
+ * ended by then, by name, the longest in all first; they are used up. */
+static void take_before(struct span *s, uint32_t dev, uint64_t start)
+{
+    struct other *o = g_others[dev];
+    uint32_t n = g_nothers[dev], keep = 0;
+    struct {
+        uint32_t name, count;
+        uint64_t total;
+    } agg[32];
+    uint32_t nagg = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (o[i].end > start) {
+            o[keep++] = o[i];
+            continue;
+        }
+        uint32_t a = 0;
+        while (a < nagg && agg[a].name != o[i].name)
+            a++;
+        if (a == nagg) {
+            if (nagg == 32)
+                continue;
+            agg[nagg++] = (__typeof__(agg[0])){o[i].name, 0, 0};
+        }
+        agg[a].count++;
+        agg[a].total += o[i].end - o[i].start;
+    }
+    g_nothers[dev] = keep;
+    s->nbefore = 0;
+    for (uint32_t k = 0; k < CP_KERNELS_MAX && k < nagg; k++) {
+        uint32_t best = k;
+        for (uint32_t a = k + 1; a < nagg; a++)
+            if (agg[a].total > agg[best].total)
+                best = a;
+        __typeof__(agg[0]) t = agg[k];
+        agg[k] = agg[best];
+        agg[best] = t;
+        s->before[k].name = agg[k].name;
+        s->before[k].count = agg[k].count;
+        s->before[k].total_ns = agg[k].total;
+        s->nbefore++;
+    }
+}
+
 static void note_kernel(const cp_cupti_kernel_head *k)
 {
-    uint32_t c = k->correlationId;
-    if (g_corr[c % CP_CUPTI_SLOTS].corr != c || !c)
-        return; /* a kernel no call of ours launched */
-    uint64_t id = g_corr[c % CP_CUPTI_SLOTS].id;
+    uint32_t c = k->correlationId, dev = k->deviceId % CP_DEVICES;
     uint64_t start = k->start + (uint64_t)g_offset, end = k->end + (uint64_t)g_offset;
+    if (!c || g_corr[c % CP_CUPTI_SLOTS].corr != c) {
+        /* a kernel no call of ours launched: the job's compute */
+        if (is_nccl_kernel(k->name) || g_nothers[dev] == CP_OTHERS)
+            return;
+        uint32_t name = intern(k->name);
+        if (name != UINT32_MAX)
+            g_others[dev][g_nothers[dev]++] = (struct other){name, start, end};
+        return;
+    }
+    uint64_t id = g_corr[c % CP_CUPTI_SLOTS].id;
     struct span *s = &g_span[id % CP_CUPTI_SLOTS];
     if (s->id != id) {
         *s = (struct span){.id = id, .start = start, .end = end};
+        take_before(s, dev, start);
     } else {
         if (start < s->start)
             s->start = start;
@@ -306,7 +407,7 @@ void cp_cupti_flush(int final)
     }
 }
 
-int cp_cupti_result(uint64_t id, uint64_t *start_ns, uint64_t *end_ns)
+int cp_cupti_result(uint64_t id, uint64_t *start_ns, uint64_t *end_ns, cp_rec_kernels *before)
 {
     pthread_mutex_lock(&g_mu);
     const struct span *s = &g_span[id % CP_CUPTI_SLOTS];
@@ -314,9 +415,31 @@ int cp_cupti_result(uint64_t id, uint64_t *start_ns, uint64_t *end_ns)
     if (done) {
         *start_ns = s->start;
         *end_ns = s->end;
+        before->nkernels = s->nbefore;
+        for (unsigned k = 0; k < s->nbefore; k++) {
+            before->k[k].name_index = s->before[k].name;
+            before->k[k].count = s->before[k].count;
+            before->k[k].total_ns = s->before[k].total_ns;
+        }
     }
     pthread_mutex_unlock(&g_mu);
     return done;
+}
+
+int cp_cupti_kname(uint32_t index, cp_rec_kname *out)
+{
+    if (index >= CP_KNAMES)
+        return 0;
+    pthread_mutex_lock(&g_mu);
+    struct kname *n = &g_names[index];
+    int fresh = n->used && !n->written;
+    if (fresh) {
+        n->written = 1;
+        *out = (cp_rec_kname){.h = {CP_REC_KNAME, sizeof *out}, .name_index = index};
+        memcpy(out->name, n->name, sizeof out->name);
+    }
+    pthread_mutex_unlock(&g_mu);
+    return fresh;
 }
 
 uint64_t cp_cupti_dropped(void)

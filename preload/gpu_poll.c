@@ -344,7 +344,9 @@ static int finish_cupti(cp_trace_writer *w, const cp_pending_slot *p)
     cp_rec_done d = {.h = {CP_REC_DONE, sizeof d}, .comm_index = p->comm_index, .seq = p->seq,
                      .peer = p->peer, .op = p->op, .timing = CP_TIMING_NONE};
     uint64_t a, b;
-    if (cp_cupti_result(p->cupti_id, &a, &b)) {
+    cp_rec_kernels k = {.h = {CP_REC_KERNELS, sizeof k}, .comm_index = p->comm_index,
+                        .seq = p->seq, .peer = p->peer, .op = p->op};
+    if (cp_cupti_result(p->cupti_id, &a, &b, &k)) {
         d.gpu_start_ns = a;
         d.gpu_end_ns = b < a ? a : b;
         d.timing = CP_TIMING_CUPTI;
@@ -353,6 +355,14 @@ static int finish_cupti(cp_trace_writer *w, const cp_pending_slot *p)
     }
     cp_trace_writer_append(w, &d);
     cp_live_done(&d);
+    if (k.nkernels) {
+        for (unsigned i = 0; i < k.nkernels; i++) {
+            cp_rec_kname n;
+            if (cp_cupti_kname(k.k[i].name_index, &n))
+                cp_trace_writer_append(w, &n);
+        }
+        cp_trace_writer_append(w, &k);
+    }
     return 1;
 }
 

@@ -586,8 +586,11 @@ void cp_cupti_pop(void);
 /* Writer: hands CUPTI's records over (each tick unless CUPTI's own thread does; forced and
  * final at the end). */
 void cp_cupti_flush(int final);
-/* Writer: 1 and the id's kernels' span (CLOCK_MONOTONIC ns) once whole, else 0. */
-int cp_cupti_result(uint64_t id, uint64_t *start_ns, uint64_t *end_ns);
+/* Writer: 1 and the id's kernels' span (CLOCK_MONOTONIC ns), with what the device ran before
+ * it (before's nkernels and k[]), once whole; else 0. */
+int cp_cupti_result(uint64_t id, uint64_t *start_ns, uint64_t *end_ns, cp_rec_kernels *before);
+/* Writer: 1 and the KNAME record of a name not written yet (marked written), else 0. */
+int cp_cupti_kname(uint32_t index, cp_rec_kname *out);
 /* Records CUPTI said it dropped (their calls get no DONE times). */
 uint64_t cp_cupti_dropped(void);
 

@@ -57,6 +57,7 @@ static const proc_version versions[] = {
     {"cuStreamBeginCapture", 10010, (void *)cuStreamBeginCapture_v2},
     {"cuStreamBeginCapture", 10000, (void *)cuStreamBeginCapture},
     {"cuDevicePrimaryCtxRetain", 7000, (void *)cuDevicePrimaryCtxRetain},
+    {"cuLaunchKernel", 4000, (void *)cuLaunchKernel},
     {"cuGetErrorString", 6000, (void *)cuGetErrorString},
     {"cuGetErrorName", 6000, (void *)cuGetErrorName},
     {"cuStreamIsCapturing", 10000, (void *)cuStreamIsCapturing},

@@ -353,7 +353,71 @@ size_t sim_elems(const struct sim *s, double bytes, size_t elem_size)
     return n < 1 ? 1 : (size_t)(n + 0.5);
 }
 
-void sim_compute(const struct sim *s, double us)
+/* The compute kernels: each spins on %globaltimer for its u64 parameter's nanoseconds, the
+ * same on a real GPU (the driver compiles the PTX) and on the emulation (which models these
+ * kernels so). */
+static const char compute_ptx[] =
+    ".version 7.0\n"
+    ".target sm_70\n"
+    ".address_size 64\n"
+    ".visible .entry sim_fwd_gemm(.param .u64 ns)\n"
+    "{\n"
+    "    .reg .pred p;\n"
+    "    .reg .b64 t0, t1, d, lim;\n"
+    "    ld.param.u64 lim, [ns];\n"
+    "    mov.u64 t0, %globaltimer;\n"
+    "SPIN_F:\n"
+    "    mov.u64 t1, %globaltimer;\n"
+    "    sub.u64 d, t1, t0;\n"
+    "    setp.lt.u64 p, d, lim;\n"
+    "    @p bra SPIN_F;\n"
+    "    ret;\n"
+    "}\n"
+    ".visible .entry sim_bwd_gemm(.param .u64 ns)\n"
+    "{\n"
+    "    .reg .pred p;\n"
+    "    .reg .b64 t0, t1, d, lim;\n"
+    "    ld.param.u64 lim, [ns];\n"
+    "    mov.u64 t0, %globaltimer;\n"
+    "SPIN_B:\n"
+    "    mov.u64 t1, %globaltimer;\n"
+    "    sub.u64 d, t1, t0;\n"
+    "    setp.lt.u64 p, d, lim;\n"
+    "    @p bra SPIN_B;\n"
+    "    ret;\n"
+    "}\n";
+
+void sim_compute_setup(struct sim *s)
 {
-    sim_sleep_us(us * s->opt->scale);
+    static const char *const names[SIM_NKERNELS] = {"sim_fwd_gemm", "sim_bwd_gemm"};
+    if (!s->cu.cuModuleLoadData || !s->cu.cuModuleGetFunction || !s->cu.cuLaunchKernel) {
+        sim_say("--gpu-compute: the CUDA driver '%s' cannot load kernels (no cuModuleLoadData, "
+                "cuModuleGetFunction or cuLaunchKernel)", s->cu.path);
+        sim_exit(SIM_EXIT_CANNOT_RUN);
+    }
+    CUmodule mod;
+    CUresult r = s->cu.cuModuleLoadData(&mod, compute_ptx);
+    for (int k = 0; r == CUDA_SUCCESS && k < SIM_NKERNELS; k++)
+        r = s->cu.cuModuleGetFunction(&s->kernels[k], mod, names[k]);
+    if (r != CUDA_SUCCESS) {
+        char why[256];
+        sim_cuda_result(&s->cu, r, why, sizeof why);
+        sim_say("--gpu-compute: the driver cannot load the compute kernels: %s", why);
+        sim_exit(SIM_EXIT_CANNOT_RUN);
+    }
+}
+
+void sim_compute(const struct sim *s, int kernel, double us)
+{
+    double scaled = us * s->opt->scale * s->slow_factor;
+    if (!s->opt->gpu_compute) {
+        sim_sleep_us(scaled);
+        return;
+    }
+    uint64_t ns = (uint64_t)(scaled * 1e3);
+    void *params[] = {&ns};
+    struct sim *m = (struct sim *)s;
+    sim_cu_check(m, s->cu.cuLaunchKernel(s->kernels[kernel], 1, 1, 1, 32, 1, 1, 0,
+                                         s->comms[0].stream, params, NULL),
+                 "cuLaunchKernel");
 }

@@ -261,6 +261,10 @@ static int run_rank(const struct sim_options *o)
         return SIM_EXIT_USAGE;
     sim_set_rank(s->id.rank);
     s->late_ms = late_ms(o, s->id.rank);
+    s->slow_factor = 1;
+    for (int i = 0; i < o->nslow; i++)
+        if (o->slow[i].rank == s->id.rank)
+            s->slow_factor *= o->slow[i].factor;
 
     char why[2048];
     if (device_setup(s, why, sizeof why)) {
@@ -287,6 +291,8 @@ static int run_rank(const struct sim_options *o)
         sim_nccl_fail(s, r, "ncclCommInitRank", -1, SIM_EXIT_CANNOT_RUN);
     sim_comm_add(s, world, "world");
 
+    if (o->gpu_compute)
+        sim_compute_setup(s);
     const struct sim_pattern *p = &sim_patterns[o->pattern];
     s->step = -1; /* set-up calls (ddp's Broadcast) come before step 0 */
     p->setup(s);

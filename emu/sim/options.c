@@ -72,6 +72,11 @@ static const char usage_text[] =
 "                         real jobs; tests use 0.001)\n"
 "  --stats              one more stderr line per rank: steps, wall time and GPU time (the\n"
 "                         emulation's model time) measured with events\n"
+"  --gpu-compute        compute phases are kernels on the GPU (sim_fwd_gemm, sim_bwd_gemm:\n"
+"                         PTX spinning on %globaltimer) on the first communicator's stream,\n"
+"                         launched while the host goes on, instead of host sleeps\n"
+"  --slow-compute RANK:F that rank's compute takes F times longer (with --gpu-compute, its\n"
+"                         GPU falls behind while its host keeps pace; repeatable)\n"
 "  --one-stream         every communicator enqueues on the first one's stream, as a framework\n"
 "                         with one communication stream does: a collective waits for the\n"
 "                         earlier ones of every communicator (default: a stream each)\n"
@@ -243,12 +248,17 @@ int sim_options_parse(int argc, char **argv, struct sim_options *o)
             o->stats = 1;
             continue;
         }
+        if (!strcmp(arg, "--gpu-compute")) {
+            o->gpu_compute = 1;
+            continue;
+        }
         if (!strcmp(arg, "--one-stream")) {
             o->one_stream = 1;
             continue;
         }
         static const char *const valued[] = { "--pattern", "--steps", "--mismatch", "--late",
-                                              "--timeout", "--launch", "--scale" };
+                                              "--timeout", "--launch", "--scale",
+                                              "--slow-compute" };
         const char *name = NULL, *val = NULL;
         int start = i;
         for (size_t k = 0; k < sizeof valued / sizeof *valued && !name; k++) {
@@ -296,6 +306,19 @@ int sim_options_parse(int argc, char **argv, struct sim_options *o)
             if (parse_double(val, 1e-9, 1000, &d))
                 return usage_error("--scale '%s' is not a factor in (0, 1000]", val);
             o->scale = d;
+        } else if (!strcmp(name, "--slow-compute")) {
+            char *colon = strchr(val, ':');
+            char rank_s[32];
+            size_t n = colon ? (size_t)(colon - val) : 0;
+            if (!colon || n == 0 || n >= sizeof rank_s || o->nslow >= SIM_MAX_RULES)
+                return usage_error("--slow-compute '%s' is not RANK:FACTOR", val);
+            memcpy(rank_s, val, n);
+            rank_s[n] = '\0';
+            if (parse_long(rank_s, 0, 1 << 20, &l) || parse_double(colon + 1, 0.01, 1000, &d))
+                return usage_error("--slow-compute '%s' is not RANK:FACTOR", val);
+            o->slow[o->nslow].rank = (int)l;
+            o->slow[o->nslow].factor = d;
+            o->nslow++;
         } else if (!strcmp(name, "--late")) {
             if (parse_late(o, val))
                 return usage_error("--late '%s' is not RANK:MS[,RANK:MS...]", val);

@@ -66,10 +66,10 @@ void sim_pattern_ddp_setup(struct sim *s)
 void sim_pattern_ddp_step(struct sim *s)
 {
     struct ddp *d = s->pattern_state;
-    sim_compute(s, DDP_FWD_US);
+    sim_compute(s, SIM_FWD, DDP_FWD_US);
     for (int b = 0; b < DDP_BUCKETS; b++) {
         /* the bucket's gradients are ready once its share of backward is computed */
-        sim_compute(s, DDP_BWD_US * (double)d->cnt[b] / (double)d->total);
+        sim_compute(s, SIM_BWD, DDP_BWD_US * (double)d->cnt[b] / (double)d->total);
         CUdeviceptr g = d->grads + d->off[b] * 4;
         sim_call(s, &(struct sim_call){ .op = SIM_ALLREDUCE, .count = d->cnt[b],
                                         .dtype = ncclFloat32, .redop = ncclSum, .send = g,
@@ -113,11 +113,11 @@ void sim_pattern_fsdp_step(struct sim *s)
     const struct fsdp *f = s->pattern_state;
     for (int u = 0; u < FSDP_UNITS; u++) {
         fsdp_gather(s, f);
-        sim_compute(s, FSDP_FWD_US);
+        sim_compute(s, SIM_FWD, FSDP_FWD_US);
     }
     for (int u = FSDP_UNITS - 1; u >= 0; u--) {
         fsdp_gather(s, f);
-        sim_compute(s, FSDP_BWD_US);
+        sim_compute(s, SIM_BWD, FSDP_BWD_US);
         sim_call(s, &(struct sim_call){ .op = SIM_REDUCESCATTER, .count = f->shard_count,
                                         .dtype = ncclBfloat16, .redop = ncclAvg,
                                         .send = f->grad_full, .recv = f->grad_shard });
@@ -155,11 +155,11 @@ void sim_pattern_tp_step(struct sim *s)
 {
     const struct tp *t = s->pattern_state;
     for (int l = 0; l < TP_LAYERS; l++) {
-        sim_compute(s, TP_FWD_US);
+        sim_compute(s, SIM_FWD, TP_FWD_US);
         tp_allreduce(s, t);
     }
     for (int l = 0; l < TP_LAYERS; l++) {
-        sim_compute(s, TP_BWD_US);
+        sim_compute(s, SIM_BWD, TP_BWD_US);
         tp_allreduce(s, t);
     }
 }
@@ -198,12 +198,12 @@ void sim_pattern_moe_step(struct sim *s)
     const struct moe *m = s->pattern_state;
     for (int l = 0; l < MOE_LAYERS; l++) {
         moe_alltoall(s, m, m->tokens, m->routed); /* dispatch */
-        sim_compute(s, MOE_EXPERT_FWD_US);
+        sim_compute(s, SIM_FWD, MOE_EXPERT_FWD_US);
         moe_alltoall(s, m, m->routed, m->tokens); /* combine */
     }
     for (int l = MOE_LAYERS - 1; l >= 0; l--) {
         moe_alltoall(s, m, m->tokens, m->routed); /* combine's gradient */
-        sim_compute(s, MOE_EXPERT_BWD_US);
+        sim_compute(s, SIM_BWD, MOE_EXPERT_BWD_US);
         moe_alltoall(s, m, m->routed, m->tokens); /* dispatch's gradient */
     }
 }

@@ -72,7 +72,7 @@ static void pp_tick(struct sim *s, const struct pp *p, int tick, int pos, int up
         sim_group_end(s);
     }
     if (mb_in >= 0 && mb_in < PP_MICROBATCHES)
-        sim_compute(s, backward ? PP_BWD_US : PP_FWD_US);
+        sim_compute(s, backward ? SIM_BWD : SIM_FWD, backward ? PP_BWD_US : PP_FWD_US);
 }
 
 void sim_pattern_pp_step(struct sim *s)
@@ -159,11 +159,11 @@ void sim_pattern_mixed_step(struct sim *s)
 {
     const struct mixed *m = s->pattern_state;
     for (int l = 0; l < MX_LAYERS; l++) {
-        sim_compute(s, MX_FWD_US);
+        sim_compute(s, SIM_FWD, MX_FWD_US);
         mx_tp_allreduce(s, m);
     }
     for (int l = 0; l < MX_LAYERS; l++) {
-        sim_compute(s, MX_BWD_US);
+        sim_compute(s, SIM_BWD, MX_BWD_US);
         mx_tp_allreduce(s, m);
     }
     for (int b = 0; b < MX_DP_BUCKETS; b++)

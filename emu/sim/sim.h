@@ -60,7 +60,10 @@ enum sim_field { SIM_FIELD_COUNT, SIM_FIELD_DTYPE, SIM_FIELD_ROOT, SIM_FIELD_OP,
                  SIM_FIELD_PEER };
 
 #define SIM_MAX_RULES 32
+/* The compute kernels of --gpu-compute (sim_compute). */
+enum { SIM_FWD = 0, SIM_BWD = 1, SIM_NKERNELS = 2 };
 struct sim_late { int rank; double ms; };
+struct sim_slow { int rank; double factor; };
 struct sim_mismatch {
     int rank;
     uint64_t seq;       /* index among the rank's communication calls, 0-based */
@@ -77,6 +80,9 @@ struct sim_options {
     double scale;       /* message sizes and compute times */
     int stats;
     int one_stream;     /* every communicator on comms[0]'s stream */
+    int gpu_compute;    /* compute phases are kernels on the GPU, not host sleeps */
+    int nslow;
+    struct sim_slow slow[SIM_MAX_RULES]; /* --slow-compute */
     int nlate, nmismatch;
     struct sim_late late[SIM_MAX_RULES];
     struct sim_mismatch mismatch[SIM_MAX_RULES];
@@ -143,6 +149,8 @@ struct sim {
     uint64_t counts[SIM_NOPS];
     long step;
     double late_ms;                /* this rank's --late */
+    double slow_factor;            /* this rank's --slow-compute (1: none) */
+    CUfunction kernels[SIM_NKERNELS]; /* --gpu-compute */
     int group_depth;
     struct sim_pending *pending;   /* calls of the open group, checked at ncclGroupEnd */
     int npending, cap_pending;
@@ -191,7 +199,12 @@ void sim_sync_all(struct sim *s);
 /* Elements for a message of `bytes` at full scale, after --scale (at least 1). */
 size_t sim_elems(const struct sim *s, double bytes, size_t elem_size);
 /* Host-side compute of `us` microseconds at full scale, after --scale. */
-void sim_compute(const struct sim *s, double us);
+/* A compute phase of us microseconds (times --scale): the host sleeps, or with --gpu-compute
+ * the phase's kernel (SIM_FWD, SIM_BWD: sim_fwd_gemm, sim_bwd_gemm) runs on the rank's first
+ * stream while the host goes on, --slow-compute times longer on its rank. */
+void sim_compute(const struct sim *s, int kernel, double us);
+/* --gpu-compute: loads the compute kernels' PTX (exit 3 when the driver refuses it). */
+void sim_compute_setup(struct sim *s);
 void sim_nccl_fail(struct sim *s, ncclResult_t r, const char *call, int comm, int code);
 
 /* check.c */

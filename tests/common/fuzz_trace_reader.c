@@ -75,6 +75,9 @@ FIXED(on_clock, cp_rec_clock, CP_REC_CLOCK)
 FIXED(on_lost, cp_rec_lost, CP_REC_LOST)
 FIXED(on_hang, cp_rec_hang, CP_REC_HANG)
 FIXED(on_end, cp_rec_end, CP_REC_END)
+FIXED(on_nccl_op, cp_rec_nccl_op, CP_REC_NCCL_OP)
+FIXED(on_kname, cp_rec_kname, CP_REC_KNAME)
+FIXED(on_kernels, cp_rec_kernels, CP_REC_KERNELS)
 
 static int on_site(void *ctx, const cp_rec_site *rec)
 {
@@ -125,6 +128,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .on_comm = on_comm,  .on_site = on_site,     .on_call = on_call,
         .on_done = on_done,  .on_clock = on_clock,   .on_lost = on_lost,
         .on_hang = on_hang,  .on_end = on_end,       .on_unknown = on_unknown,
+        .on_nccl_op = on_nccl_op, .on_kname = on_kname, .on_kernels = on_kernels,
     };
     cp_walk_result res;
     REQUIRE(cp_trace_walk(r, &v, &res) == 0);

@@ -100,6 +100,8 @@
     X(__builtin_types_compatible_p(CUstream, struct CUstream_st *)) \
     X(__builtin_types_compatible_p(CUevent, struct CUevent_st *)) \
     X(__builtin_types_compatible_p(CUgraph, struct CUgraph_st *)) \
+    X(__builtin_types_compatible_p(CUmodule, struct CUmod_st *)) \
+    X(__builtin_types_compatible_p(CUfunction, struct CUfunc_st *)) \
     X(__builtin_types_compatible_p(CUgreenCtx, struct CUgreenCtx_st *)) \
     X(__builtin_types_compatible_p(CUuuid, struct CUuuid_st)) X(sizeof(CUuuid)) \
     X(__builtin_types_compatible_p(CUexecAffinityParam, struct CUexecAffinityParam_st)) \

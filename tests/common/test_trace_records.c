@@ -91,7 +91,7 @@ static void record_type_names(void **state)
 {
     (void)state;
     const char *names[] = {NULL, "PROCESS", "COMM", "SITE", "CALL", "DONE",
-                           "CLOCK", "LOST", "HANG", "END", "NCCL_OP"};
+                           "CLOCK", "LOST", "HANG", "END", "NCCL_OP", "KNAME", "KERNELS"};
     assert_null(cp_record_type_name(0));
     for (unsigned t = 1; t <= CP_REC_TYPE_MAX_KNOWN; t++)
         assert_string_equal(cp_record_type_name(t), names[t]);

@@ -312,7 +312,7 @@ static void get_proc_address_resolves_api_names_by_version(void **state)
     assert_int_equal(cuGetProcAddress_v2("cuMemAlloc_v2", &fn, 13000, 0, &q), CUDA_ERROR_NOT_FOUND);
     assert_null(fn);
     assert_int_equal(q, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
-    assert_int_equal(cuGetProcAddress_v2("cuLaunchKernel", &fn, 13000, 0, &q),
+    assert_int_equal(cuGetProcAddress_v2("cuGraphLaunch", &fn, 13000, 0, &q),
                      CUDA_ERROR_NOT_FOUND);
     assert_int_equal(q, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
     assert_int_equal(cuGetProcAddress_v2("cuStreamIsCapturing", &fn, 9000, 0, &q),

@@ -442,6 +442,47 @@ static uint64_t ask_device(void *arg, uint64_t start_ns)
     return start_ns;
 }
 
+/* collprof-sim's compute: a PTX spin kernel, loaded, found by name and launched, keeps its
+ * stream busy for the ns its parameter gives; unknown names and PTX without an entry are
+ * refused as the driver refuses them. */
+static void a_ptx_spin_kernel_runs_for_its_parameter(void **state)
+{
+    (void)state;
+    static const char ptx[] =
+        ".version 7.0\n.target sm_70\n.address_size 64\n"
+        ".visible .entry sim_gemm(.param .u64 ns)\n{\n ret;\n}\n"
+        ".visible .entry sim_other(.param .u64 ns)\n{\n ret;\n}\n";
+    CUmodule mod;
+    CUfunction f, g;
+    assert_int_equal(cuModuleLoadData(&mod, "no entry here"), CUDA_ERROR_INVALID_PTX);
+    assert_int_equal(cuModuleLoadData(&mod, ptx), CUDA_SUCCESS);
+    assert_int_equal(cuModuleGetFunction(&f, mod, "sim_gemm"), CUDA_SUCCESS);
+    assert_int_equal(cuModuleGetFunction(&g, mod, "sim_other"), CUDA_SUCCESS);
+    assert_true(f != g);
+    assert_int_equal(cuModuleGetFunction(&g, mod, "sim_missing"), CUDA_ERROR_NOT_FOUND);
+    CUstream s;
+    CUevent a, b;
+    assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(cuEventCreate(&a, 0), CUDA_SUCCESS);
+    assert_int_equal(cuEventCreate(&b, 0), CUDA_SUCCESS);
+    uint64_t ns = 30000000;
+    void *params[] = {&ns};
+    assert_int_equal(cuEventRecord(a, s), CUDA_SUCCESS);
+    assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 2048, 1, 1, 0, s, params, NULL),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuLaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, s, params, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuEventRecord(b, s), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+    float ms = 0;
+    assert_int_equal(cuEventElapsedTime_v2(&ms, a, b), CUDA_SUCCESS);
+    assert_true(ms >= 29.9f && ms < 31.0f);
+    assert_int_equal(cuModuleUnload(mod), CUDA_SUCCESS);
+    assert_int_equal(cuModuleUnload(mod), CUDA_ERROR_INVALID_HANDLE);
+    cuEventDestroy_v2(a);
+    cuEventDestroy_v2(b);
+    cuStreamDestroy_v2(s);
+}
+
 static void work_runs_with_its_streams_device_current(void **state)
 {
     (void)state;
@@ -483,6 +524,7 @@ int main(void)
         cmocka_unit_test(destroy_returns_at_once_and_pending_work_completes),
         cmocka_unit_test(stream_device_and_context),
         cmocka_unit_test(work_runs_with_its_streams_device_current),
+        cmocka_unit_test(a_ptx_spin_kernel_runs_for_its_parameter),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -15,6 +15,7 @@
  * send/recv gets a DONE timed by CUPTI's kernel records, its kernel starting after the call
  * entered NCCL and no earlier than the previous kernel of its stream ended; without a
  * libcupti that works, one INFO line and CUDA events. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,9 +55,10 @@ static void free_traces(void)
 }
 
 /* collprof-sim --launch RANKS on `pattern`, with the shim when `preload`, its libraries from
- * `libdir` (NULL: build/emu); the ranks' traces into g_t when traced. */
+ * `libdir` (NULL: build/emu), `args` (NULL: 2 steps, --scale 0.001, --check); the ranks'
+ * traces into g_t when traced. */
 static void run_sim_in(const char *name, int preload, const char *pattern,
-                       const char *const *extra, const char *libdir)
+                       const char *const *extra, const char *libdir, const char *const *args)
 {
     char sim[4200], lib_path[4300], dir[4300], dir_env[4400];
     snprintf(sim, sizeof sim, "%s/bin/collprof-sim", st_build_dir());
@@ -75,8 +77,12 @@ static void run_sim_in(const char *name, int preload, const char *pattern,
     env[n] = NULL;
     char ranks[8];
     snprintf(ranks, sizeof ranks, "%d", RANKS);
-    const char *argv[] = {"--launch", ranks, "--pattern", pattern, "--steps", "2",
-                          "--scale", "0.001", "--check", NULL};
+    const char *argv[16] = {"--launch", ranks, "--pattern", pattern};
+    static const char *const dflt[] = {"--steps", "2", "--scale", "0.001", "--check", NULL};
+    size_t na = 4;
+    for (const char *const *a = args ? args : dflt; *a && na < 15; a++)
+        argv[na++] = *a;
+    argv[na] = NULL;
     st_run_prog(&g_res, "collprof-sim", preload, env, argv);
     if (g_res.status != 0)
         fprintf(stderr, "%s: %#x\n%s%s", name, g_res.status, g_res.out, g_res.err);
@@ -95,7 +101,7 @@ static void run_sim_in(const char *name, int preload, const char *pattern,
 static void run_sim(const char *name, int preload, const char *pattern,
                     const char *const *extra)
 {
-    run_sim_in(name, preload, pattern, extra, NULL);
+    run_sim_in(name, preload, pattern, extra, NULL, NULL);
 }
 
 static int32_t comm_size(const trace_seen *t, uint32_t comm_index)
@@ -267,7 +273,7 @@ static void cupti_mode_without_cupti_says_so_and_uses_events(void **state)
         assert_int_equal(symlink(from, to), 0);
     }
     const char *env[] = {"COLLPROF_GPU_TIMING=cupti", "COLLPROF_DEBUG=INFO", NULL};
-    run_sim_in("nocupti-trace", 1, "ddp", env, dir);
+    run_sim_in("nocupti-trace", 1, "ddp", env, dir, NULL);
     assert_true(st_count_lines(g_res.err, "CUDA events are used") >= 1);
     for (int r = 0; r < g_nt; r++) {
         size_t plugin, events, calls, comms;
@@ -275,6 +281,89 @@ static void cupti_mode_without_cupti_says_so_and_uses_events(void **state)
         assert_true(calls > 5);
         assert_int_equal(events, calls);
     }
+    free_traces();
+}
+
+/* What a trace says the GPU ran before each call: rank's total ns of `kernel` before the
+ * collective (comm_index, seq), summed over the trace. */
+typedef struct before_seen {
+    char names[8][CP_KNAME_MAX];
+    uint32_t index[8];
+    int nnames;
+    uint64_t total_ns[64];   /* by seq, of the kernel asked for */
+    const char *kernel;
+    size_t records;
+} before_seen;
+
+static int on_kname(void *ctx, const cp_rec_kname *r)
+{
+    before_seen *b = ctx;
+    if (b->nnames < 8) {
+        snprintf(b->names[b->nnames], CP_KNAME_MAX, "%.*s", (int)strnlen(r->name, CP_KNAME_MAX),
+                 r->name);
+        b->index[b->nnames++] = r->name_index;
+    }
+    return 0;
+}
+
+static int on_kernels(void *ctx, const cp_rec_kernels *r)
+{
+    before_seen *b = ctx;
+    b->records++;
+    for (unsigned i = 0; i < r->nkernels && i < CP_KERNELS_MAX; i++)
+        for (int n = 0; n < b->nnames; n++)
+            if (b->index[n] == r->k[i].name_index && !strcmp(b->names[n], b->kernel) &&
+                r->seq < 64)
+                b->total_ns[r->seq] += r->k[i].total_ns;
+    return 0;
+}
+
+/* --gpu-compute --slow-compute 2:1.5: rank 2's compute kernels run 1.5 times as long, and
+ * its KERNELS records say so, kernel by kernel, against the others'. */
+static void cupti_mode_names_the_kernels_before_each_collective(void **state)
+{
+    (void)state;
+    const char *env[] = {"COLLPROF_GPU_TIMING=cupti", NULL};
+    const char *args[] = {"--steps", "3", "--scale", "0.02", "--gpu-compute",
+                          "--slow-compute", "2:1.5", NULL};
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s/kernels", g_tmp);
+    run_sim_in("kernels", 1, "ddp", env, NULL, args);
+    double fwd[RANKS];
+    for (int r = 0; r < g_nt; r++) {
+        int rank = (int)g_t[r].header.rank;
+        assert_true(rank >= 0 && rank < RANKS);
+        char **paths;
+        int nf = st_list(dir, &paths);
+        static before_seen b;
+        memset(&b, 0, sizeof b);
+        b.kernel = "sim_fwd_gemm";
+        char want[32];
+        snprintf(want, sizeof want, "rank%05d-", rank);
+        for (int i = 0; i < nf; i++) {
+            if (!strstr(paths[i], want))
+                continue;
+            int status;
+            char err[256];
+            cp_trace_reader *rd = cp_trace_reader_open(paths[i], &status, err, sizeof err);
+            assert_non_null(rd);
+            cp_trace_visitor v = {.ctx = &b, .on_kname = on_kname, .on_kernels = on_kernels};
+            cp_walk_result wr;
+            cp_trace_walk(rd, &v, &wr);
+            cp_trace_reader_close(rd);
+        }
+        cp_trace_dir_free(paths, nf);
+        /* every AllReduce after the Broadcast follows compute: 5 a step */
+        assert_true(b.records >= 3 * 5);
+        assert_int_equal(b.nnames, 2);
+        /* the forward pass, before the first bucket of each step (seq 1, 6, 11) */
+        fwd[rank] = (double)(b.total_ns[1] + b.total_ns[6] + b.total_ns[11]) / 3e6;
+        fprintf(stderr, "rank %d: sim_fwd_gemm before each step's first bucket: %.3f ms\n",
+                rank, fwd[rank]);
+    }
+    /* 20 ms * 0.02 = 0.4 ms; rank 2's 0.6 ms */
+    for (int r = 0; r < RANKS; r++)
+        assert_true(fabs(fwd[r] - (r == 2 ? 0.6 : 0.4)) < 0.02);
     free_traces();
 }
 
@@ -286,6 +375,7 @@ int main(void)
         cmocka_unit_test(a_jobs_own_plugin_gets_what_it_gets_without_collprof),
         cmocka_unit_test(cupti_mode_times_every_call_by_its_kernels),
         cmocka_unit_test(cupti_mode_without_cupti_says_so_and_uses_events),
+        cmocka_unit_test(cupti_mode_names_the_kernels_before_each_collective),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
