@@ -130,6 +130,10 @@ int cpa_analyze_model(cpa_model *model, cpa_analysis *a, cpa_progress_fn progres
     say(progress, ctx, "stragglers", 0.8);
     if (cpa_stragglers_compute(m, &a->matched, &a->clock, &a->stragglers, err, errlen))
         goto fail;
+    if (cpa_kernels_before(m, &a->matched, &a->stragglers)) {
+        snprintf(err, errlen, "out of memory naming the kernels before late collectives");
+        goto fail;
+    }
     say(progress, ctx, "hangs", 0.9);
     if (cpa_hangs_find(m, &a->matched, &a->hangs, err, errlen) ||
         cpa_mismatches_find(m, &a->matched, &a->mismatches, err, errlen))

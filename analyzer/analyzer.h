@@ -262,6 +262,13 @@ typedef struct cpa_straggler {
     uint8_t held_op;         /* enum cp_op, 0 none */
     int32_t held_nranks;     /* its communicator's size, -1 unknown */
     uint64_t held_comm_id;
+    /* cupti traces, GPU backlog: the kernel before its late collectives that ran longest past
+     * its peers' (kernels_before.c); kernel[0] == 0 none */
+    char kernel[CP_KNAME_MAX];
+    uint64_t kernel_collectives;  /* late collectives that had its evidence */
+    double kernel_longer_us_p50;  /* median of (its time - the peers' median) */
+    double kernel_us_p50;         /* its time there, median */
+    double kernel_peers_us_p50;   /* the peers' median time there, median */
 } cpa_straggler;
 
 typedef struct cpa_stragglers {
@@ -280,6 +287,9 @@ typedef struct cpa_stragglers {
 int cpa_stragglers_compute(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c,
                            cpa_stragglers *out, char *err, size_t errlen);
 void cpa_stragglers_free(cpa_stragglers *s);
+/* Names the kernel behind each GPU-backlog straggler's late collectives, from KERNELS records
+ * (kernels_before.c); 0, or -1 out of memory. */
+int cpa_kernels_before(const cpa_model *m, const cpa_matched *mt, cpa_stragglers *st);
 
 /* ---- hangs (hang.c) ----
  *

@@ -224,6 +224,35 @@ static int on_clock(void *ctx, const cp_rec_clock *c)
     return 0;
 }
 
+static int on_kname(void *ctx, const cp_rec_kname *k)
+{
+    load_ctx *x = ctx;
+    cpa_rank *r = x->r;
+    if (cpa_grow((void **)&r->knames, &r->cap_knames, r->nknames + 1, sizeof *r->knames)) {
+        x->oom = 1;
+        return 1;
+    }
+    cp_rec_kname *n = &r->knames[r->nknames++];
+    *n = *k;
+    n->name[sizeof n->name - 1] = '\0'; /* a hostile file's unterminated name */
+    return 0;
+}
+
+static int on_kernels(void *ctx, const cp_rec_kernels *k)
+{
+    load_ctx *x = ctx;
+    cpa_rank *r = x->r;
+    if (cpa_grow((void **)&r->kernels, &r->cap_kernels, r->nkernels + 1, sizeof *r->kernels)) {
+        x->oom = 1;
+        return 1;
+    }
+    cp_rec_kernels *n = &r->kernels[r->nkernels++];
+    *n = *k;
+    if (n->nkernels > CP_KERNELS_MAX)
+        n->nkernels = CP_KERNELS_MAX;
+    return 0;
+}
+
 static int on_hang(void *ctx, const cp_rec_hang *h)
 {
     load_ctx *x = ctx;
@@ -619,7 +648,8 @@ static int load_file(cpa_model *wm, cpa_rank *r, const char *path, const cpa_mem
     cp_trace_visitor v = {.ctx = &x, .on_process = on_process, .on_comm = on_comm,
                           .on_site = on_site, .on_call = on_call, .on_done = on_done,
                           .on_nccl_op = on_nccl_op, .on_clock = on_clock, .on_lost = on_lost,
-                          .on_hang = on_hang, .on_end = on_end};
+                          .on_hang = on_hang, .on_end = on_end, .on_kname = on_kname,
+                          .on_kernels = on_kernels};
     cp_walk_result res;
     cp_trace_walk(rd, &v, &res);
     cp_trace_reader_close(rd);
@@ -662,6 +692,7 @@ static int load_file(cpa_model *wm, cpa_rank *r, const char *path, const cpa_mem
     /* a cut: the hole starts after the last record read */
     if (g->truncated && r->last_ns && (!g->first_gap_ns || r->last_ns < g->first_gap_ns))
         g->first_gap_ns = r->last_ns;
+    cpa_kernels_sort(r);
     resolve_comms(wm, r, x.hang_comm_index, x.resolve_again);
     free(x.hang_comm_index);
     walk_warnings(wm, r, &res);

@@ -63,6 +63,8 @@ void cpa_model_free(cpa_model *m)
         free(m->ranks[i].clocks);
         free(m->ranks[i].streams);
         free(m->ranks[i].hangs);
+        free(m->ranks[i].knames);
+        free(m->ranks[i].kernels);
         for (size_t k = 0; k < m->ranks[i].nsites; k++)
             free(m->ranks[i].sites[k]);
         free(m->ranks[i].sites);

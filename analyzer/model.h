@@ -126,6 +126,11 @@ typedef struct cpa_rank {
     size_t nsites;
     cpa_hang_seen *hangs;  /* watchdog HANG records, in file order */
     size_t nhangs, cap_hangs;
+    cp_rec_kname *knames;  /* KNAME records (cupti), in file order */
+    size_t nknames, cap_knames;
+    cp_rec_kernels *kernels; /* KERNELS records (cupti), sorted by key after load
+                                (cpa_kernels_of) */
+    size_t nkernels, cap_kernels;
     uint64_t abort_ns;     /* the first ncclCommAbort's entry (a watchdog's), 0 none */
     int32_t end_signal;    /* END record: 0 normal exit, else the signal; when ended */
     int32_t end_exit_code;
@@ -165,6 +170,11 @@ typedef struct cpa_model {
 
 /* Ended by its rank's ncclCommAbort (a watchdog's) rather than done: an abort ends the
  * kernels it releases, which then show DONEs; the span such a DONE gives is no duration. */
+/* KERNELS records (kernels_before.c): sorted once after load; a call's, or NULL; a name. */
+void cpa_kernels_sort(cpa_rank *r);
+const cp_rec_kernels *cpa_kernels_of(const cpa_rank *r, const cpa_call *c);
+const char *cpa_kname_of(const cpa_rank *r, uint32_t index);
+
 static inline int cpa_call_aborted(const cpa_rank *r, const cpa_call *c)
 {
     return r->abort_ns && c->gpu_timed && c->gpu_end_ns >= r->abort_ns;

@@ -300,7 +300,16 @@ static json_object *stragglers(jb *b, const cpa_analysis *a, size_t top)
             put(b, h, "nranks", chk(b, json_object_new_int(r->held_nranks)));
             put(b, o, "held_by", h);
         }
-        char why[400];
+        if (r->kernel[0]) {
+            json_object *k = chk(b, json_object_new_object());
+            put(b, k, "name", str(b, r->kernel));
+            put(b, k, "longer_us_p50", num(b, r->kernel_longer_us_p50, 3));
+            put(b, k, "rank_us_p50", num(b, r->kernel_us_p50, 3));
+            put(b, k, "peers_us_p50", num(b, r->kernel_peers_us_p50, 3));
+            put(b, k, "collectives", chk(b, json_object_new_uint64(r->kernel_collectives)));
+            put(b, o, "kernel_before", k);
+        }
+        char why[600];
         cpr_cause_text(why, sizeof why, r);
         put(b, o, "why", str(b, why));
         push(b, arr, o);

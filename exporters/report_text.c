@@ -403,7 +403,7 @@ static void section_stragglers(tw *w, const cpa_analysis *a)
     if (s->nrows > shown)
         line(w, PLAIN, "... %zu more ranks (--top N, or --json)", s->nrows - shown);
     for (size_t i = 0; i < shown; i++) {
-        char why[400], text[440];
+        char why[600], text[640];
         cpr_cause_text(why, sizeof why, &s->rows[i]);
         snprintf(text, sizeof text, "why rank %d: %s", (int)s->rows[i].rank, why);
         wrapped_style(w, PLAIN, "  ", text, 4);

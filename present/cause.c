@@ -56,9 +56,18 @@ void cpr_cause_text(char *buf, size_t len, const cpa_straggler *r)
                  "Python, CPU contention", host_ms, gpu);
         break;
     case CPA_CAUSE_BACKLOG:
-        snprintf(buf, len, "GPU backlog: its host entered NCCL in time (%+.3f ms against the "
-                 "others, median) but its stream started the collective %.3f ms late, behind "
-                 "other GPU work (longer compute before it)", host_ms, gpu_ms);
+        if (r->kernel[0])
+            snprintf(buf, len, "GPU backlog: its host entered NCCL in time (%+.3f ms against "
+                     "the others, median) but its stream started the collective %.3f ms late, "
+                     "behind other GPU work: %s ran %.3f ms longer than the peers' median "
+                     "(%.3f against %.3f ms, median over %" PRIu64 " late collectives)",
+                     host_ms, gpu_ms, r->kernel, r->kernel_longer_us_p50 / 1e3,
+                     r->kernel_us_p50 / 1e3, r->kernel_peers_us_p50 / 1e3,
+                     r->kernel_collectives);
+        else
+            snprintf(buf, len, "GPU backlog: its host entered NCCL in time (%+.3f ms against "
+                     "the others, median) but its stream started the collective %.3f ms late, "
+                     "behind other GPU work (longer compute before it)", host_ms, gpu_ms);
         break;
     case CPA_CAUSE_COLLECTIVE:
         cpr_fmt_comm(comm, r->held_comm_id);

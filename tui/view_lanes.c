@@ -102,7 +102,7 @@ int cpv_draw_stragglers(const cpv_data *d, cpv_state *s, cpv_grid *g, int y0, in
         cpt_grid_putf_utf8(g, 0, y++, CPV_TITLE, "stragglers  none reported: %" PRIu64 " of %"
                            PRIu64 " collectives judged had a late rank", st->late, st->judged);
     if (st->nrows) { /* why the worst one was late (issue 19): its rows say the others' */
-        char why[400];
+        char why[600];
         cpr_cause_text(why, sizeof why, &st->rows[0]);
         cpt_grid_putf_utf8(g, 0, y++, CPV_WARN, "why rank %d: %s", (int)st->rows[0].rank, why);
     }

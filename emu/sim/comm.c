@@ -409,7 +409,7 @@ void sim_compute_setup(struct sim *s)
 
 void sim_compute(const struct sim *s, int kernel, double us)
 {
-    double scaled = us * s->opt->scale * s->slow_factor;
+    double scaled = us * s->opt->scale * s->slow_factor[kernel];
     if (!s->opt->gpu_compute) {
         sim_sleep_us(scaled);
         return;

@@ -261,10 +261,12 @@ static int run_rank(const struct sim_options *o)
         return SIM_EXIT_USAGE;
     sim_set_rank(s->id.rank);
     s->late_ms = late_ms(o, s->id.rank);
-    s->slow_factor = 1;
-    for (int i = 0; i < o->nslow; i++)
-        if (o->slow[i].rank == s->id.rank)
-            s->slow_factor *= o->slow[i].factor;
+    for (int k = 0; k < SIM_NKERNELS; k++) {
+        s->slow_factor[k] = 1;
+        for (int i = 0; i < o->nslow; i++)
+            if (o->slow[i].rank == s->id.rank && (o->slow[i].kernel < 0 || o->slow[i].kernel == k))
+                s->slow_factor[k] *= o->slow[i].factor;
+    }
 
     char why[2048];
     if (device_setup(s, why, sizeof why)) {

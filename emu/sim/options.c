@@ -75,8 +75,10 @@ static const char usage_text[] =
 "  --gpu-compute        compute phases are kernels on the GPU (sim_fwd_gemm, sim_bwd_gemm:\n"
 "                         PTX spinning on %globaltimer) on the first communicator's stream,\n"
 "                         launched while the host goes on, instead of host sleeps\n"
-"  --slow-compute RANK:F that rank's compute takes F times longer (with --gpu-compute, its\n"
-"                         GPU falls behind while its host keeps pace; repeatable)\n"
+"  --slow-compute RANK:F[:KERNEL]\n"
+"                       that rank's compute (only KERNEL's: sim_fwd_gemm or sim_bwd_gemm)\n"
+"                         takes F times longer; with --gpu-compute its GPU falls behind while\n"
+"                         its host keeps pace (repeatable)\n"
 "  --one-stream         every communicator enqueues on the first one's stream, as a framework\n"
 "                         with one communication stream does: a collective waits for the\n"
 "                         earlier ones of every communicator (default: a stream each)\n"
@@ -307,17 +309,28 @@ int sim_options_parse(int argc, char **argv, struct sim_options *o)
                 return usage_error("--scale '%s' is not a factor in (0, 1000]", val);
             o->scale = d;
         } else if (!strcmp(name, "--slow-compute")) {
-            char *colon = strchr(val, ':');
-            char rank_s[32];
-            size_t n = colon ? (size_t)(colon - val) : 0;
-            if (!colon || n == 0 || n >= sizeof rank_s || o->nslow >= SIM_MAX_RULES)
-                return usage_error("--slow-compute '%s' is not RANK:FACTOR", val);
-            memcpy(rank_s, val, n);
-            rank_s[n] = '\0';
-            if (parse_long(rank_s, 0, 1 << 20, &l) || parse_double(colon + 1, 0.01, 1000, &d))
-                return usage_error("--slow-compute '%s' is not RANK:FACTOR", val);
+            char buf[128], *f, *k;
+            int kernel = -1;
+            if (strlen(val) >= sizeof buf || o->nslow >= SIM_MAX_RULES)
+                return usage_error("--slow-compute '%s' is not RANK:FACTOR[:KERNEL]", val);
+            strcpy(buf, val);
+            f = strchr(buf, ':');
+            k = f ? strchr(f + 1, ':') : NULL;
+            if (f)
+                *f++ = '\0';
+            if (k) {
+                *k++ = '\0';
+                kernel = !strcmp(k, "sim_fwd_gemm") ? SIM_FWD
+                         : !strcmp(k, "sim_bwd_gemm") ? SIM_BWD
+                                                      : -2;
+            }
+            if (!f || kernel == -2 || parse_long(buf, 0, 1 << 20, &l) ||
+                parse_double(f, 0.01, 1000, &d))
+                return usage_error("--slow-compute '%s' is not RANK:FACTOR[:KERNEL] (KERNEL: "
+                                   "sim_fwd_gemm or sim_bwd_gemm)", val);
             o->slow[o->nslow].rank = (int)l;
             o->slow[o->nslow].factor = d;
+            o->slow[o->nslow].kernel = kernel;
             o->nslow++;
         } else if (!strcmp(name, "--late")) {
             if (parse_late(o, val))

@@ -63,7 +63,7 @@ enum sim_field { SIM_FIELD_COUNT, SIM_FIELD_DTYPE, SIM_FIELD_ROOT, SIM_FIELD_OP,
 /* The compute kernels of --gpu-compute (sim_compute). */
 enum { SIM_FWD = 0, SIM_BWD = 1, SIM_NKERNELS = 2 };
 struct sim_late { int rank; double ms; };
-struct sim_slow { int rank; double factor; };
+struct sim_slow { int rank; double factor; int kernel; /* -1: every one */ };
 struct sim_mismatch {
     int rank;
     uint64_t seq;       /* index among the rank's communication calls, 0-based */
@@ -149,7 +149,7 @@ struct sim {
     uint64_t counts[SIM_NOPS];
     long step;
     double late_ms;                /* this rank's --late */
-    double slow_factor;            /* this rank's --slow-compute (1: none) */
+    double slow_factor[SIM_NKERNELS]; /* this rank's --slow-compute, per kernel (1: none) */
     CUfunction kernels[SIM_NKERNELS]; /* --gpu-compute */
     int group_depth;
     struct sim_pending *pending;   /* calls of the open group, checked at ncclGroupEnd */

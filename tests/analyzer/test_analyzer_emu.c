@@ -357,6 +357,37 @@ static void straggler_on_the_gpu(void **state)
     cpa_analysis_free(&a);
 }
 
+/* The slow-compute scenario of issue 19 with CUPTI: rank 2's backward kernels run 1.5 times
+ * as long on its GPU (its host keeps pace), the analyzer names the rank, GPU backlog, and the
+ * kernel: sim_bwd_gemm, not the forward one that ran as long as on the peers. */
+static void slow_gpu_compute_names_the_kernel(void **state)
+{
+    (void)state;
+    assert_int_equal(run_sim(ENV("COLLPROF_GPU_TIMING=cupti"),
+                             ARGS("--launch", "4", "--pattern", "ddp", "--steps", "4",
+                                  "--scale", "0.5", "--gpu-compute", "--slow-compute",
+                                  "2:1.5:sim_bwd_gemm")), 0);
+    cpa_analysis a;
+    analyze(&a);
+    show(&a);
+    if (assert_one_straggler(&a, 2)) {
+        const cpa_straggler *r = &a.stragglers.rows[0];
+        if (r->cause != CPA_CAUSE_BACKLOG)
+            fail_msg("cause %s (host %" PRIu64 ", backlog %" PRIu64 ", collective %" PRIu64
+                     "), median host lateness %.0f us", cpa_late_cause_name(r->cause),
+                     r->by_cause[1], r->by_cause[2], r->by_cause[3], r->host_late_us_p50);
+        fprintf(stderr, "kernel before: '%s' %.0f us longer (%.0f against %.0f us, %" PRIu64
+                        " collectives)\n", r->kernel, r->kernel_longer_us_p50, r->kernel_us_p50,
+                r->kernel_peers_us_p50, r->kernel_collectives);
+        assert_string_equal(r->kernel, "sim_bwd_gemm");
+        assert_true(r->kernel_longer_us_p50 > 1000);
+        double ratio = r->kernel_us_p50 / r->kernel_peers_us_p50;
+        assert_true(ratio > 1.45 && ratio < 1.55);
+        assert_true(r->kernel_collectives * 2 >= r->late_count);
+    }
+    cpa_analysis_free(&a);
+}
+
 static void straggler_on_the_host(void **state)
 {
     (void)state;
@@ -744,6 +775,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(straggler_on_the_gpu, teardown),
         cmocka_unit_test_teardown(straggler_on_the_host, teardown),
+        cmocka_unit_test_teardown(slow_gpu_compute_names_the_kernel, teardown),
         cmocka_unit_test_teardown(slow_link_holds_the_next_collective, teardown),
         cmocka_unit_test_teardown(healthy_patterns_report_nothing, teardown),
         cmocka_unit_test_teardown(hang_on_the_world_comm, teardown),
