@@ -20,7 +20,7 @@ BUILD_DIR=${BUILD_DIR:-$ROOT/build-gpu}
 DO_BUILD=${CP_GPU_BUILD:-1}
 JOBS=${JOBS:-$(nproc)}
 PYTHON=${PYTHON:-python3}
-WANTED=" ${CP_GPU_STEPS:-build env ddp sim nccltests selftest} "
+WANTED=" ${CP_GPU_STEPS:-build env ddp sim cupti nccltests selftest} "
 SIM_PATTERNS=${SIM_PATTERNS:-ddp fsdp tp pp moe mixed}
 DDP_STEPS=${DDP_STEPS:-40}
 # One rank is what a one-GPU machine can run; more take one GPU each (collprof-sim --launch).
@@ -424,6 +424,65 @@ step_sim() {
 
 # ---- nccl-tests ------------------------------------------------------------------------
 
+# COLLPROF_GPU_TIMING=cupti on collprof-sim's GPU compute (issue 19): libcupti found beside
+# the job's CUDA, every collective timed by CUPTI's kernel records, and what ran before each
+# (KERNELS records) naming the compute kernels; with --slow-compute on a second rank (a
+# machine of several GPUs, SIM_RANKS > 1) the report names that rank, GPU backlog and
+# sim_bwd_gemm.
+step_cupti() {
+  if [ "$HAVE_SIM" != 1 ] || [ "$HAVE_SHIM" != 1 ] || [ "$HAVE_CLI" != 1 ]; then
+    result SKIP cupti "no collprof-sim, libcollprof.so or collprof ($BUILD_WHY)"
+    return
+  fi
+  if [ -z "$NCCL_DIR" ]; then
+    result FAIL cupti "no NCCL to run collprof-sim against (see env)"
+    return
+  fi
+  local d=$OUT/cupti base args=(--pattern ddp --gpu-compute --timeout 300)
+  # compute long enough that a 1.5 times slower backward pass is late by over 1 ms
+  if [ "$EMULATED" = 1 ]; then args+=(--steps 4 --scale 0.5)
+  else args+=(--steps "$SIM_STEPS" --scale "$SIM_SCALE"); fi
+  [ "$SIM_RANKS" -gt 1 ] && args+=(--launch "$SIM_RANKS" --slow-compute 1:1.5:sim_bwd_gemm)
+  base=$d/run
+  if ! run_logged "$base" 900 "${WITH_NCCL[@]}" env "LD_PRELOAD=$(preload_value)" \
+       "COLLPROF_DIR=$d/trace" COLLPROF_GPU_TIMING=cupti COLLPROF_DEBUG=INFO "$SIM" "${args[@]}"; then
+    result FAIL cupti "exit $?: $(why "$base")"
+    return
+  fi
+  local lib f dump calls cupti kernels names
+  lib=$(sed -n 's/^collprof: INFO CUPTI: //p' "$base.err" | head -n 1)
+  if [ -z "$lib" ]; then
+    result FAIL cupti "no libcupti taken: $(grep -m1 'COLLPROF_GPU_TIMING=cupti' "$base.err")"
+    return
+  fi
+  for f in "$d"/trace/*.cptrace; do "$CLI" dump "$f"; done > "$d/dump.txt" 2> "$d/dump.err"
+  calls=$(grep -c ' CALL \(AllReduce\|Broadcast\) ' "$d/dump.txt")
+  cupti=$(grep -c ' DONE .*timing=cupti' "$d/dump.txt")
+  kernels=$(grep -c ' KERNELS ' "$d/dump.txt")
+  names=$(sed -n 's/.* KNAME .*name=//p' "$d/dump.txt" | sort -u | paste -sd' ')
+  if [ "$calls" -eq 0 ] || [ "$cupti" -ne "$calls" ]; then
+    result FAIL cupti "$cupti of $calls collectives timed by CUPTI ($lib)"
+  elif [ "$kernels" -eq 0 ] || [ "${names#*sim_bwd_gemm}" = "$names" ]; then
+    result FAIL cupti "every collective timed by CUPTI, but the kernels before them: '$names' in $kernels KERNELS records"
+  else
+    result PASS cupti "$cupti collectives timed by CUPTI's kernel records ($lib), kernels before them: $names"
+  fi
+  if [ "$SIM_RANKS" -gt 1 ]; then
+    "$CLI" report --json "$d/trace" > "$d/report.json" 2> "$d/report.err"
+    if "$PYTHON" - "$d/report.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["stragglers"]
+ok = s and s[0]["rank"] == 1 and s[0].get("cause") == "gpu_backlog" and \
+     s[0].get("kernel_before", {}).get("name") == "sim_bwd_gemm"
+print(s[0].get("why") if s else "no straggler named", file=sys.stderr)
+sys.exit(0 if ok else 1)
+PY
+    then result PASS cupti.straggler "rank 1 named, GPU backlog, sim_bwd_gemm"
+    else result FAIL cupti.straggler "the report does not name rank 1, GPU backlog, sim_bwd_gemm (see $d/report.json)"
+    fi
+  fi
+}
+
 step_nccltests() {
   if [ "$EMULATED" = 1 ]; then
     result SKIP nccltests "emulated mode: all_reduce_perf runs on a GPU only"
@@ -542,6 +601,7 @@ set_run_prefixes
 wanted env && step_env
 wanted ddp && step_ddp
 wanted sim && step_sim
+wanted cupti && step_cupti
 wanted nccltests && step_nccltests
 wanted selftest && step_selftest
 

@@ -20,7 +20,7 @@ if [ "$rc" != 0 ]; then
   cat "$tmp/all.log"
   fail "run.sh exited $rc in emulated mode"
 fi
-want="build env selftest"
+want="build env selftest cupti"
 for p in ddp fsdp tp pp moe mixed; do want="$want sim.$p sim.$p.shim"; done
 for step in $want; do
   grep -q "^PASS  $step " "$summary" || { cat "$tmp/all.log"; fail "step $step did not PASS"; }
@@ -28,7 +28,13 @@ done
 grep -q '^SKIP  ddp .*PyTorch' "$summary" || fail "the PyTorch step did not SKIP with its reason"
 grep -q '^SKIP  nccltests .*GPU' "$summary" || fail "the nccl-tests step did not SKIP with its reason"
 lines=$(wc -l < "$summary")
-[ "$lines" = 17 ] || { cat "$summary"; fail "$lines verdict lines, expected 17"; }
+[ "$lines" = 18 ] || { cat "$summary"; fail "$lines verdict lines, expected 18"; }
+
+# CUPTI on four emulated ranks, one of them slower on its GPU: the report names it.
+run "OUT=$tmp/cupti" CP_GPU_STEPS="build env cupti" SIM_RANKS=4 > "$tmp/cupti.log" 2>&1 ||
+  { cat "$tmp/cupti.log"; fail "run.sh's cupti step failed on four ranks"; }
+grep -q '^PASS  cupti.straggler ' "$tmp/cupti/summary.txt" ||
+  { cat "$tmp/cupti.log"; fail "cupti.straggler did not PASS"; }
 
 # A shim that records nothing (COLLPROF_ENABLE=0 makes it a pass-through): the job still
 # passes, its trace check must not.

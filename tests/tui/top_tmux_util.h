@@ -117,6 +117,30 @@ static inline char *wait_for(const char *needle, int timeout_ms)
     return wait_for_in(capture, needle, timeout_ms);
 }
 
+/* A screen with every one of the NULL-terminated needles: a capture can catch a screen half
+ * redrawn (CI's sanitizer pass saw a detail screen's title without its table), so a test
+ * waits for each thing it then reads. */
+static inline char *wait_for_all(const char *const *needles, int timeout_ms)
+{
+    for (int t = 0; t <= timeout_ms; t += 50) {
+        char *s = capture();
+        int all = 1;
+        for (const char *const *n = needles; *n && all; n++)
+            all = strstr(s, *n) != NULL;
+        if (all)
+            return s;
+        free(s);
+        sleep_ms(50);
+    }
+    char *s = capture();
+    for (const char *const *n = needles; *n; n++)
+        if (!strstr(s, *n))
+            fprintf(stderr, "screen without \"%s\":\n%s\n", *n, s);
+    free(s);
+    return NULL;
+}
+#define WAIT_FOR_ALL(ms, ...) wait_for_all((const char *const[]){__VA_ARGS__, NULL}, (ms))
+
 /* Line y of a screen (static buffer). */
 static inline const char *line(const char *screen, int y)
 {
