@@ -20,6 +20,11 @@
  *             The figure includes those callbacks, which NCCL makes only for a plugin.
  *   auto      LD_PRELOAD=libcollprof.so, COLLPROF_GPU_TIMING=auto on the emulated driver and
  *             a stub without the plugin: the events fallback under COLLPROF_OVERHEAD's budget.
+ *   cupti     LD_PRELOAD=libcollprof.so, COLLPROF_GPU_TIMING=cupti on the emulated driver, the
+ *             shim taking the emulated libcupti.so.13 beside it: the calling thread's cost of
+ *             pushing and popping each call's external correlation id and handing the call to
+ *             the writer. The stub NCCL launches no kernel, so no record comes back (a real
+ *             driver's launch under CUPTI costs its own, measured on a GPU).
  *   null      no shim, the stub calling a built-in plugin that does nothing
  *             (STUB_NCCL_PROFILER=null): what NCCL pays for any plugin, the plugin mode's floor.
  * Each child runs CALLS AllReduces after a warm-up, best of ROUNDS, and prints ns/call. The
@@ -194,7 +199,10 @@ int main(int argc, char **argv)
     char *slash = strrchr(self, '/');
     snprintf(lib, sizeof lib, "%.*s/../lib/libcollprof.so", (int)(slash - self), self);
 
-    char tmpl[] = "/tmp/collprof-bench-shim-XXXXXX";
+    const char *tmpdir = getenv("TMPDIR");
+    char tmpl[4096];
+    snprintf(tmpl, sizeof tmpl, "%s/collprof-bench-shim-XXXXXX",
+             tmpdir && *tmpdir ? tmpdir : "/tmp");
     char *dir = mkdtemp(tmpl);
     if (!dir)
         return 1;
@@ -232,6 +240,12 @@ int main(int argc, char **argv)
     const char *null_env[] = {"STUB_NCCL_PROFILER=null", NULL};
     double null = run_child(self, NULL, null_env, CALLS), null_cpu = g_last_cpu;
     double budget = events >= 0 ? run_child(self, lib, auto_env, EVENTS_CALLS) : -2;
+    static char cupti_dir_env[4400];
+    snprintf(cupti_dir_env, sizeof cupti_dir_env, "%s/cupti", dir_env);
+    const char *cupti_env[] = {cupti_dir_env, "COLLPROF_GPU_TIMING=cupti",
+                               "COLLPROF_BUFFER_MB=256", cuda_env, NULL};
+    double cupti = events >= 0 ? run_child(self, lib, cupti_env, EVENTS_CALLS) : -2;
+    double cupti_cpu = g_last_cpu;
     char cmd[4400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
@@ -268,6 +282,12 @@ int main(int argc, char **argv)
         printf("shim.auto_events_budget_ns_per_call: %.2f ns\n", budget);
         printf("shim.auto_vs_off_added_ratio: %.2f x\n",
                on - bare > 0 ? (budget - bare) / (on - bare) : 0.0);
+    }
+    if (cupti >= 0) {
+        printf("shim.cupti_ns_per_call: %.2f ns\n", cupti);
+        printf("shim.cupti_cpu_ns_per_call: %.2f ns\n", cupti_cpu);
+        printf("shim.cupti_vs_off_added_ratio: %.2f x\n",
+               on - bare > 0 ? (cupti - bare) / (on - bare) : 0.0);
     }
     if (events >= 0)
         printf("shim.events_ns_per_call: %.2f ns\n", events);

@@ -10,6 +10,10 @@ no other call uses (1001...1008), checks each result, and prints one `coll` line
 and one `expect {json}` line, so that run.sh can find each call in the trace. send/recv needs
 a peer: with one rank it is skipped (a `note` line says so). The CUDA-graph all_reduce is
 recorded at capture only (its replays do not call NCCL), with the shim's `captured` flag.
+
+Stragglers on purpose (run.sh's straggler step): --slow-rank R --slow-matmul N makes rank R's
+GPU run N x N matmuls before each backward pass (its host keeps pace: GPU backlog);
+--sleep-rank R --sleep-ms M makes rank R's host sleep M ms before each backward pass.
 """
 import argparse
 import json
@@ -31,6 +35,17 @@ def say(rank, line):
         print(line, flush=True)
 
 
+def hold(args, rank, dev, junk):
+    """The straggler the arguments ask for, before a backward pass."""
+    if rank == args.slow_rank and junk is not None:
+        for _ in range(8):
+            junk = junk @ junk
+            junk = junk / junk.norm()
+    if rank == args.sleep_rank and args.sleep_ms > 0:
+        time.sleep(args.sleep_ms / 1e3)
+    return junk
+
+
 def train(args, rank, dev):
     torch.manual_seed(1234)
     torch.cuda.manual_seed_all(1234)
@@ -46,12 +61,16 @@ def train(args, rank, dev):
     gen = torch.Generator().manual_seed(4321 + rank)
     xs = torch.randn(args.steps, args.batch, w, generator=gen)
     ys = torch.randn(args.steps, args.batch, 16, generator=gen)
+    junk = None
+    if args.slow_matmul > 0 and rank == args.slow_rank:
+        junk = torch.randn(args.slow_matmul, args.slow_matmul, generator=gen).to(dev)
     for step in range(args.steps):
         x, y = xs[step].to(dev), ys[step].to(dev)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = torch.nn.functional.mse_loss(ddp(x), y)
+        junk = hold(args, rank, dev, junk)
         loss.backward()
         opt.step()
         value = loss.item()  # synchronises: the step's work is done
@@ -149,6 +168,10 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--width", type=int, default=2048)
     ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--slow-rank", type=int, default=-1)
+    ap.add_argument("--slow-matmul", type=int, default=0)
+    ap.add_argument("--sleep-rank", type=int, default=-1)
+    ap.add_argument("--sleep-ms", type=float, default=0)
     args = ap.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dev = torch.device("cuda", int(os.environ["LOCAL_RANK"]))

@@ -20,7 +20,7 @@ BUILD_DIR=${BUILD_DIR:-$ROOT/build-gpu}
 DO_BUILD=${CP_GPU_BUILD:-1}
 JOBS=${JOBS:-$(nproc)}
 PYTHON=${PYTHON:-python3}
-WANTED=" ${CP_GPU_STEPS:-build env ddp sim cupti nccltests selftest} "
+WANTED=" ${CP_GPU_STEPS:-build env ddp sim cupti straggler nccltests selftest} "
 SIM_PATTERNS=${SIM_PATTERNS:-ddp fsdp tp pp moe mixed}
 DDP_STEPS=${DDP_STEPS:-40}
 # One rank is what a one-GPU machine can run; more take one GPU each (collprof-sim --launch).
@@ -483,6 +483,52 @@ PY
   fi
 }
 
+# Stragglers made on purpose in PyTorch (issue 19), under the shim with CUPTI: rank 1's GPU
+# runs extra matmuls before each backward pass (GPU backlog, and CUPTI names a kernel), then
+# rank 1's host sleeps there (host). Two ranks at least: one GPU is SKIP.
+step_straggler() {
+  if [ "$EMULATED" = 1 ]; then
+    result SKIP straggler "PyTorch runs on a GPU only"
+    return
+  fi
+  if [ "$TORCH_OK" != 1 ] || [ "$HAVE_SHIM" != 1 ] || [ "$HAVE_CLI" != 1 ]; then
+    result SKIP straggler "needs PyTorch, libcollprof.so and collprof (${TORCH_WHY:-$BUILD_WHY})"
+    return
+  fi
+  if [ "${NPROC:-1}" -lt 2 ]; then
+    result SKIP straggler "one GPU: a straggler needs two ranks (NCCL puts one rank on a GPU)"
+    return
+  fi
+  local d=$OUT/straggler kind extra want
+  mkdir -p "$d"
+  for kind in gpu host; do
+    if [ "$kind" = gpu ]; then
+      extra=(--slow-rank 1 --slow-matmul 4096) want=gpu_backlog
+    else
+      extra=(--sleep-rank 1 --sleep-ms 20) want=host
+    fi
+    if ! run_logged "$d/$kind" 1800 env "LD_PRELOAD=$(preload_value)" "COLLPROF_DIR=$d/trace-$kind" \
+         COLLPROF_GPU_TIMING=cupti "${TORCHRUN[@]}" "${extra[@]}"; then
+      result FAIL "straggler.$kind" "exit $?: $(why "$d/$kind")"
+      continue
+    fi
+    "$CLI" report --json "$d/trace-$kind" > "$d/$kind.json" 2> "$d/$kind.report.err"
+    if "$PYTHON" - "$d/$kind.json" "$want" > "$d/$kind.verdict" 2>&1 <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["stragglers"]
+r = s[0] if s else {}
+k = r.get("kernel_before", {})
+print("rank %s, cause %s, kernel %s (%s us longer, median)" % (
+    r.get("rank"), r.get("cause"), k.get("name", "-"), k.get("longer_us_p50", "-")))
+ok = r.get("rank") == 1 and r.get("cause") == sys.argv[2]
+sys.exit(0 if ok and (sys.argv[2] != "gpu_backlog" or k) else 1)
+PY
+    then result PASS "straggler.$kind" "$(tail -n 1 "$d/$kind.verdict")"
+    else result FAIL "straggler.$kind" "expected rank 1, $want: $(tail -n 1 "$d/$kind.verdict")"
+    fi
+  done
+}
+
 step_nccltests() {
   if [ "$EMULATED" = 1 ]; then
     result SKIP nccltests "emulated mode: all_reduce_perf runs on a GPU only"
@@ -602,6 +648,7 @@ wanted env && step_env
 wanted ddp && step_ddp
 wanted sim && step_sim
 wanted cupti && step_cupti
+wanted straggler && step_straggler
 wanted nccltests && step_nccltests
 wanted selftest && step_selftest
 

@@ -27,8 +27,9 @@ for step in $want; do
 done
 grep -q '^SKIP  ddp .*PyTorch' "$summary" || fail "the PyTorch step did not SKIP with its reason"
 grep -q '^SKIP  nccltests .*GPU' "$summary" || fail "the nccl-tests step did not SKIP with its reason"
+grep -q '^SKIP  straggler .*GPU' "$summary" || fail "the straggler step did not SKIP with its reason"
 lines=$(wc -l < "$summary")
-[ "$lines" = 18 ] || { cat "$summary"; fail "$lines verdict lines, expected 18"; }
+[ "$lines" = 19 ] || { cat "$summary"; fail "$lines verdict lines, expected 19"; }
 
 # CUPTI on four emulated ranks, one of them slower on its GPU: the report names it.
 run "OUT=$tmp/cupti" CP_GPU_STEPS="build env cupti" SIM_RANKS=4 > "$tmp/cupti.log" 2>&1 ||
