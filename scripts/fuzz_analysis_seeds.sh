@@ -38,3 +38,6 @@ seed mixed-demo $ev COLLPROF_EMU_DELAY=5:2 COLLPROF_EMU_HOSTS=2 -- --launch 8 --
 # and a watchdog abort whose never-started rank has an NCCL_OP without DONE
 seed plugin-moe-straggler COLLPROF_EMU_DELAY=1:2 -- --launch 4 --pattern moe
 seed plugin-watchdog-abort COLLPROF_EMU_HANG=1:3 -- --launch 4 --pattern ddp --timeout 2
+# ... and from CUPTI's kernel records: KNAME and KERNELS records, rank 1's backward kernels
+# a thousand times as long (a GPU-backlog straggler with a kernel to name)
+seed cupti-slow-compute COLLPROF_GPU_TIMING=cupti -- --launch 4 --pattern ddp --gpu-compute --slow-compute 1:1000:sim_bwd_gemm
