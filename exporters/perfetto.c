@@ -507,6 +507,18 @@ static void call_events(pw *p, size_t ri, size_t ci)
     const char *site = cpa_call_site(r, c);
     if (site)
         put(&oom, args, "site", clean_str(&oom, site));
+    const cp_rec_kernels *kb = r->nkernels ? cpa_kernels_of(r, c) : NULL;
+    if (kb && kb->nkernels) { /* cupti: what the GPU ran before it, longest first */
+        char text[3 * (CP_KNAME_MAX + 40)];
+        size_t n = 0;
+        for (unsigned i = 0; i < kb->nkernels && n < sizeof text; i++) {
+            const char *name = cpa_kname_of(r, kb->k[i].name_index);
+            n += (size_t)snprintf(text + n, sizeof text - n, "%s%s %.3f ms x%u",
+                                  i ? ", " : "", name ? name : "?",
+                                  (double)kb->k[i].total_ns / 1e6, (unsigned)kb->k[i].count);
+        }
+        put(&oom, args, "kernels_before", clean_str(&oom, text));
+    }
     put(&oom, ev, "args", args);
 
     if (flow) {

@@ -232,6 +232,20 @@ static void straggler_metrics(FILE *out, const cpa_analysis *a, const cpa_stragg
                 cpr_prom_u64(out, "collprof_straggler_late_by_cause_total", &l,
                            by_rank[ri]->by_cause[k]);
             }
+    int kernels = 0;
+    for (size_t ri = 0; ri < m->nranks; ri++)
+        kernels |= by_rank[ri] && by_rank[ri]->kernel[0];
+    if (!kernels)
+        return;
+    cpr_prom_family(out, "collprof_straggler_kernel_before_longer_seconds", "gauge",
+           "For a GPU-backlog straggler (COLLPROF_GPU_TIMING=cupti): how much longer than on its "
+           "peers (median) the kernel before its late collectives ran, by kernel.");
+    for (size_t ri = 0; ri < m->nranks; ri++)
+        if (by_rank[ri] && by_rank[ri]->kernel[0] && rank_labels(&l, m, ri)) {
+            cpr_lbl_add(&l, "kernel", by_rank[ri]->kernel);
+            cpr_prom_sample(out, "collprof_straggler_kernel_before_longer_seconds", &l,
+                            by_rank[ri]->kernel_longer_us_p50 / 1e6);
+        }
 }
 
 static void rank_metrics(FILE *out, const cpa_analysis *a)

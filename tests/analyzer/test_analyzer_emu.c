@@ -384,6 +384,20 @@ static void slow_gpu_compute_names_the_kernel(void **state)
         double ratio = r->kernel_us_p50 / r->kernel_peers_us_p50;
         assert_true(ratio > 1.45 && ratio < 1.55);
         assert_true(r->kernel_collectives * 2 >= r->late_count);
+        /* the exports carry it: Perfetto per call, Prometheus per straggler */
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        assert_int_equal(cpx_export_perfetto(f, &a), 0);
+        fclose(f);
+        assert_non_null(strstr(buf, "\"kernels_before\":\"sim_bwd_gemm "));
+        free(buf);
+        f = open_memstream(&buf, &len);
+        assert_int_equal(cpx_export_prometheus(f, &a), 0);
+        fclose(f);
+        assert_non_null(strstr(buf, "collprof_straggler_kernel_before_longer_seconds{rank=\"2\","
+                                    "kernel=\"sim_bwd_gemm\"}"));
+        free(buf);
     }
     cpa_analysis_free(&a);
 }
