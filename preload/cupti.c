@@ -51,16 +51,19 @@ typedef struct cp_cupti_fns {
 } cp_cupti_fns;
 
 static cp_cupti_fns g_fn;
-static int g_state; /* 0 not tried, 1 running, -1 unavailable */
+static _Atomic int g_state; /* 0 not tried, 1 running, -1 unavailable */
 static pthread_mutex_t g_start_mu = PTHREAD_MUTEX_INITIALIZER;
 static int64_t g_offset; /* CUPTI time + g_offset = CLOCK_MONOTONIC; 0 with our clock */
 static _Atomic uint64_t g_next_id;
 
+/* The tables below (some 8 MB) are allocated when CUPTI starts: a process in another mode
+ * does not carry them. */
+
 /* correlationId -> our id, from EXTERNAL_CORRELATION records */
-static struct {
+static struct corr {
     uint32_t corr;
     uint64_t id;
-} g_corr[CP_CUPTI_SLOTS];
+} *g_corr;
 /* our id -> its kernels' span, and what the device ran before its first kernel */
 static struct span {
     uint64_t id, start, end;
@@ -70,14 +73,14 @@ static struct span {
         uint32_t name, count;
         uint64_t total_ns;
     } before[CP_KERNELS_MAX];
-} g_span[CP_CUPTI_SLOTS];
+} *g_span;
 
 /* Kernel names, interned: a KERNELS record names them by index, a KNAME record once each. */
 #define CP_KNAMES 4096
 static struct kname {
     char name[CP_KNAME_MAX];
     uint8_t used, written;
-} g_names[CP_KNAMES];
+} *g_names;
 
 /* Per device, the kernels not NCCL's since its last NCCL kernel (by record order), waiting
  * to be put down as what ran before the next one. */
@@ -86,7 +89,7 @@ static struct kname {
 static struct other {
     uint32_t name;
     uint64_t start, end;
-} g_others[CP_DEVICES][CP_OTHERS];
+} (*g_others)[CP_OTHERS];
 static uint32_t g_nothers[CP_DEVICES];
 static uint32_t g_gen;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -321,6 +324,14 @@ static void measure_offset(void)
 
 static int start(void)
 {
+    g_corr = calloc(CP_CUPTI_SLOTS, sizeof *g_corr);
+    g_span = calloc(CP_CUPTI_SLOTS, sizeof *g_span);
+    g_names = calloc(CP_KNAMES, sizeof *g_names);
+    g_others = calloc(CP_DEVICES, sizeof *g_others);
+    if (!g_corr || !g_span || !g_names || !g_others) {
+        cp_info("COLLPROF_GPU_TIMING=cupti: no memory for its tables: CUDA events are used");
+        return -1;
+    }
     void *h = find_cupti();
     if (!h) {
         cp_info("COLLPROF_GPU_TIMING=cupti: no libcupti beside the job's CUDA nor on the "
@@ -366,6 +377,9 @@ static int start(void)
 
 int cp_cupti_start(void)
 {
+    int now = atomic_load_explicit(&g_state, memory_order_acquire);
+    if (CP_LIKELY(now != 0)) /* every call after the first: no lock */
+        return now == 1 ? 0 : -1;
     pthread_mutex_lock(&g_start_mu);
     if (g_state == 0)
         g_state = start() == 0 ? 1 : -1;
@@ -409,6 +423,8 @@ void cp_cupti_flush(int final)
 
 int cp_cupti_result(uint64_t id, uint64_t *start_ns, uint64_t *end_ns, cp_rec_kernels *before)
 {
+    if (g_state != 1)
+        return 0;
     pthread_mutex_lock(&g_mu);
     const struct span *s = &g_span[id % CP_CUPTI_SLOTS];
     int done = s->id == id && s->kernels > 0 && s->gen != g_gen;
@@ -428,7 +444,7 @@ int cp_cupti_result(uint64_t id, uint64_t *start_ns, uint64_t *end_ns, cp_rec_ke
 
 int cp_cupti_kname(uint32_t index, cp_rec_kname *out)
 {
-    if (index >= CP_KNAMES)
+    if (index >= CP_KNAMES || g_state != 1)
         return 0;
     pthread_mutex_lock(&g_mu);
     struct kname *n = &g_names[index];
