@@ -28,42 +28,12 @@
 #include "common/text.h"
 #include "present/present.h"
 #include "exporters/exporters.h"
+#include "exporters/perfetto_internal.h"
 
 #ifndef COLLPROF_VERSION
 #define COLLPROF_VERSION "unknown"
 #endif
 
-typedef struct pw {
-    FILE *out;
-    const cpa_analysis *a;
-    uint32_t *pid;      /* per rank index */
-    uint32_t *tid_base; /* per rank index: tid of its stream 0 */
-    uint32_t tid_end;   /* one past the last tid */
-    struct placed *placed; /* per call of the rank being written: where its slices lie */
-    /* the piece written (cpx_piece): its window, its ranks, and per operation the first and
-     * last arrivals among its calls in the piece (NULL: the whole job's, a->timeline) */
-    int64_t t0, t1;
-    int start_in;       /* a call is in when it starts in the window (the cap's), not overlaps */
-    const uint8_t *rank_keep;
-    uint32_t *kfirst, *klast;
-    uint64_t calls, left_out;
-    struct item *items;    /* place_rank's scratch: two per call */
-    int64_t *stack;        /* ... and the ends of the slices enclosing the point reached */
-    size_t cap;            /* calls the two hold */
-    int first;
-    int failed;
-    uint64_t events;
-    /* Strings every event repeats (op and dtype names, "X", "gpu", ...), each one shared
-     * json-c object that events take a reference to instead of a copy; keyed by the
-     * address of the static string they come from. */
-    struct {
-        const char *key;
-        json_object *obj;
-    } interned[64];
-    json_object *yes;
-    uint64_t comm_id; /* the last comm id and its string: calls come in runs of one comm */
-    json_object *comm;
-} pw;
 
 /* json-c's allocation failures surface as NULLs; one flag per event catches them all. */
 static json_object *chk(int *oom, json_object *o)
@@ -321,19 +291,6 @@ static int cmp_item(const void *x, const void *y)
     return a->wait - b->wait;
 }
 
-/* A call's measured slice (ns since the job's start) in the piece: its rank kept, and the
- * slice overlapping the window (under a cap: starting in it). */
-static int in_piece(const pw *p, size_t ri, int64_t ts, int64_t te)
-{
-    return (!p->rank_keep || p->rank_keep[ri]) && (p->start_in ? ts >= p->t0 : te >= p->t0) &&
-           ts <= p->t1;
-}
-
-static int rank_in_piece(const pw *p, size_t ri)
-{
-    return !p->rank_keep || p->rank_keep[ri];
-}
-
 /* A stream runs its operations one after another, but measured times can overlap a little
  * (events and NCCL's plugin timers, clock conversions: 309 overlaps of up to 6 ns in one
  * emulated job; 8 us seen before), and calls still in flight when the trace ended all run
@@ -374,7 +331,7 @@ static int place_rank(pw *p, size_t ri)
         q->arrival = (int64_t)(cpa_call_arrival_job_ns(a, ri, c) - a->start_ns);
         q->op = cpa_call_op(a, ri, ci);
         q->ws = q->we = 0;
-        q->kept = in_piece(p, ri, q->ts, q->te);
+        q->kept = cpx_pw_in_piece(p, ri, q->ts, q->te);
         uint32_t tid = call_tid(p, ri, c);
         p->items[ni++] = (item){tid, (uint32_t)ci, q->ts, q->te, 0};
         /* The wait, from arrival to the last rank's; where the slice is the host's short
@@ -568,7 +525,7 @@ static void hang_instant(pw *p, const cpa_hang *h, int32_t rank, const char *rol
         return; /* a rank with no trace file has no process to mark */
     const cpa_rank *r = &a->model->ranks[ri];
     uint64_t last = cpa_clock_job_ns(a->model, &a->clock, (size_t)ri, r->last_ns);
-    if (!in_piece(p, (size_t)ri, (int64_t)(last - a->start_ns), (int64_t)(last - a->start_ns)))
+    if (!cpx_pw_in_piece(p, (size_t)ri, (int64_t)(last - a->start_ns), (int64_t)(last - a->start_ns)))
         return;
     int oom = 0;
     char name[96];
@@ -606,7 +563,7 @@ static void hole_instant(pw *p, size_t ri)
         return;
     uint64_t at = r->integrity.first_gap_ns ? r->integrity.first_gap_ns : r->first_ns;
     uint64_t job = cpa_clock_job_ns(a->model, &a->clock, ri, at);
-    if (!in_piece(p, ri, (int64_t)(job - a->start_ns), (int64_t)(job - a->start_ns)))
+    if (!cpx_pw_in_piece(p, ri, (int64_t)(job - a->start_ns), (int64_t)(job - a->start_ns)))
         return;
     int oom = 0;
     char what[400], name[440];
@@ -639,7 +596,7 @@ static json_object *piece_json(const pw *p, int *oom, int capped, uint64_t left_
         put(oom, o, "to_s", num3(oom, (double)p->t1 / 1e9));
     size_t kept = 0;
     for (size_t ri = 0; ri < m->nranks; ri++)
-        kept += (size_t)rank_in_piece(p, ri);
+        kept += (size_t)cpx_pw_rank_in_piece(p, ri);
     put(oom, o, "ranks_kept", chk(oom, json_object_new_uint64(kept)));
     put(oom, o, "calls_left_out", chk(oom, json_object_new_uint64(left_out)));
     put(oom, o, "capped", chk(oom, json_object_new_boolean(capped)));
@@ -691,118 +648,6 @@ int cpx_export_perfetto(FILE *out, const cpa_analysis *a)
     return cpx_export_perfetto_events(out, a, &events);
 }
 
-/* Bins of the job time line for the cap's histogram: the start moves in by a bin at most
- * 1/4096 of the window too far. */
-#define CAP_BINS 4096
-
-/* A call's measured slice, ns since the job's start. */
-static void call_span_rel(const cpa_analysis *a, size_t ri, const cpa_call *c, int64_t *ts,
-                          int64_t *te)
-{
-    uint64_t s, e;
-    int unfinished;
-    cpa_call_span_job_ns(a, ri, c, &s, &e, &unfinished);
-    *ts = (int64_t)(s - a->start_ns);
-    *te = (int64_t)(e - a->start_ns);
-}
-
-/* The events a call writes at most: its slice, and its wait in an operation of 2+ ranks. */
-static unsigned call_cost(const cpa_analysis *a, size_t ri, size_t ci)
-{
-    uint32_t oi = cpa_call_op(a, ri, ci);
-    return 1u + (oi != CPA_NO_OP && a->matched.ops[oi].nparts >= 2);
-}
-
-/* With a cap, the window's start moves later until the calls starting in it cost about
- * max_events (a histogram of starts over the window, counted from its end). */
-static int apply_cap(pw *p, uint64_t max_events, int *capped)
-{
-    const cpa_analysis *a = p->a;
-    const cpa_model *m = a->model;
-    *capped = 0;
-    int64_t lo = p->t0 > 0 ? p->t0 : 0;
-    int64_t job_end = (int64_t)(a->duration_s * 1e9) + 1;
-    int64_t hi = p->t1 < job_end ? p->t1 : job_end;
-    uint64_t total = 0;
-    for (size_t ri = 0; ri < m->nranks; ri++)
-        for (size_t ci = 0; rank_in_piece(p, ri) && ci < m->ranks[ri].ncalls; ci++) {
-            int64_t ts, te;
-            call_span_rel(a, ri, &m->ranks[ri].calls[ci], &ts, &te);
-            if (in_piece(p, ri, ts, te))
-                total += call_cost(a, ri, ci);
-        }
-    if (total <= max_events || hi <= lo)
-        return 0;
-    uint64_t *bins = calloc(CAP_BINS, sizeof *bins);
-    if (!bins)
-        return -1;
-    double width = (double)(hi - lo) / CAP_BINS;
-    for (size_t ri = 0; ri < m->nranks; ri++)
-        for (size_t ci = 0; rank_in_piece(p, ri) && ci < m->ranks[ri].ncalls; ci++) {
-            int64_t ts, te;
-            call_span_rel(a, ri, &m->ranks[ri].calls[ci], &ts, &te);
-            if (!in_piece(p, ri, ts, te))
-                continue;
-            double b = ts <= lo ? 0 : (double)(ts - lo) / width;
-            size_t k = b >= CAP_BINS ? CAP_BINS - 1 : (size_t)b;
-            bins[k] += call_cost(a, ri, ci);
-        }
-    /* from the end back, the earliest bin whose starts still fit (at least the last bin) */
-    uint64_t sum = 0;
-    size_t first = CAP_BINS - 1;
-    for (size_t k = CAP_BINS; k-- > 0;) {
-        if (sum + bins[k] > max_events && k < CAP_BINS - 1)
-            break;
-        sum += bins[k];
-        first = k;
-    }
-    free(bins);
-    /* the calls counted are those that start in the new window: so are the ones written
-     * (one that started before and runs into it would add to the count) */
-    p->t0 = lo + (int64_t)((double)first * width);
-    p->start_in = 1;
-    *capped = 1;
-    return 0;
-}
-
-/* Per operation, the first and last arrivals among its parts in the piece (UINT32_MAX none). */
-static int piece_flows(pw *p)
-{
-    const cpa_analysis *a = p->a;
-    const cpa_model *m = a->model;
-    const cpa_matched *mt = &a->matched;
-    size_t n = mt->nops ? mt->nops : 1;
-    p->kfirst = malloc(n * sizeof *p->kfirst);
-    p->klast = malloc(n * sizeof *p->klast);
-    if (!p->kfirst || !p->klast)
-        return -1;
-    for (size_t i = 0; i < mt->nops; i++) {
-        const cpa_op *o = &mt->ops[i];
-        uint64_t lo = UINT64_MAX, hi = 0;
-        p->kfirst[i] = p->klast[i] = UINT32_MAX;
-        for (uint32_t k = 0; k < o->nparts; k++) {
-            const cpa_part *pt = &mt->parts[o->first_part + k];
-            if (pt->rank_idx >= m->nranks || pt->call_idx >= m->ranks[pt->rank_idx].ncalls)
-                continue;
-            const cpa_call *c = &m->ranks[pt->rank_idx].calls[pt->call_idx];
-            int64_t ts, te;
-            call_span_rel(a, pt->rank_idx, c, &ts, &te);
-            if (!in_piece(p, pt->rank_idx, ts, te))
-                continue;
-            uint64_t at = cpa_call_arrival_job_ns(a, pt->rank_idx, c);
-            if (at < lo) {
-                lo = at;
-                p->kfirst[i] = k;
-            }
-            if (at >= hi) {
-                hi = at;
-                p->klast[i] = k;
-            }
-        }
-    }
-    return 0;
-}
-
 int cpx_export_perfetto_events(FILE *out, const cpa_analysis *a, uint64_t *events)
 {
     cpx_piece_said said;
@@ -824,29 +669,20 @@ int cpx_export_perfetto_piece(FILE *out, const cpa_analysis *a, const cpx_piece 
         p.rank_keep = piece->rank_keep;
     }
     int whole = !piece || (p.t0 == INT64_MIN && p.t1 == INT64_MAX && !p.rank_keep);
-    if (assign_ids(&p) != 0 || (piece && piece->max_events && apply_cap(&p, piece->max_events,
-                                                                         &capped) != 0) ||
-        ((!whole || capped) && piece_flows(&p) != 0)) {
+    uint64_t total = 0;
+    for (size_t ri = 0; ri < m->nranks; ri++)
+        total += m->ranks[ri].ncalls;
+    /* the header says what the piece leaves out: counted before anything is written */
+    uint64_t kept = total;
+    if (assign_ids(&p) != 0 ||
+        (piece && cpx_pw_select(&p, piece->max_events, whole, &capped, &kept) != 0)) {
         pw_release(&p);
         errno = ENOMEM;
         return -1;
     }
-    uint64_t total = 0;
-    for (size_t ri = 0; ri < m->nranks; ri++)
-        total += m->ranks[ri].ncalls;
-    uint64_t kept = total;
-    if (!whole || capped) { /* the header says what the piece leaves out: count it first */
-        kept = 0;
-        for (size_t ri = 0; ri < m->nranks; ri++)
-            for (size_t ci = 0; rank_in_piece(&p, ri) && ci < m->ranks[ri].ncalls; ci++) {
-                int64_t ts, te;
-                call_span_rel(a, ri, &m->ranks[ri].calls[ci], &ts, &te);
-                kept += (uint64_t)in_piece(&p, ri, ts, te);
-            }
-    }
     header(&p, whole && !capped ? NULL : piece, capped, total - kept);
     for (size_t ri = 0; ri < m->nranks && !p.failed; ri++)
-        if (rank_in_piece(&p, ri))
+        if (cpx_pw_rank_in_piece(&p, ri))
             rank_metadata(&p, ri);
     for (size_t ri = 0; ri < m->nranks && !p.failed; ri++)
         hole_instant(&p, ri);
