@@ -408,6 +408,9 @@ typedef struct cpa_refused {
 
 /* The index into by_result of a call's result. */
 unsigned cpa_refused_slot(int8_t result);
+/* A call's op and what names its counterpart: "Send to comm rank 3", "Broadcast root 0",
+ * "AllReduce" (the words a refused call is told in: it has no seq). */
+void cpa_call_args(char *buf, size_t len, const cpa_call *c);
 
 /* ---- the whole analysis (analysis.c) ---- */
 

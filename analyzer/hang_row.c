@@ -18,14 +18,10 @@ static int cmp_i32(const void *x, const void *y)
 void cpa_hg_describe_call(char *buf, size_t len, const cpa_call *c)
 {
     if (cpa_call_refused(c)) { /* no seq: NCCL enqueued nothing */
-        char arg[48] = "";
-        if (cp_op_is_p2p(c->op))
-            snprintf(arg, sizeof arg, " %s comm rank %d", c->op == CP_OP_SEND ? "to" : "from",
-                     (int)c->peer);
-        else if (c->peer >= 0)
-            snprintf(arg, sizeof arg, " root %d", (int)c->peer);
-        snprintf(buf, len, "%s%s on comm %016" PRIx64 ", which NCCL refused (%s)",
-                 cp_op_name(c->op), arg, c->comm_id, cp_nccl_result_id((ncclResult_t)c->result));
+        char what[64];
+        cpa_call_args(what, sizeof what, c);
+        snprintf(buf, len, "%s on comm %016" PRIx64 ", which NCCL refused (%s)", what,
+                 c->comm_id, cp_nccl_result_id((ncclResult_t)c->result));
         return;
     }
     const char *state = c->done                     ? "finished"

@@ -1,7 +1,19 @@
 /* analyzer/refused.c: the calls NCCL returned an error for, by result (analyzer.h). */
+#include <stdio.h>
 #include <string.h>
 
 #include "analyzer/analyzer.h"
+
+void cpa_call_args(char *buf, size_t len, const cpa_call *c)
+{
+    if (cp_op_is_p2p(c->op))
+        snprintf(buf, len, "%s %s comm rank %d", cp_op_name(c->op),
+                 c->op == CP_OP_SEND ? "to" : "from", (int)c->peer);
+    else if (c->peer >= 0)
+        snprintf(buf, len, "%s root %d", cp_op_name(c->op), (int)c->peer);
+    else
+        snprintf(buf, len, "%s", cp_op_name(c->op));
+}
 
 unsigned cpa_refused_slot(int8_t result)
 {

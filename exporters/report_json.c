@@ -121,7 +121,7 @@ static json_object *refused(jb *b, const cpa_analysis *a)
         if (ri >= 0) {
             const cpa_rank *r = &a->model->ranks[ri];
             char what[64];
-            cpr_call_args(what, sizeof what, &r->calls[x->first_call[k]]);
+            cpa_call_args(what, sizeof what, &r->calls[x->first_call[k]]);
             put(b, e, "first_rank", chk(b, json_object_new_int(r->rank)));
             put(b, e, "first_call", str(b, what));
         }

@@ -85,8 +85,6 @@ void cpr_prom_float(char *num, size_t len, double v);
 void cpr_prom_sample(FILE *out, const char *name, const cpr_labels *l, double v);
 void cpr_prom_u64(FILE *out, const char *name, const cpr_labels *l, uint64_t v);
 
-/* A call as its arguments name it: "Broadcast root 99", "Send to comm rank 3", "AllReduce". */
-void cpr_call_args(char *buf, size_t len, const cpa_call *c);
 /* A by_result slot of cpa_refused as NCCL names the result ("ncclInvalidArgument"). */
 const char *cpr_result_id(unsigned slot);
 /* The calls NCCL refused in one line: "8 calls NCCL returned an error for, on 8 ranks (they

@@ -6,17 +6,6 @@
 
 #include "common/nccl_abi.h"
 
-void cpr_call_args(char *buf, size_t len, const cpa_call *c)
-{
-    if (cp_op_is_p2p(c->op))
-        snprintf(buf, len, "%s %s comm rank %d", cp_op_name(c->op),
-                 c->op == CP_OP_SEND ? "to" : "from", (int)c->peer);
-    else if (c->peer >= 0)
-        snprintf(buf, len, "%s root %d", cp_op_name(c->op), (int)c->peer);
-    else
-        snprintf(buf, len, "%s", cp_op_name(c->op));
-}
-
 const char *cpr_result_id(unsigned slot)
 {
     return slot ? cp_nccl_result_id((ncclResult_t)slot) : "an unknown result";
@@ -41,7 +30,7 @@ void cpr_refused_text(char *buf, size_t len, const cpa_analysis *a)
         int32_t ri = x->first_rank_idx[k];
         const cpa_rank *r = ri >= 0 ? &a->model->ranks[ri] : NULL;
         if (r)
-            cpr_call_args(what, sizeof what, &r->calls[x->first_call[k]]);
+            cpa_call_args(what, sizeof what, &r->calls[x->first_call[k]]);
         n += (size_t)snprintf(buf + n, len - n, "%s%" PRIu64 " %s (first: rank %d, %s)", sep,
                               x->by_result[k], cpr_result_id(k), r ? (int)r->rank : -1, what);
         sep = ", ";
