@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "tests/cli/test_cli_util.h"
+#include "tests/common/test_json_util.h"
 #include "tests/common/test_text_util.h"
 
 /* Exit 2, nothing on stdout, exactly one line on stderr naming the problem. */
@@ -20,17 +21,7 @@ static void assert_one_line_error(struct cli_result *r, const char *needle)
         fail_msg("stderr '%s' does not say '%s'", r->err, needle);
 }
 
-static json_object *parse_strict(const char *s)
-{
-    json_tokener *tok = json_tokener_new();
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-    json_object *o = json_tokener_parse_ex(tok, s, (int)strlen(s));
-    enum json_tokener_error e = json_tokener_get_error(tok);
-    json_tokener_free(tok);
-    if (!o || e != json_tokener_success)
-        fail_msg("not strict JSON (%s): %.200s", json_tokener_error_desc(e), s);
-    return o;
-}
+static json_object *parse_strict(const char *s) { return tj_parse_strict(s, "stdout"); }
 
 static json_object *key(json_object *o, const char *k)
 {

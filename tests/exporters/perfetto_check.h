@@ -10,16 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/common/test_json_util.h"
+
 static inline json_object *pj_parse_strict(const char *s)
 {
-    json_tokener *tok = json_tokener_new();
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-    json_object *o = json_tokener_parse_ex(tok, s, (int)strlen(s));
-    enum json_tokener_error e = json_tokener_get_error(tok);
-    json_tokener_free(tok);
-    if (!o || e != json_tokener_success)
-        fail_msg("Perfetto JSON does not parse strictly: %s", json_tokener_error_desc(e));
-    return o;
+    return tj_parse_strict(s, "Perfetto JSON");
 }
 
 static inline json_object *pj_field(json_object *o, const char *key)

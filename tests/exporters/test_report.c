@@ -10,6 +10,7 @@
 
 #include "present/present.h"
 #include "exporters/exporters.h"
+#include "tests/common/test_json_util.h"
 
 typedef struct fixture {
     char *dir;
@@ -297,13 +298,7 @@ static json_object *json_of(const cpa_analysis *a, size_t top)
     exp_buf b;
     assert_int_equal(cpx_report_json(exp_buf_open(&b), a, top), 0);
     char *s = exp_buf_close(&b);
-    json_tokener *tok = json_tokener_new();
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-    json_object *o = json_tokener_parse_ex(tok, s, (int)strlen(s));
-    if (!o || json_tokener_get_error(tok) != json_tokener_success)
-        fail_msg("report JSON does not parse strictly: %s",
-                 json_tokener_error_desc(json_tokener_get_error(tok)));
-    json_tokener_free(tok);
+    json_object *o = tj_parse_strict(s, "report JSON");
     free(s);
     return o;
 }

@@ -11,6 +11,7 @@
 #include <json-c/json.h>
 
 #include "tests/cli/test_cli_util.h"
+#include "tests/common/test_json_util.h"
 #include "tests/common/test_text_util.h"
 #include "tests/common/test_trace_util.h"
 #include "tests/tui/live_test_util.h"
@@ -347,11 +348,7 @@ static void json_carries_hostile_strings_escaped(void **state)
     cli_runl(&r, "top", "--json", NULL);
     assert_int_equal(r.status, 0);
     tx_assert_terminal_safe("stdout", r.out);
-    json_tokener *tok = json_tokener_new();
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-    json_object *j = json_tokener_parse_ex(tok, r.out, (int)strlen(r.out));
-    json_tokener_free(tok);
-    assert_non_null(j);
+    json_object *j = tj_parse_strict(r.out, "top --json");
     char want[800];
     snprintf(want, sizeof want, "%s/%s", g_tmp, TX_HOSTILE_SHOWN);
     assert_string_equal(json_object_get_string(key(j, "dir")), want);
