@@ -6,6 +6,7 @@
  * gives, then ends. Its name goes to the activity hooks as any kernel's (emu_stream.h), so
  * CUPTI reports it under its PTX name.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +25,13 @@ struct CUmod_st {
     uint32_t magic;
     int nfns;
     struct CUfunc_st fns[MAX_FNS];
+    struct CUmod_st *next;
 };
+
+/* Every module ever loaded: an unloaded one's names may still be queued on a stream or held
+ * in CUPTI's records (the real driver keeps its symbol names for the process's life too). */
+static struct CUmod_st *g_modules;
+static pthread_mutex_t g_modules_mu = PTHREAD_MUTEX_INITIALIZER;
 
 CUresult cuModuleLoadData(CUmodule *module, const void *image)
 {
@@ -56,6 +63,10 @@ CUresult cuModuleLoadData(CUmodule *module, const void *image)
         return CUDA_ERROR_INVALID_PTX;
     }
     m->magic = MOD_MAGIC;
+    pthread_mutex_lock(&g_modules_mu);
+    m->next = g_modules;
+    g_modules = m;
+    pthread_mutex_unlock(&g_modules_mu);
     *module = m;
     return CUDA_SUCCESS;
 }
@@ -64,8 +75,7 @@ CUresult cuModuleUnload(CUmodule hmod)
 {
     if (!hmod || hmod->magic != MOD_MAGIC)
         return CUDA_ERROR_INVALID_HANDLE;
-    /* functions may still be queued on streams: their names must outlive the module */
-    hmod->magic = 0;
+    hmod->magic = 0; /* kept in g_modules: its names outlive it */
     return CUDA_SUCCESS;
 }
 
