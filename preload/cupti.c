@@ -64,6 +64,13 @@ static struct corr {
     uint32_t corr;
     uint64_t id;
 } *g_corr;
+/* NCCL's kernels whose EXTERNAL_CORRELATION record has not come yet (CUPTI keeps API and
+ * kernel records in buffers of their own: their order across buffers is not promised), by
+ * correlationId, joined when it comes */
+static struct early {
+    uint32_t corr, dev;
+    uint64_t start, end;
+} *g_early;
 /* our id -> its kernels' span, and what the device ran before its first kernel */
 static struct span {
     uint64_t id, start, end;
@@ -246,20 +253,9 @@ static void take_before(struct span *s, uint32_t dev, uint64_t start)
     }
 }
 
-static void note_kernel(const cp_cupti_kernel_head *k)
+/* A kernel of call `id` (g_mu held). */
+static void note_ours(uint64_t id, uint32_t dev, uint64_t start, uint64_t end)
 {
-    uint32_t c = k->correlationId, dev = k->deviceId % CP_DEVICES;
-    uint64_t start = k->start + (uint64_t)g_offset, end = k->end + (uint64_t)g_offset;
-    if (!c || g_corr[c % CP_CUPTI_SLOTS].corr != c) {
-        /* a kernel no call of ours launched: the job's compute */
-        if (is_nccl_kernel(k->name) || g_nothers[dev] == CP_OTHERS)
-            return;
-        uint32_t name = intern(k->name);
-        if (name != UINT32_MAX)
-            g_others[dev][g_nothers[dev]++] = (struct other){name, start, end};
-        return;
-    }
-    uint64_t id = g_corr[c % CP_CUPTI_SLOTS].id;
     struct span *s = &g_span[id % CP_CUPTI_SLOTS];
     if (s->id != id) {
         *s = (struct span){.id = id, .start = start, .end = end};
@@ -274,6 +270,27 @@ static void note_kernel(const cp_cupti_kernel_head *k)
     s->gen = g_gen;
 }
 
+static void note_kernel(const cp_cupti_kernel_head *k)
+{
+    uint32_t c = k->correlationId, dev = k->deviceId % CP_DEVICES;
+    uint64_t start = k->start + (uint64_t)g_offset, end = k->end + (uint64_t)g_offset;
+    if (c && g_corr[c % CP_CUPTI_SLOTS].corr == c) {
+        note_ours(g_corr[c % CP_CUPTI_SLOTS].id, dev, start, end);
+        return;
+    }
+    if (is_nccl_kernel(k->name)) { /* its call's record may come in a later buffer */
+        if (c)
+            g_early[c % CP_CUPTI_SLOTS] = (struct early){c, dev, start, end};
+        return;
+    }
+    /* a kernel no call of ours launched: the job's compute */
+    if (g_nothers[dev] == CP_OTHERS)
+        return;
+    uint32_t name = intern(k->name);
+    if (name != UINT32_MAX)
+        g_others[dev][g_nothers[dev]++] = (struct other){name, start, end};
+}
+
 static void buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
                              size_t valid)
 {
@@ -286,8 +303,14 @@ static void buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, si
         if (r->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
             const CUpti_ActivityExternalCorrelation *x = (const void *)r;
             if (x->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) {
-                g_corr[x->correlationId % CP_CUPTI_SLOTS].corr = x->correlationId;
-                g_corr[x->correlationId % CP_CUPTI_SLOTS].id = x->externalId;
+                uint32_t c = x->correlationId;
+                g_corr[c % CP_CUPTI_SLOTS].corr = c;
+                g_corr[c % CP_CUPTI_SLOTS].id = x->externalId;
+                struct early *e = &g_early[c % CP_CUPTI_SLOTS];
+                if (c && e->corr == c) { /* its kernel came first */
+                    note_ours(x->externalId, e->dev, e->start, e->end);
+                    e->corr = 0;
+                }
             }
         } else if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
                    r->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
@@ -326,9 +349,10 @@ static int start(void)
 {
     g_corr = calloc(CP_CUPTI_SLOTS, sizeof *g_corr);
     g_span = calloc(CP_CUPTI_SLOTS, sizeof *g_span);
+    g_early = calloc(CP_CUPTI_SLOTS, sizeof *g_early);
     g_names = calloc(CP_KNAMES, sizeof *g_names);
     g_others = calloc(CP_DEVICES, sizeof *g_others);
-    if (!g_corr || !g_span || !g_names || !g_others) {
+    if (!g_corr || !g_span || !g_early || !g_names || !g_others) {
         cp_info("COLLPROF_GPU_TIMING=cupti: no memory for its tables: CUDA events are used");
         return -1;
     }

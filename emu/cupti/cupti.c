@@ -48,8 +48,15 @@ static uint64_t g_enabled;               /* bit per CUpti_ActivityKind below 64 
 static CUpti_BuffersCallbackRequestFunc g_request;
 static CUpti_BuffersCallbackCompleteFunc g_complete;
 static _Atomic(CUpti_TimestampCallbackFunc) g_ts_fn;
-static uint8_t *g_store;                 /* records not yet handed to the client */
-static size_t g_stored, g_store_cap;
+/* Records not yet handed to the client, in two queues as CUPTI keeps them: the API side's
+ * (API and external correlation records, made on the launching thread) and the GPU side's
+ * (kernel records). A buffer holds one queue's records, and the GPU side's go first: the
+ * order across the two is not promised, and a client must join them either way. */
+enum { Q_API = 0, Q_GPU = 1, NQ = 2 };
+static struct queue {
+    uint8_t *rec;
+    size_t n, cap;
+} g_q[NQ];
 static size_t g_dropped;
 static uint32_t g_period_ms;
 static pthread_t g_thread;
@@ -96,30 +103,32 @@ static size_t record_size(CUpti_ActivityKind k)
 
 static void deliver(int all);
 
-/* Stores one record (g_mu held); 0, or -1 when memory ran out (counted dropped). */
-static int store(const void *rec, size_t len)
+/* Stores one record in queue q (g_mu held); 0, or -1 when memory ran out (counted
+ * dropped). */
+static int store(int q, const void *rec, size_t len)
 {
-    if (g_stored + len > g_store_cap) {
-        size_t cap = g_store_cap ? 2 * g_store_cap : 256u << 10;
-        while (cap < g_stored + len)
+    struct queue *Q = &g_q[q];
+    if (Q->n + len > Q->cap) {
+        size_t cap = Q->cap ? 2 * Q->cap : 256u << 10;
+        while (cap < Q->n + len)
             cap *= 2;
-        uint8_t *p = realloc(g_store, cap);
+        uint8_t *p = realloc(Q->rec, cap);
         if (!p) {
             g_dropped++;
             return -1;
         }
-        g_store = p;
-        g_store_cap = cap;
+        Q->rec = p;
+        Q->cap = cap;
     }
-    memcpy(g_store + g_stored, rec, len);
-    g_stored += len;
+    memcpy(Q->rec + Q->n, rec, len);
+    Q->n += len;
     return 0;
 }
 
 static void maybe_deliver(void)
 {
     pthread_mutex_lock(&g_mu);
-    int full = g_stored >= DELIVER_AT;
+    int full = g_q[Q_API].n >= DELIVER_AT || g_q[Q_GPU].n >= DELIVER_AT;
     pthread_mutex_unlock(&g_mu);
     if (full)
         deliver(0);
@@ -140,7 +149,7 @@ static uint32_t on_launch(const char *name)
                 .externalKind = (CUpti_ExternalCorrelationKind)k,
                 .externalId = t_ext[k][t_ext_n[k] - 1],
                 .correlationId = corr};
-            store(&x, sizeof x);
+            store(Q_API, &x, sizeof x);
         }
     }
     if (api) {
@@ -156,7 +165,7 @@ static uint32_t on_launch(const char *name)
         memcpy(a + 8, &t, 8);
         memcpy(a + 16, &t, 8);
         memcpy(a + 32, &corr, 4);
-        store(a, sizeof a);
+        store(Q_API, a, sizeof a);
     }
     int kernels = enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) ||
                   enabled(CUPTI_ACTIVITY_KIND_KERNEL);
@@ -191,60 +200,62 @@ static void on_done(uint32_t corr, const char *name, uint64_t start, uint64_t en
     k.h.correlationId = corr;
     k.h.gridId = corr;
     k.h.name = name;
-    store(&k, sizeof k);
+    store(Q_GPU, &k, sizeof k);
     pthread_mutex_unlock(&g_mu);
     maybe_deliver();
 }
 
 static const cpemu_activity_hooks g_hooks = {on_launch, on_done};
 
-/* Hands the stored records to the client, a buffer at a time: when they fill one (all = 0),
- * or every one (all). On the calling thread; the callbacks are called without g_mu. */
+/* Hands the stored records to the client, a buffer at a time and a queue at a time (the
+ * GPU side's first): when they fill one (all = 0), or every one (all). On the calling
+ * thread; the callbacks are called without g_mu. */
 static void deliver(int all)
 {
     pthread_mutex_lock(&g_deliver_mu);
-    for (;;) {
-        pthread_mutex_lock(&g_mu);
-        CUpti_BuffersCallbackRequestFunc req = g_request;
-        CUpti_BuffersCallbackCompleteFunc done = g_complete;
-        size_t have = g_stored;
-        pthread_mutex_unlock(&g_mu);
-        if (!req || !done || have == 0 || (!all && have < DELIVER_AT))
-            break;
-        uint8_t *buf = NULL;
-        size_t size = 0, max_records = 0;
-        req(&buf, &size, &max_records);
-        pthread_mutex_lock(&g_mu);
-        size_t used = 0, n = 0;
-        while (used < g_stored) {
-            CUpti_ActivityKind k;
-            memcpy(&k, g_store + used, sizeof k);
-            size_t len = record_size(k);
-            if (!buf || used + len > size || (max_records && n == max_records))
+    for (int q = Q_GPU; q >= Q_API; q--) {
+        struct queue *Q = &g_q[q];
+        for (;;) {
+            pthread_mutex_lock(&g_mu);
+            CUpti_BuffersCallbackRequestFunc req = g_request;
+            CUpti_BuffersCallbackCompleteFunc done = g_complete;
+            size_t have = Q->n;
+            pthread_mutex_unlock(&g_mu);
+            if (!req || !done || have == 0 || (!all && have < DELIVER_AT))
                 break;
-            used += len;
-            n++;
-        }
-        size_t valid = 0;
-        if (buf && used) {
-            memcpy(buf, g_store, used);
-            valid = used;
-        } else {
-            /* no room at all: the records are lost, as CUPTI drops them */
-            size_t off = 0;
-            while (off < g_stored) {
+            uint8_t *buf = NULL;
+            size_t size = 0, max_records = 0;
+            req(&buf, &size, &max_records);
+            pthread_mutex_lock(&g_mu);
+            size_t used = 0, n = 0;
+            while (used < Q->n) {
                 CUpti_ActivityKind k;
-                memcpy(&k, g_store + off, sizeof k);
-                off += record_size(k);
-                g_dropped++;
+                memcpy(&k, Q->rec + used, sizeof k);
+                size_t len = record_size(k);
+                if (!buf || used + len > size || (max_records && n == max_records))
+                    break;
+                used += len;
+                n++;
             }
-            used = g_stored;
+            size_t valid = 0;
+            if (buf && used) {
+                memcpy(buf, Q->rec, used);
+                valid = used;
+            } else {
+                /* no room at all: the records are lost, as CUPTI drops them */
+                for (size_t off = 0; off < Q->n; g_dropped++) {
+                    CUpti_ActivityKind k;
+                    memcpy(&k, Q->rec + off, sizeof k);
+                    off += record_size(k);
+                }
+                used = Q->n;
+            }
+            memmove(Q->rec, Q->rec + used, Q->n - used);
+            Q->n -= used;
+            pthread_mutex_unlock(&g_mu);
+            if (buf)
+                done(NULL, 0, buf, size, valid);
         }
-        memmove(g_store, g_store + used, g_stored - used);
-        g_stored -= used;
-        pthread_mutex_unlock(&g_mu);
-        if (buf)
-            done(NULL, 0, buf, size, valid);
     }
     pthread_mutex_unlock(&g_deliver_mu);
 }
