@@ -182,7 +182,7 @@ int cmd_run(int argc, char **argv)
     const struct cli_option options[] = {
         CLI_STRING(0, "dir", &dir, "D", "trace directory, one file per rank (COLLPROF_DIR)"),
         CLI_STRING(0, "gpu-timing", &gpu_timing, "M",
-                   "events, cupti, off or sample:N (COLLPROF_GPU_TIMING)"),
+                   "auto, plugin, events, cupti, off or sample:N (COLLPROF_GPU_TIMING)"),
         CLI_END(),
     };
     const struct cli_command c = {
