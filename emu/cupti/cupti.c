@@ -125,13 +125,29 @@ static int store(int q, const void *rec, size_t len)
     return 0;
 }
 
+static void *period_main(void *arg);
+static int g_kick; /* a queue holds a buffer's worth: CUPTI's thread hands it over */
+
+/* CUPTI's own thread, started on first need (g_mu held). */
+static void thread_on(void)
+{
+    if (!g_thread_on) {
+        g_stop = 0;
+        g_thread_on = pthread_create(&g_thread, NULL, period_main, NULL) == 0;
+    }
+}
+
+/* A queue that holds a buffer's worth goes to the client from CUPTI's thread, never from the
+ * launching thread or the stream's worker that made the record. */
 static void maybe_deliver(void)
 {
     pthread_mutex_lock(&g_mu);
-    int full = g_q[Q_API].n >= DELIVER_AT || g_q[Q_GPU].n >= DELIVER_AT;
+    if (g_q[Q_API].n >= DELIVER_AT || g_q[Q_GPU].n >= DELIVER_AT) {
+        g_kick = 1;
+        thread_on();
+        pthread_cond_broadcast(&g_cv);
+    }
     pthread_mutex_unlock(&g_mu);
-    if (full)
-        deliver(0);
 }
 
 static uint32_t on_launch(const char *name)
@@ -265,6 +281,13 @@ static void *period_main(void *arg)
     (void)arg;
     pthread_mutex_lock(&g_mu);
     while (!g_stop) {
+        if (g_kick) {
+            g_kick = 0;
+            pthread_mutex_unlock(&g_mu);
+            deliver(0);
+            pthread_mutex_lock(&g_mu);
+            continue;
+        }
         uint32_t ms = g_period_ms;
         if (!ms) {
             pthread_cond_wait(&g_cv, &g_mu);
@@ -279,8 +302,8 @@ static void *period_main(void *arg)
             ts.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(&g_cv, &g_mu, &ts);
-        if (g_stop)
-            break;
+        if (g_stop || g_kick)
+            continue;
         pthread_mutex_unlock(&g_mu);
         deliver(1);
         pthread_mutex_lock(&g_mu);
@@ -410,10 +433,8 @@ CUptiResult cuptiActivityFlushPeriod(uint32_t time)
 {
     pthread_mutex_lock(&g_mu);
     g_period_ms = time;
-    if (time && !g_thread_on) {
-        g_stop = 0;
-        g_thread_on = pthread_create(&g_thread, NULL, period_main, NULL) == 0;
-    }
+    if (time)
+        thread_on();
     pthread_cond_broadcast(&g_cv);
     pthread_mutex_unlock(&g_mu);
     return CUPTI_SUCCESS;
