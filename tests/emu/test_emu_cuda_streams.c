@@ -475,7 +475,9 @@ static void a_ptx_spin_kernel_runs_for_its_parameter(void **state)
     assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
     float ms = 0;
     assert_int_equal(cuEventElapsedTime_v2(&ms, a, b), CUDA_SUCCESS);
-    assert_true(ms >= 29.9f && ms < 31.0f);
+    /* its 30 ms, plus however long this thread took from the record to the launch (a
+     * loaded machine may hold it off the CPU for milliseconds) */
+    assert_true(ms >= 29.9f && ms < 50.0f);
     assert_int_equal(cuModuleUnload(mod), CUDA_SUCCESS);
     assert_int_equal(cuModuleUnload(mod), CUDA_ERROR_INVALID_HANDLE);
     cuEventDestroy_v2(a);
