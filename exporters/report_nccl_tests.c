@@ -56,16 +56,37 @@ static void header(FILE *out, const cpa_stat *r)
     fprintf(out, "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)\n");
 }
 
+/* v in its column's width: as nccl-tests prints it when it fits (decimals after the point),
+ * else in exponent form, as precise as the width allows: a figure no job reaches (a trace's
+ * damaged size, a bandwidth over a near-zero time) must not push the row past its columns. */
+static void fit(char buf[32], double v, int width, int decimals)
+{
+    if (snprintf(buf, 32, "%*.*f", width, decimals, v) <= width)
+        return;
+    for (int prec = width - 6; prec >= 0; prec--)
+        if (snprintf(buf, 32, "%*.*e", width, prec, v) <= width)
+            return;
+    snprintf(buf, 32, "%*s", width, "inf");
+}
+
 static void row(FILE *out, const cpa_stat *r)
 {
-    char count[24] = "-", time[32];
+    char size[32], count[32], time[32], algbw[32], busbw[32], ops[32];
     unsigned esize = cp_dtype_size(r->dtype);
+    fit(size, (double)r->size, 12, 0);
     if (esize)
-        snprintf(count, sizeof count, "%" PRIu64, r->size / esize);
-    fmt_time(time, r->ops ? r->time_us_total / (double)r->ops : 0);
-    fprintf(out, "%12" PRIu64 "  %12s  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %7" PRIu64 "\n",
-            r->size, count, type_name(r->dtype), redop_name(r->redop),
-            r->root >= 0 ? (int)r->root : -1, time, r->algbw_gbps, r->busbw_gbps, r->ops);
+        fit(count, (double)(r->size / esize), 12, 0);
+    else
+        snprintf(count, sizeof count, "%12s", "-");
+    double us = r->ops ? r->time_us_total / (double)r->ops : 0;
+    fmt_time(time, us);
+    if (strlen(time) > 7)
+        fit(time, us, 7, 0);
+    fit(algbw, r->algbw_gbps, 6, 2);
+    fit(busbw, r->busbw_gbps, 6, 2);
+    fit(ops, (double)r->ops, 7, 0);
+    fprintf(out, "%s  %s  %8s  %6s  %6d  %s  %s  %s  %s\n", size, count, type_name(r->dtype),
+            redop_name(r->redop), r->root >= 0 ? (int)r->root : -1, time, algbw, busbw, ops);
 }
 
 /* What the rows rest on, in '#' lines: where the times come from, and what the trace lost. */
