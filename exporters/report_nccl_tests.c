@@ -114,9 +114,11 @@ static void footer(FILE *out, const cpa_analysis *a, const cpa_stats *s)
     if (s->oversized)
         fprintf(out, "# %" PRIu64 " operations of no possible size left out\n", s->oversized);
     if (a->model->lost_records)
-        fprintf(out, "# WARNING: %s%" PRIu64 " records lost while tracing: operations may be "
-                     "missing from these rows\n",
-                cpa_lost_at_least(a->model) ? "at least " : "", a->model->lost_records);
+        /* one line, or two where a count no trace reaches would take it past 100 columns */
+        fprintf(out, "# WARNING: %s%" PRIu64 " records lost while tracing:%s"
+                     "operations may be missing from these rows\n",
+                cpa_lost_at_least(a->model) ? "at least " : "", a->model->lost_records,
+                a->model->lost_records < 10000000000ull ? " " : "\n# ");
 }
 
 int cpx_report_nccl_tests(FILE *out, const cpa_analysis *a, const char *title)

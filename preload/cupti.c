@@ -106,10 +106,14 @@ static uint64_t mono_cb(void) { return cp_mono_ns(); }
 
 /* ---- loading ---- */
 
+/* CUDA 13's, 12's, then whatever the unversioned link points at. */
+static const char *const g_libnames[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
+#define CP_NLIBNAMES (sizeof g_libnames / sizeof g_libnames[0])
+
 static void *open_in(const char *dir, const char *rel)
 {
-    static const char *const names[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    const char *const *names = g_libnames;
+    for (size_t i = 0; i < CP_NLIBNAMES; i++) {
         char path[4096];
         if (snprintf(path, sizeof path, "%s/%s%s", dir, rel, names[i]) >= (int)sizeof path)
             continue;
@@ -151,8 +155,8 @@ static int beside_loaded(struct dl_phdr_info *info, size_t size, void *arg)
 
 static void *find_cupti(void)
 {
-    static const char *const names[] = {"libcupti.so.13", "libcupti.so.12", "libcupti.so"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    const char *const *names = g_libnames;
+    for (size_t i = 0; i < CP_NLIBNAMES; i++) {
         void *h = dlopen(names[i], RTLD_NOW | RTLD_NOLOAD);
         if (h)
             return h;
@@ -161,7 +165,7 @@ static void *find_cupti(void)
     dl_iterate_phdr(beside_loaded, &f);
     if (f.handle)
         return f.handle;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    for (size_t i = 0; i < CP_NLIBNAMES; i++) {
         void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
         if (h)
             return h;

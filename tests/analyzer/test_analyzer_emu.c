@@ -318,6 +318,15 @@ static void assert_nothing_wrong(const cpa_analysis *a, int stragglers_too)
     assert_int_equal(a->mismatches.nrows, 0);
 }
 
+/* The straggler's cause is `want`; otherwise what its late collectives were put down to. */
+static void assert_cause(const cpa_straggler *r, int want)
+{
+    if (r->cause != want)
+        fail_msg("cause %s (host %" PRIu64 ", backlog %" PRIu64 ", collective %" PRIu64
+                 "), median host lateness %.0f us", cpa_late_cause_name(r->cause),
+                 r->by_cause[1], r->by_cause[2], r->by_cause[3], r->host_late_us_p50);
+}
+
 /* A healthy job: no hang, no mismatch; a straggler verdict only where the host made most of
  * the lateness (four fifths: a verdict near the analyzer's limits may rest on a few late
  * collectives of the other kind), and never one that the other lateness alone would owe. */
@@ -346,10 +355,7 @@ static void straggler_on_the_gpu(void **state)
         const cpa_straggler *r = &a.stragglers.rows[0];
         assert_true(r->late_us_p50 > 1800 && r->late_us_p50 < 2600);
         /* why: its host entered on time, its stream started late (the delay holds the GPU) */
-        if (r->cause != CPA_CAUSE_BACKLOG)
-            fail_msg("cause %s (host %" PRIu64 ", backlog %" PRIu64 ", collective %" PRIu64
-                     "), median host lateness %.0f us", cpa_late_cause_name(r->cause),
-                     r->by_cause[1], r->by_cause[2], r->by_cause[3], r->host_late_us_p50);
+        assert_cause(r, CPA_CAUSE_BACKLOG);
         assert_true(r->gpu_late_us_p50 > 1800 && r->gpu_late_us_p50 < 2600);
         assert_true(r->host_late_us_p50 < 1000);
     }
@@ -372,10 +378,7 @@ static void slow_gpu_compute_names_the_kernel(void **state)
     show(&a);
     if (assert_one_straggler(&a, 2)) {
         const cpa_straggler *r = &a.stragglers.rows[0];
-        if (r->cause != CPA_CAUSE_BACKLOG)
-            fail_msg("cause %s (host %" PRIu64 ", backlog %" PRIu64 ", collective %" PRIu64
-                     "), median host lateness %.0f us", cpa_late_cause_name(r->cause),
-                     r->by_cause[1], r->by_cause[2], r->by_cause[3], r->host_late_us_p50);
+        assert_cause(r, CPA_CAUSE_BACKLOG);
         fprintf(stderr, "kernel before: '%s' %.0f us longer (%.0f against %.0f us, %" PRIu64
                         " collectives)\n", r->kernel, r->kernel_longer_us_p50, r->kernel_us_p50,
                 r->kernel_peers_us_p50, r->kernel_collectives);
@@ -412,10 +415,7 @@ static void straggler_on_the_host(void **state)
     if (assert_one_straggler(&a, 2)) {
         /* why: its host entered NCCL late (--late sleeps on the host before the call) */
         const cpa_straggler *r = &a.stragglers.rows[0];
-        if (r->cause != CPA_CAUSE_HOST)
-            fail_msg("cause %s (host %" PRIu64 ", backlog %" PRIu64 ", collective %" PRIu64
-                     "), median host lateness %.0f us", cpa_late_cause_name(r->cause),
-                     r->by_cause[1], r->by_cause[2], r->by_cause[3], r->host_late_us_p50);
+        assert_cause(r, CPA_CAUSE_HOST);
         assert_true(r->host_late_us_p50 > 1500);
     }
     assert_nothing_wrong(&a, 0);
