@@ -277,7 +277,15 @@ static void print_tally(const late_tally *t)
  * took part in (less what other ranks' host-made lateness took from it), and any other rank
  * named owes it to its host. Returns whether the others were on time (their host-made
  * lateness under a tenth): the size of its lateness can then be checked too. */
+static int assert_one_straggler_share(const cpa_analysis *a, int rank, double share);
 static int assert_one_straggler(const cpa_analysis *a, int rank)
+{
+    return assert_one_straggler_share(a, rank, 0.8);
+}
+
+/* The same where the injected slowness makes the rank late in only `share` of the judged
+ * collectives by design. */
+static int assert_one_straggler_share(const cpa_analysis *a, int rank, double share)
 {
     late_tally t;
     tally_lateness(a, &t);
@@ -291,7 +299,7 @@ static int assert_one_straggler(const cpa_analysis *a, int rank)
     assert_true(a->stragglers.nrows >= 1);
     assert_int_equal(a->stragglers.rows[0].rank, rank);
     assert_int_equal(a->stragglers.kind, CPA_STRAGGLER_PERSISTENT);
-    if (!(a->stragglers.rows[0].share > 0.8 - taken_any)) {
+    if (!(a->stragglers.rows[0].share > share - taken_any)) {
         print_tally(&t);
         fail_msg("rank %d late in %.2f of its collectives; others were late in %.2f (host: "
                  "%.2f)", rank, a->stragglers.rows[0].share, taken_any, taken);
@@ -376,7 +384,11 @@ static void slow_gpu_compute_names_the_kernel(void **state)
     cpa_analysis a;
     analyze(&a);
     show(&a);
-    if (assert_one_straggler(&a, 2)) {
+    /* Only backward is slowed: per step the first bucket's AllReduce follows 1% of it (a
+     * few hundred us late, under the 1 ms threshold) and the set-up Broadcast none, so rank 2
+     * is late in 4 x 4 of the 21 collectives (0.76), whatever the machine (the 0.8 of a rank
+     * slow throughout held only when another rank happened to be late once) */
+    if (assert_one_straggler_share(&a, 2, 0.75)) {
         const cpa_straggler *r = &a.stragglers.rows[0];
         assert_cause(r, CPA_CAUSE_BACKLOG);
         fprintf(stderr, "kernel before: '%s' %.0f us longer (%.0f against %.0f us, %" PRIu64
