@@ -27,7 +27,9 @@
  *             driver's launch under CUPTI costs its own, measured on a GPU).
  *   null      no shim, the stub calling a built-in plugin that does nothing
  *             (STUB_NCCL_PROFILER=null): what NCCL pays for any plugin, the plugin mode's floor.
- * Each child runs CALLS AllReduces after a warm-up, best of ROUNDS, and prints ns/call. The
+ * Each child runs CALLS AllReduces after a warm-up, best of ROUNDS, and prints ns/call, its
+ * calling thread on a core of its own and the threads that serve it on the others (as on a
+ * GPU host; COLLPROF_BENCH_NO_PIN=1: wherever the scheduler puts them). The
  * comm has two ranks (the stub does not communicate): NCCL makes no plugin events for one.
  * The enabled run writes a trace to a scratch directory, whose size gives bytes per record.
  *
@@ -38,8 +40,10 @@
  * and compare with the bare run (no LD_PRELOAD): "Collected" / calls; bench/shim_callgrind.sh
  * does both and prints the difference.
  */
+#define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,8 +98,44 @@ static cudaStream_t bench_stream(void)
     return (cudaStream_t)stream;
 }
 
+/* The calling thread on a core of its own, the threads that serve it (the shim's writer, the
+ * stub's proxy) on the others: as on a GPU host, where a rank's thread does not share its
+ * core with them. On 2 cores, three busy threads took turns on them, and the calling thread's
+ * CPU time counted each switch's cold caches (figures 1.5-2x apart from run to run). Returns
+ * the core to move the calling thread to once the helpers exist, -1 if there is no spare one. */
+static int pin_helpers_apart(void)
+{
+    cpu_set_t all;
+    if (sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2)
+        return -1;
+    int mine = -1;
+    cpu_set_t rest;
+    CPU_ZERO(&rest);
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &all))
+            continue;
+        if (mine < 0)
+            mine = c;
+        else
+            CPU_SET(c, &rest);
+    }
+    /* threads started from now on inherit the other cores */
+    return sched_setaffinity(0, sizeof rest, &rest) == 0 ? mine : -1;
+}
+
+static void pin_self(int core)
+{
+    if (core < 0)
+        return;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(core, &one);
+    sched_setaffinity(0, sizeof one, &one);
+}
+
 static int child(long calls)
 {
+    int core = getenv("COLLPROF_BENCH_NO_PIN") ? -1 : pin_helpers_apart();
     cudaStream_t stream = bench_stream();
     long batch = stream ? 2048 : BATCH;
     useconds_t pause = stream ? 25000 : 12000; /* > the writer's 10 ms tick */
@@ -105,6 +145,9 @@ static int child(long calls)
     if (ncclCommInitRank(&comm, 2, id, 0) != ncclSuccess)
         return 1;
     float x = 0;
+    /* the first call starts the shim's writer: on the helpers' cores */
+    ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, comm, stream);
+    pin_self(core);
     double best = 1e30, best_cpu = 1e30;
     for (int round = 0; round < (calls >= 100000 ? ROUNDS : 1); round++) {
         double spent = 0, cpu = 0;

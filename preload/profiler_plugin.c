@@ -47,6 +47,7 @@
  */
 
 #include "preload/shim.h"
+#include "preload/plugin_pool.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -105,60 +106,37 @@ struct cp_pcall {
     /* Each field has one writing thread, so a plain load and a release store do, without a
      * locked instruction: the API events come on the call's thread, the tasks of one call on
      * the one thread that launches its group, all its channels on its comm's proxy thread
-     * (one per communicator in NCCL). */
-    _Atomic uint32_t parts_expected; /* API events (tasks to come) */
+     * (one per communicator in NCCL). A line for what the call's thread writes, one for its
+     * two events, one for the proxy's: the proxy's channels of a call do not take the
+     * caller's line away while it still works on it. */
+    _Alignas(64) _Atomic uint32_t parts_expected; /* API events (tasks to come) */
     _Atomic uint32_t parts_started;  /* Coll/P2p task events started */
     _Atomic uint32_t ch_expected;    /* channels of the started tasks */
-    _Atomic uint32_t ch_lost;        /* channels we could not follow (no event left) */
-    _Atomic uint32_t ch_started, ch_stopped;
-    _Atomic uint64_t gt_start;       /* earliest channel start, globaltimer; UINT64_MAX none */
-    _Atomic uint64_t gt_end;         /* latest channel stop */
+    uint32_t index;
     uint64_t nccl_seq;
     uint8_t algo, proto, nchannels, nwarps;
     uint8_t captured;                /* NCCL said graphCaptured */
     uint8_t keep;                    /* never given back: captured, or an event we lost */
     cp_pctx *ctx;
-    cp_pev api, task;                /* the first of each: most calls need no other */
     _Atomic(cp_pev *) extra;
-    uint32_t index;
+    _Alignas(64) cp_pev api;         /* the first of each: most calls need no other */
+    cp_pev task;
+    _Alignas(64) _Atomic uint32_t ch_lost; /* channels we could not follow (no event left) */
+    _Atomic uint32_t ch_started, ch_stopped;
+    _Atomic uint64_t gt_start;       /* earliest channel start, globaltimer; UINT64_MAX none */
+    _Atomic uint64_t gt_end;         /* latest channel stop */
 };
 
-/* ---- pools: fixed arrays, lock-free stacks of free indices (tag against ABA) ---- */
-typedef struct pool {
-    _Atomic uint64_t top;   /* tag << 32 | (index + 1); 0 empty */
-    _Atomic uint32_t fresh; /* indices never handed out yet */
-    uint32_t max;
-    uint32_t *next;
-} pool;
-
-static int pool_get(pool *p)
-{
-    uint64_t t = atomic_load_explicit(&p->top, memory_order_acquire);
-    while ((uint32_t)t != 0) {
-        uint32_t i = (uint32_t)t - 1;
-        uint64_t n = ((t >> 32) + 1) << 32 | p->next[i];
-        if (atomic_compare_exchange_weak_explicit(&p->top, &t, n, memory_order_acquire,
-                                                  memory_order_acquire))
-            return (int)i;
-    }
-    uint32_t f = atomic_fetch_add_explicit(&p->fresh, 1, memory_order_relaxed);
-    return f < p->max ? (int)f : -1;
-}
-
-static void pool_put(pool *p, uint32_t i)
-{
-    uint64_t t = atomic_load_explicit(&p->top, memory_order_relaxed);
-    do {
-        p->next[i] = (uint32_t)t;
-    } while (!atomic_compare_exchange_weak_explicit(&p->top, &t, ((t >> 32) + 1) << 32 | (i + 1),
-                                                    memory_order_release, memory_order_relaxed));
-}
-
-static cp_pcall *g_calls;
-static cp_pev *g_evs;
-static pool g_call_pool, g_ev_pool;
+/* ---- pools: fixed arrays and their free indices (plugin_pool.c) ---- */
+/* Read by every callback, written once: a line of their own (they shared one with the
+ * pools' tops, which every free writes, and each free cost the next callbacks a miss). */
+static struct {
+    cp_pcall *calls;
+    cp_pev *evs;
+    int ok;
+} __attribute__((aligned(64))) g_mem;
+static cp_ipool g_call_pool, g_ev_pool;
 static pthread_once_t g_pools_once = PTHREAD_ONCE_INIT;
-static int g_pools_ok;
 _Atomic uint64_t cp_plugin_untimed;
 
 static void *map_zero(size_t bytes)
@@ -170,28 +148,25 @@ static void *map_zero(size_t bytes)
 static void pools_make(void)
 {
     /* mmap, not malloc: untouched pages cost nothing, and the job's allocator never sees us */
-    g_calls = map_zero(CP_PCALL_MAX * sizeof *g_calls);
-    g_evs = map_zero(CP_PEV_MAX * sizeof *g_evs);
-    g_call_pool.next = map_zero(CP_PCALL_MAX * sizeof(uint32_t));
-    g_ev_pool.next = map_zero(CP_PEV_MAX * sizeof(uint32_t));
-    g_call_pool.max = CP_PCALL_MAX;
-    g_ev_pool.max = CP_PEV_MAX;
-    g_pools_ok = g_calls && g_evs && g_call_pool.next && g_ev_pool.next;
+    g_mem.calls = map_zero(CP_PCALL_MAX * sizeof *g_mem.calls);
+    g_mem.evs = map_zero(CP_PEV_MAX * sizeof *g_mem.evs);
+    g_mem.ok = g_mem.calls && g_mem.evs && cp_ipool_make(&g_call_pool, CP_PCALL_MAX, 1) == 0 &&
+                 cp_ipool_make(&g_ev_pool, CP_PEV_MAX, 0) == 0;
 }
 
 static inline int is_call(const void *h)
 {
-    return (uintptr_t)h - (uintptr_t)g_calls < CP_PCALL_MAX * sizeof *g_calls;
+    return (uintptr_t)h - (uintptr_t)g_mem.calls < CP_PCALL_MAX * sizeof *g_mem.calls;
 }
 static inline int is_ev(const void *h)
 {
-    return (uintptr_t)h - (uintptr_t)g_evs < CP_PEV_MAX * sizeof *g_evs;
+    return (uintptr_t)h - (uintptr_t)g_mem.evs < CP_PEV_MAX * sizeof *g_mem.evs;
 }
 /* Ours: a pool event, or an event embedded in a pool call. Anything else is the job's
  * plugin's handle that we returned as it is. */
 static inline cp_pev *ours(void *h)
 {
-    return h && g_pools_ok && (is_ev(h) || is_call(h)) && !((uintptr_t)h & 1) ? h : NULL;
+    return h && g_mem.ok && (is_ev(h) || is_call(h)) && !((uintptr_t)h & 1) ? h : NULL;
 }
 
 /* A kernel channel's handle when no plugin is chained: its call's address, odd. It needs no
@@ -200,17 +175,18 @@ static inline cp_pev *ours(void *h)
 static inline void *kch_handle(cp_pcall *p) { return (char *)p + 1; }
 static inline cp_pcall *kch_call(void *h)
 {
-    return h && ((uintptr_t)h & 1) && g_pools_ok && is_call(h)
+    return h && ((uintptr_t)h & 1) && g_mem.ok && is_call(h)
                ? (cp_pcall *)((uintptr_t)h & ~(uintptr_t)1)
                : NULL;
 }
 
 static cp_pev *ev_new(uint8_t kind, cp_pcall *call)
 {
-    int i = pool_get(&g_ev_pool);
+    int fresh;
+    int i = cp_ipool_get(&g_ev_pool, &fresh);
     if (i < 0)
         return NULL;
-    cp_pev *e = &g_evs[i];
+    cp_pev *e = &g_mem.evs[i];
     *e = (cp_pev){.kind = kind, .call = call};
     return e;
 }
@@ -218,7 +194,7 @@ static cp_pev *ev_new(uint8_t kind, cp_pcall *call)
 static void ev_free(cp_pev *e)
 {
     if (!e->embedded)
-        pool_put(&g_ev_pool, (uint32_t)(e - g_evs));
+        cp_ipool_put(&g_ev_pool, (uint32_t)(e - g_mem.evs));
 }
 
 /* ---- the job's own plugin ---- */
@@ -364,6 +340,8 @@ int cp_plugin_clock(cp_pcall *p, uint64_t gt, uint64_t *host_ns)
 void cp_plugin_tick(uint64_t now)
 {
     static uint64_t wanted_at;
+    if (g_mem.ok)
+        cp_ipool_flush(&g_call_pool); /* the calls given back since the last tick */
     if (atomic_load_explicit(&g_ctxs, memory_order_relaxed) &&
         now - wanted_at >= CP_PCLK_WINDOW_NS) {
         wanted_at = now;
@@ -387,43 +365,6 @@ static inline void bump(_Atomic uint32_t *v, uint32_t by)
 {
     atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + by,
                           memory_order_release);
-}
-
-/* Up to CP_PCALL_BATCH free calls taken off the shared stack in one CAS: the calling thread
- * then takes them from a chain of its own with no atomic at all (a CAS on a line the writer
- * had just written was a tenth of the plugin's cost, perf on bench_shim). A thread that
- * exits leaves at most a batch behind. */
-#define CP_PCALL_BATCH 64
-
-static int pool_take_batch(pool *p)
-{
-    uint64_t t = atomic_load_explicit(&p->top, memory_order_acquire);
-    while ((uint32_t)t != 0) {
-        uint32_t first = (uint32_t)t, last = first, n = 1;
-        while (n < CP_PCALL_BATCH && p->next[last - 1]) {
-            last = p->next[last - 1];
-            n++;
-        }
-        uint64_t rest = ((t >> 32) + 1) << 32 | p->next[last - 1];
-        if (atomic_compare_exchange_weak_explicit(&p->top, &t, rest, memory_order_acquire,
-                                                  memory_order_acquire)) {
-            p->next[last - 1] = 0; /* the taken chain ends here */
-            return (int)first;   /* index + 1 */
-        }
-    }
-    return 0;
-}
-
-static int call_index_get(void)
-{
-    uint32_t head = cp_tls.pcall_cache;
-    if (!head) {
-        head = (uint32_t)pool_take_batch(&g_call_pool);
-        if (!head)
-            return pool_get(&g_call_pool); /* fresh ones, or none */
-    }
-    cp_tls.pcall_cache = g_call_pool.next[head - 1];
-    return (int)head - 1;
 }
 
 /* A call fresh for use: what call_new and the writer's cp_pcall_free both leave. The writer
@@ -450,11 +391,18 @@ static void call_reset(cp_pcall *p, uint32_t index)
 
 static cp_pcall *call_new(cp_pctx *ctx)
 {
-    int i = call_index_get();
+    int fresh, next;
+    int i = cp_ipool_get_cached(&g_call_pool, &cp_tls.pcall_mag, &fresh, &next);
     if (i < 0)
         return NULL;
-    cp_pcall *p = &g_calls[i];
-    if (p->api.call != p) /* never used: still mmap's zeros */
+    if (next >= 0) {
+        /* the next call's lines, which the writer wrote last, on their way while NCCL and
+         * the job run: its callbacks then find them here */
+        __builtin_prefetch(&g_mem.calls[next], 1);
+        __builtin_prefetch((char *)&g_mem.calls[next] + 64, 1);
+    }
+    cp_pcall *p = &g_mem.calls[i];
+    if (fresh) /* never used: still mmap's zeros (the writer resets the ones it gives back) */
         call_reset(p, (uint32_t)i);
     p->ctx = ctx;
     return p;
@@ -469,13 +417,11 @@ typedef struct name_cache {
 } name_cache;
 static name_cache g_algo_cache, g_proto_cache;
 
-static uint8_t name_code(name_cache *nc, const char *s, int (*from_name)(const char *))
+__attribute__((noinline)) static uint8_t name_code_slow(name_cache *nc, const char *s,
+                                                       int (*from_name)(const char *))
 {
     if (!s)
         return 0;
-    /* most calls of a job use one algorithm and one protocol: the first entry, no loop */
-    if (atomic_load_explicit(&nc->ptr[0], memory_order_acquire) == s)
-        return atomic_load_explicit(&nc->code[0], memory_order_relaxed);
     for (int i = 0; i < CP_NAME_CACHE; i++) {
         const char *p = atomic_load_explicit(&nc->ptr[i], memory_order_acquire);
         if (p == s)
@@ -492,6 +438,14 @@ static uint8_t name_code(name_cache *nc, const char *s, int (*from_name)(const c
     return (uint8_t)from_name(s);
 }
 
+/* Most calls of a job use one algorithm and one protocol: the first entry, inline. */
+static inline uint8_t name_code(name_cache *nc, const char *s, int (*from_name)(const char *))
+{
+    if (CP_LIKELY(s != NULL) && atomic_load_explicit(&nc->ptr[0], memory_order_acquire) == s)
+        return atomic_load_explicit(&nc->code[0], memory_order_relaxed);
+    return name_code_slow(nc, s, from_name);
+}
+
 void cp_pcall_free(cp_pcall *p)
 {
     cp_pev *e = atomic_load(&p->extra);
@@ -502,7 +456,7 @@ void cp_pcall_free(cp_pcall *p)
     }
     uint32_t index = p->index;
     call_reset(p, index);
-    pool_put(&g_call_pool, index);
+    cp_ipool_put_batched(&g_call_pool, index);
 }
 
 static void call_add_extra(cp_pcall *p, cp_pev *e)
@@ -514,7 +468,7 @@ static void call_add_extra(cp_pcall *p, cp_pev *e)
                                                     memory_order_relaxed));
 }
 
-cp_pcall *cp_pcall_at(uint32_t index) { return index < CP_PCALL_MAX ? &g_calls[index] : NULL; }
+cp_pcall *cp_pcall_at(uint32_t index) { return index < CP_PCALL_MAX ? &g_mem.calls[index] : NULL; }
 
 int cp_pcall_state(cp_pcall *p, cp_pcall_view *v)
 {
@@ -680,7 +634,7 @@ static ncclResult_t init_common(void **context, int *mask, int version, uint64_t
         }
     }
     *context = c;
-    *mask = (ours_wanted() && g_pools_ok ? CP_OUR_MASK : 0) | chain_mask;
+    *mask = (ours_wanted() && g_mem.ok ? CP_OUR_MASK : 0) | chain_mask;
     return ncclSuccess;
 }
 
@@ -712,7 +666,7 @@ static ncclResult_t finalize(void *context)
 /* The call this thread's recording wrapper is making, made at its first API event. */
 static cp_pcall *open_call(cp_pctx *c)
 {
-    if (!cp_tls.plug_open || !g_pools_ok)
+    if (!cp_tls.plug_open || !g_mem.ok)
         return NULL;
     cp_pcall *p = cp_tls.pcall;
     if (!p) {
@@ -723,13 +677,13 @@ static cp_pcall *open_call(cp_pctx *c)
             return NULL;
         }
         cp_tls.pcall = p;
-        cp_tls.pcall_index = p->index;
+        cp_tls.pcall_index = (uint32_t)(p - g_mem.calls);
         cp_tls.pcall_flags = c->version == 4 ? CP_PCALL_V4 : 0;
     }
     return p;
 }
 
-static void start_api(cp_pctx *c, void **h, const void *d, uint64_t type, int captured)
+__attribute__((noinline)) static void start_api(cp_pctx *c, void **h, const void *d, uint64_t type, int captured)
 {
     cp_pcall *p = open_call(c);
     void *ch = chain_start(c, d, type);
@@ -762,7 +716,7 @@ static void start_api(cp_pctx *c, void **h, const void *d, uint64_t type, int ca
     }
 }
 
-static void start_task(cp_pctx *c, void **h, const ncclProfilerEventDescr_v5_t *d, int v4)
+__attribute__((noinline)) static void start_task(cp_pctx *c, void **h, const ncclProfilerEventDescr_v5_t *d, int v4)
 {
     void *ch = chain_start(c, d, d->type);
     cp_pev *parent = ours(d->parentObj);
@@ -803,7 +757,7 @@ static void start_task(cp_pctx *c, void **h, const ncclProfilerEventDescr_v5_t *
     *h = e;
 }
 
-static void start_kernel_ch(cp_pctx *c, void **h, const ncclProfilerEventDescr_v5_t *d)
+__attribute__((noinline)) static void start_kernel_ch(cp_pctx *c, void **h, const ncclProfilerEventDescr_v5_t *d)
 {
     void *ch = chain_start(c, d, d->type);
     cp_pev *parent = ours(d->parentObj);
@@ -829,11 +783,17 @@ static void start_kernel_ch(cp_pctx *c, void **h, const ncclProfilerEventDescr_v
     *h = e ? (void *)e : kch_handle(p);
 }
 
-static ncclResult_t start_event(void *context, void **h, ncclProfilerEventDescr_v5_t *d, int v4)
+static inline ncclResult_t start_event(void *context, void **h, ncclProfilerEventDescr_v5_t *d,
+                                       int v4)
 {
     cp_pctx *c = context;
     *h = NULL;
     if (!c)
+        return ncclSuccess;
+    /* NCCL starts its GroupApi, Group and KernelLaunch events whatever the mask asks for
+     * (src/plugin/profiler.cc: a mask with Coll in it opens them): without a job's plugin
+     * to pass them to, they end here */
+    if (CP_LIKELY(!c->chain_ctx) && !(d->type & CP_OUR_MASK))
         return ncclSuccess;
     switch (d->type) {
     case ncclProfileCollApi:
@@ -881,6 +841,13 @@ static ncclResult_t start_v4(void *context, void **h, ncclProfilerEventDescr_v4_
 static ncclResult_t stop_event(void *h)
 {
     cp_pcall *kp = kch_call(h);
+    if (CP_LIKELY(!g_chain.version)) {
+        /* no job's plugin: our API and task events end with their call, and a channel is an
+         * odd handle (kch_handle), so only a channel's stop has anything to count */
+        if (kp)
+            bump(&kp->ch_stopped, 1);
+        return ncclSuccess;
+    }
     if (kp) {
         bump(&kp->ch_stopped, 1);
         return ncclSuccess;

@@ -44,6 +44,7 @@
 #include "common/trace_format.h"
 #include "common/cuda_abi.h"
 #include "common/cuda_api_list.h"
+#include "preload/plugin_pool.h"
 
 #define CP_EXPORT __attribute__((visibility("default")))
 #define CP_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -99,7 +100,7 @@ typedef struct cp_tls_state {
     const struct cp_nccl_caller *caller; /* real.c: the object this thread last called from */
     struct cp_pcall *pcall; /* profiler_plugin.c: the call NCCL's API events describe */
     uint32_t pcall_index;   /* ... its index in the pool */
-    uint32_t pcall_cache;   /* free calls this thread took from the pool: index + 1, chained */
+    cp_ipool_cache pcall_mag; /* the free calls this thread took from the pool */
     uint8_t pcall_flags;    /* ... CP_PCALL_CAPTURED, CP_PCALL_KEEP */
     uint8_t plug_open;      /* inside a recording wrapper: NCCL's API events are its call's */
     uint8_t budget_log2;    /* gpu_timing.c, auto mode: events on 1 in 2^k of a comm's seqs */
