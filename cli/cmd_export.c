@@ -31,16 +31,25 @@ enum format { NONE, PERFETTO, CSV, PROMETHEUS };
  * (issue 20); where exactly it gives up was not measured here (no browser on this machine),
  * so the cap is set well below. --all lifts it. */
 #define PERFETTO_MAX_EVENTS 1000000ull
+/* Perfetto's own protobuf: what Perfetto UI opens well past the JSON importer's sizes. The
+ * UI holds a trace in the browser's WebAssembly memory (4 GB at most); at the ~110 bytes an
+ * event took here in an emulated job's protobuf (docs/PERFORMANCE.md), 10 M events is about
+ * 1.1 GB of file, and the default export of a job above the JSON's cap is a protobuf of up to
+ * this many events. Where exactly the UI gives up was not measured (no browser here). */
+#define PERFETTO_PROTO_MAX_EVENTS 10000000ull
 
 static const char export_notes[] =
-    "--perfetto  Chrome/Perfetto trace JSON (open in ui.perfetto.dev): a process per rank,\n"
-    "            a thread per stream, a slice per call with a nested wait, flow arrows\n"
-    "            across the ranks of each operation, instants on hangs\n"
+    "--perfetto  a Perfetto trace (open in ui.perfetto.dev): a process per rank, a thread\n"
+    "            per stream, a slice per call with a nested wait, flow arrows across the\n"
+    "            ranks of each operation, instants on hangs; Chrome's trace JSON up to\n"
+    "            1,000,000 events, Perfetto's own protobuf above (--format json|proto:\n"
+    "            either, whatever the size; the protobuf adds a busbw counter per stream)\n"
     "--csv       one row per collective or send/recv per rank, header row first\n"
     "--prometheus  text exposition format for node_exporter's textfile collector\n"
     "\n"
-    "A big job is more than Perfetto UI opens: --perfetto keeps about 1,000,000 events, the\n"
-    "job's end (where a hang is), and says what it left out (stderr and otherData.piece).\n"
+    "A big job is more than Perfetto UI opens: --perfetto keeps about 1,000,000 events of\n"
+    "JSON or 10,000,000 of protobuf, the job's end (where a hang is), and says what it left\n"
+    "out (stderr, and the JSON's otherData.piece or the protobuf's 'job' instant).\n"
     "--window T0:T1 (seconds since the job's start, either side may be left open) and\n"
     "--ranks LIST (0-3,8) cut another piece; --max-events N sets the cap, --all lifts it.\n"
     "docs/REPORT.md lists every column, key and metric. The trace's warnings go to stderr.\n"
@@ -232,21 +241,25 @@ bad:
 int cmd_export(int argc, char **argv)
 {
     int format = NONE, all = 0;
-    long max_events = (long)PERFETTO_MAX_EVENTS;
-    const char *output = NULL, *window = NULL, *ranks = NULL;
+    long max_events = 0; /* 0: the chosen format's default */
+    const char *output = NULL, *window = NULL, *ranks = NULL, *pformat = NULL;
     static const char *const usage[] = {
         "export --perfetto [--window T0:T1] [--ranks LIST] [--all] [-o FILE] DIR",
+        "export --perfetto --format json|proto [...] DIR",
         "export --csv|--prometheus [-o FILE] DIR", NULL};
     const struct cli_option options[] = {
         CLI_SET_INT(0, "perfetto", &format, PERFETTO, "Perfetto / Chrome trace JSON"),
         CLI_SET_INT(0, "csv", &format, CSV, "CSV, one row per collective per rank"),
         CLI_SET_INT(0, "prometheus", &format, PROMETHEUS, "Prometheus text exposition"),
         CLI_STRING('o', NULL, &output, "FILE", "write to FILE instead of stdout (- is stdout)"),
+        CLI_STRING(0, "format", &pformat, "json|proto",
+                   "--perfetto: JSON or Perfetto's protobuf (default: by size)"),
         CLI_STRING(0, "window", &window, "T0:T1",
                    "--perfetto: only calls in this stretch (seconds since the job's start)"),
         CLI_STRING(0, "ranks", &ranks, "LIST", "--perfetto: only these ranks (0-3,8)"),
         CLI_INT(0, "max-events", &max_events, "N", 1, 1e15,
-                "--perfetto: about N events at most, the job's end (default 1000000)"),
+                "--perfetto: about N events at most, the job's end (default 1000000 of "
+                "JSON, 10000000 of protobuf)"),
         CLI_BOOL(0, "all", &all, "--perfetto: every event, however many (no cap)"),
         CLI_END(),
     };
@@ -266,14 +279,17 @@ int cmd_export(int argc, char **argv)
         return rc;
     if (format == NONE)
         return cli_usage_error(&c, "wants one of --perfetto, --csv, --prometheus");
-    int capped = max_events != (long)PERFETTO_MAX_EVENTS;
+    int capped = max_events != 0;
     if (format != PERFETTO && (window || ranks || all || capped))
         return cli_usage_error(&c, "--window, --ranks, --max-events and --all cut a --perfetto "
                                    "export only");
+    if (format != PERFETTO && pformat)
+        return cli_usage_error(&c, "--format chooses a --perfetto export's format only");
     if (all && capped)
         return cli_usage_error(&c, "--all and --max-events contradict each other");
-    cpx_piece piece = {.t0_ns = INT64_MIN, .t1_ns = INT64_MAX,
-                       .max_events = all ? 0 : (uint64_t)max_events};
+    if (pformat && strcmp(pformat, "json") != 0 && strcmp(pformat, "proto") != 0)
+        return cli_usage_error(&c, "--format '%s' is neither json nor proto", pformat);
+    cpx_piece piece = {.t0_ns = INT64_MIN, .t1_ns = INT64_MAX};
     char why[256];
     if (window && parse_window(window, &piece.t0_ns, &piece.t1_ns, why, sizeof why))
         return cli_usage_error(&c, "%s", why);
@@ -295,6 +311,14 @@ int cmd_export(int argc, char **argv)
             return cli_usage_error(&c, "%s", why);
         }
         piece.rank_keep = keep;
+    }
+    /* JSON while Perfetto UI's JSON importer takes the whole piece, its protobuf above */
+    if (format == PERFETTO) {
+        piece.proto = pformat ? !strcmp(pformat, "proto")
+                              : cpx_perfetto_piece_events(&a, &piece) > PERFETTO_MAX_EVENTS;
+        if (!capped)
+            max_events = (long)(piece.proto ? PERFETTO_PROTO_MAX_EVENTS : PERFETTO_MAX_EVENTS);
+        piece.max_events = all ? 0 : (uint64_t)max_events;
     }
     g_piece = &piece;
     if (output && strcmp(output, "-") != 0) {

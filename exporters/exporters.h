@@ -71,6 +71,7 @@ typedef struct cpx_piece {
     int64_t t0_ns, t1_ns;     /* INT64_MIN, INT64_MAX: open */
     const uint8_t *rank_keep; /* per model rank index, 1 kept; NULL: every rank */
     uint64_t max_events;      /* 0: no cap */
+    int proto;                /* Perfetto's protobuf (perfetto_proto.c), not JSON */
 } cpx_piece;
 
 typedef struct cpx_piece_said {
@@ -81,6 +82,9 @@ typedef struct cpx_piece_said {
     int64_t t0_ns, t1_ns;     /* the window used (job time since the start) */
 } cpx_piece_said;
 
+/* The events a piece holds before any cap (its calls and their waits): what decides
+ * between JSON and protobuf. */
+uint64_t cpx_perfetto_piece_events(const cpa_analysis *a, const cpx_piece *piece);
 /* 0, or -1 (errno: ENOMEM, or the stream's). piece NULL: the whole job. */
 int cpx_export_perfetto_piece(FILE *out, const cpa_analysis *a, const cpx_piece *piece,
                               cpx_piece_said *said);

@@ -7,9 +7,45 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include <json-c/json.h>
-
 #include "analyzer/analyzer.h"
+
+/* One event as perfetto.c lays it out, before a format writes it: the JSON writer
+ * (perfetto.c) and the protobuf one (perfetto_proto.c) read the same thing. */
+enum pf_arg_kind {
+    PA_STR,  /* s, written as it is (escaped for JSON) */
+    PA_U64,  /* u */
+    PA_I64,  /* i */
+    PA_US,   /* i nanoseconds, written as microseconds with three decimals */
+    PA_BOOL, /* u */
+    PA_NUM3, /* d, three decimals */
+    PA_INTS, /* v[0..n) */
+};
+typedef struct pf_arg {
+    const char *key;
+    uint8_t kind;
+    const char *s;
+    uint64_t u;
+    int64_t i;
+    double d;
+    const int32_t *v;
+    size_t n;
+} pf_arg;
+#define PF_MAX_ARGS 40
+typedef struct pf_event {
+    char ph;             /* 'X' a slice on a stream's track, 'i' an instant on the rank */
+    const char *name, *cat;
+    size_t ri;           /* the rank index */
+    uint32_t pid, tid;
+    int64_t ts, dur;     /* ns since the job's start */
+    uint64_t bind_id;    /* flow: the operation + 1; 0 none */
+    uint8_t flow_in, flow_out;
+    uint8_t is_wait;     /* the wait nested in its call's slice */
+    double busbw_gbps;   /* the call's bus bandwidth over its slice (counter); < 0 none */
+    size_t nargs;
+    pf_arg args[PF_MAX_ARGS];
+} pf_event;
+
+typedef struct ppw ppw; /* perfetto_proto.c's state */
 
 typedef struct pw {
     FILE *out;
@@ -31,17 +67,27 @@ typedef struct pw {
     int first;
     int failed;
     uint64_t events;
-    /* Strings every event repeats (op and dtype names, "X", "gpu", ...), each one shared
-     * json-c object that events take a reference to instead of a copy; keyed by the
-     * address of the static string they come from. */
-    struct {
-        const char *key;
-        json_object *obj;
-    } interned[64];
-    json_object *yes;
-    uint64_t comm_id; /* the last comm id and its string: calls come in runs of one comm */
-    json_object *comm;
+    ppw *proto;          /* NULL: JSON */
+    char comm[17];       /* the last comm id's text: calls come in runs of one comm */
+    uint64_t comm_id;
+    char *jbuf;          /* the JSON writer's event text */
+    size_t jlen, jcap;
 } pw;
+
+/* ---- perfetto_proto.c: Perfetto's own format, TracePacket protobuf ----
+ * Each call NULL-safe on a failed writer; failure sticks (errno set). */
+ppw *cpx_ppw_new(FILE *out);
+/* What the JSON's otherData holds: an instant on a "collprof" track at the job's start. */
+void cpx_ppw_job(ppw *w, const pf_arg *args, size_t nargs);
+void cpx_ppw_process(ppw *w, uint32_t pid, const char *name);
+void cpx_ppw_thread(ppw *w, uint32_t pid, uint32_t tid, const char *name);
+/* A slice or an instant; a rank's slices are held until cpx_ppw_rank_end writes them in
+ * time order (begin and end packets must nest on a track as they come). */
+void cpx_ppw_event(ppw *w, const pf_event *e);
+void cpx_ppw_rank_end(ppw *w);
+/* Events written, and 0, or -1 when anything failed; frees w. */
+int cpx_ppw_close(ppw *w, uint64_t *events);
+
 
 /* A call's measured slice (ns since the job's start) is in the piece: its rank kept, and the
  * slice overlapping the window (under a cap: starting in it). */

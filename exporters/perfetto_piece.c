@@ -7,6 +7,7 @@
  * header's count must be the written one, not a bin's estimate of it). */
 #include <stdlib.h>
 
+#include "exporters/exporters.h"
 #include "exporters/perfetto_internal.h"
 
 /* Bins of the job time line for the cap's histogram: the start moves in by a bin at most
@@ -143,4 +144,17 @@ int cpx_pw_select(pw *p, uint64_t max_events, int whole, int *capped, uint64_t *
     else if (whole)
         return 0;
     return piece_flows(p);
+}
+
+uint64_t cpx_perfetto_piece_events(const cpa_analysis *a, const cpx_piece *piece)
+{
+    pw p = {.a = a, .t0 = INT64_MIN, .t1 = INT64_MAX};
+    if (piece) {
+        p.t0 = piece->t0_ns;
+        p.t1 = piece->t1_ns;
+        p.rank_keep = piece->rank_keep;
+    }
+    uint64_t calls, cost;
+    count(&p, &calls, &cost);
+    return cost;
 }

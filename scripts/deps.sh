@@ -8,8 +8,11 @@ set -eu
 # jobs under (mpirun; srun on a one-node Slurm of the test's own, authenticated by munge).
 # prometheus: for its promtool, which checks the Prometheus text collprof writes (the
 # package's service is not started: the tests only run promtool).
+# protobuf-compiler: its protoc decodes the Perfetto protobuf export in test_perfetto_proto,
+# a decoder independent of ours (the build needs none: the export's encoder is our own).
 PKGS="cmake make gcc clang pkg-config libunwind8 libncurses-dev libjson-c-dev \
-libcmocka-dev libxxhash-dev tmux python3 valgrind openmpi-bin slurm-wlm munge dpkg-dev file prometheus"
+libcmocka-dev libxxhash-dev tmux python3 valgrind openmpi-bin slurm-wlm munge dpkg-dev file prometheus \
+protobuf-compiler"
 
 missing=""
 for p in $PKGS; do

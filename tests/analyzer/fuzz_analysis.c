@@ -270,6 +270,45 @@ static void require_prometheus(char *s)
     }
 }
 
+/* Protobuf's wire format, walked: every field's tag, varint and length within its message.
+ * A Trace's packets (field 1) and their track events and descriptors (11, 60) are messages;
+ * the debug annotations in an event (4) and the descriptors' parts (3, 4, 8) too. */
+static const uint8_t *pb_varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; p < end && shift < 64; shift += 7) {
+        uint8_t b = *p++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return p;
+    }
+    return NULL;
+}
+
+static void require_message(const uint8_t *p, const uint8_t *end, int level)
+{
+    while (p < end) {
+        uint64_t tag, len;
+        p = pb_varint(p, end, &tag);
+        REQUIRE(p && (tag >> 3) != 0);
+        switch (tag & 7) {
+        case 0: p = pb_varint(p, end, &len); REQUIRE(p); break;
+        case 1: REQUIRE(end - p >= 8); p += 8; break;
+        case 2:
+            p = pb_varint(p, end, &len);
+            REQUIRE(p && len <= (uint64_t)(end - p));
+            unsigned field = (unsigned)(tag >> 3);
+            if ((level == 0 && field == 1) ||
+                (level == 1 && (field == 11 || field == 60)) ||
+                (level == 2 && (field == 3 || field == 4 || field == 8)))
+                require_message(p, p + len, level + 1);
+            p += len;
+            break;
+        default: REQUIRE(0); /* we write no other wire type */
+        }
+    }
+}
+
 static void export_all(const cpa_analysis *a)
 {
     mem_out o;
@@ -292,6 +331,12 @@ static void export_all(const cpa_analysis *a)
     REQUIRE(cpx_export_perfetto(out_open(&o), a) == 0);
     out_close(&o);
     require_strict_json(o.data, o.len);
+    free(o.data);
+    cpx_piece piece = {.t0_ns = INT64_MIN, .t1_ns = INT64_MAX, .proto = 1};
+    cpx_piece_said said;
+    REQUIRE(cpx_export_perfetto_piece(out_open(&o), a, &piece, &said) == 0);
+    out_close(&o);
+    require_message((const uint8_t *)o.data, (const uint8_t *)o.data + o.len, 0);
     free(o.data);
     REQUIRE(cpx_export_csv(out_open(&o), a) == 0);
     require_csv(out_close(&o));

@@ -123,7 +123,7 @@ static void verb_help_shows_the_documented_options(void **state)
           { "--once", "--json", "-d SECS", "--prometheus FILE" } },
         { "export", "export --perfetto [--window T0:T1] [--ranks LIST] [--all] [-o FILE] DIR",
           { "--perfetto", "--csv", "--prometheus", "-o FILE", "--window T0:T1",
-            "--ranks LIST" } },
+            "--format json|proto" } },
         { "selftest", "selftest [--json] [--quick] [--sizes A:B] [--ops LIST]",
           { "--json", "--quick", "--sizes A:B", "--ops LIST" } },
         { "demo", "demo [--ranks N] [--keep DIR]", { "--ranks N", "--keep DIR" } },

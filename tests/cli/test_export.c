@@ -131,6 +131,31 @@ static size_t check_piece(const char *json, const int *pids, size_t npids, doubl
 
 /* A piece of a job: by ranks, by window, by a cap on events (the job's end), each saying
  * what it left out in otherData.piece and on stderr; bad values are one-line errors. */
+/* A job this small is JSON unless the protobuf is asked for; the protobuf is a Trace of
+ * packets (field 1, length-delimited: 0x0a first) with the same piece rules. */
+static void the_perfetto_format_is_json_or_protobuf(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    exp_write_job(dir);
+    struct cli_result r;
+    cli_runl(&r, "export", "--perfetto", dir, NULL);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.out[0], '{');
+    cli_result_free(&r);
+    cli_runl(&r, "export", "--perfetto", "--format", "json", dir, NULL);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.out[0], '{');
+    cli_result_free(&r);
+    cli_runl(&r, "export", "--perfetto", "--format", "proto", "--ranks", "1-2", dir, NULL);
+    assert_int_equal(r.status, 0);
+    assert_int_equal((unsigned char)r.out[0], 0x0a);
+    assert_non_null(strstr(r.err, "calls left out (--window, --ranks)"));
+    cli_result_free(&r);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 static void a_piece_of_the_job(void **state)
 {
     (void)state;
@@ -193,6 +218,7 @@ static void a_piece_of_the_job(void **state)
         {"--ranks", "9", "no rank 9 in the trace"},
         {"--ranks", "1-x", "is not a list of ranks"},
         {"--max-events", "0", "bad value '0' for --max-events"},
+        {"--format", "xml", "--format 'xml' is neither json nor proto"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cli_runl(&r, "export", "--perfetto", bad[i][0], bad[i][1], dir, NULL);
@@ -201,6 +227,9 @@ static void a_piece_of_the_job(void **state)
     }
     cli_runl(&r, "export", "--csv", "--ranks", "1", dir, NULL);
     assert_one_line_error(&r, "cut a --perfetto export only");
+    cli_result_free(&r);
+    cli_runl(&r, "export", "--csv", "--format", "proto", dir, NULL);
+    assert_one_line_error(&r, "--format chooses a --perfetto export's format only");
     cli_result_free(&r);
     cli_runl(&r, "export", "--perfetto", "--all", "--max-events", "5", dir, NULL);
     assert_one_line_error(&r, "contradict");
@@ -463,6 +492,7 @@ int main(void)
         cmocka_unit_test(bad_destinations_and_input_are_one_line_and_exit_2),
         cmocka_unit_test(a_cut_file_is_exported_with_a_warning),
         cmocka_unit_test(a_piece_of_the_job),
+        cmocka_unit_test(the_perfetto_format_is_json_or_protobuf),
         cmocka_unit_test(non_regular_targets_are_written_through),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
