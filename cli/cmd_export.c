@@ -32,10 +32,10 @@ enum format { NONE, PERFETTO, CSV, PROMETHEUS };
  * so the cap is set well below. --all lifts it. */
 #define PERFETTO_MAX_EVENTS 1000000ull
 /* Perfetto's own protobuf: what Perfetto UI opens well past the JSON importer's sizes. The
- * UI holds a trace in the browser's WebAssembly memory (4 GB at most); at the ~110 bytes an
- * event took here in an emulated job's protobuf (docs/PERFORMANCE.md), 10 M events is about
- * 1.1 GB of file, and the default export of a job above the JSON's cap is a protobuf of up to
- * this many events. Where exactly the UI gives up was not measured (no browser here). */
+ * UI holds a trace in the browser's WebAssembly memory (4 GB at most); at the ~200 bytes an
+ * event took in bench_analyzer's protobuf (docs/PERFORMANCE.md), 10 M events is about 2 GB of
+ * file, and the default export of a job above the JSON's cap is a protobuf of up to this
+ * many events. Where exactly the UI gives up was not measured (no browser here). */
 #define PERFETTO_PROTO_MAX_EVENTS 10000000ull
 
 static const char export_notes[] =

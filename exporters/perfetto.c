@@ -75,7 +75,23 @@ static void jstr(pw *p, const char *s)
         return;
     char *q = p->jbuf + p->jlen;
     *q++ = '"';
+    /* runs with nothing to escape (most of every string) copied whole */
+    static unsigned char esc[256];
+    if (!esc['"']) { /* the same table each time: a race of two exports writes the same */
+        for (int c = 0; c < 0x20; c++)
+            esc[c] = 1;
+        esc['\\'] = 1;
+        esc['"'] = 1;
+    }
     for (size_t i = 0; i < n; i++) {
+        size_t j = i;
+        while (j < n && !esc[(unsigned char)s[j]])
+            j++;
+        memcpy(q, s + i, j - i);
+        q += j - i;
+        i = j;
+        if (i >= n)
+            break;
         unsigned char c = (unsigned char)s[i];
         switch (c) {
         case '\b': *q++ = '\\'; *q++ = 'b'; break;
@@ -247,6 +263,26 @@ static void emit(pw *p, const pf_event *e)
         json_event(p, e);
 }
 
+/* The event's fields set, its args none: the args array (2.5 KB) is filled as it goes, not
+ * zeroed (a zeroing initializer of the struct was a tenth of the export's time). */
+static pf_event *event_init(pf_event *e, char ph, const char *name, const char *cat, size_t ri,
+                            uint32_t pid, uint32_t tid, int64_t ts, int64_t dur)
+{
+    e->ph = ph;
+    e->name = name;
+    e->cat = cat;
+    e->ri = ri;
+    e->pid = pid;
+    e->tid = tid;
+    e->ts = ts;
+    e->dur = dur;
+    e->bind_id = 0;
+    e->flow_in = e->flow_out = e->is_wait = 0;
+    e->busbw_gbps = -1;
+    e->nargs = 0;
+    return e;
+}
+
 static pf_arg *arg(pf_event *e, const char *key, uint8_t kind)
 {
     pf_arg *a = &e->args[e->nargs < PF_MAX_ARGS ? e->nargs++ : PF_MAX_ARGS - 1];
@@ -266,8 +302,26 @@ static void arg_ints(pf_event *e, const char *key, const int32_t *v, size_t n)
     a->n = n;
 }
 
+/* The site's cleaned text, cached by the model's pointer (NULL: out of memory). */
+static const char *site_text(pw *p, const char *site)
+{
+    size_t n = sizeof p->sites / sizeof p->sites[0];
+    size_t i = ((uintptr_t)site >> 4) % n;
+    if (p->sites[i].key == site)
+        return p->sites[i].text;
+    char *t = cp_text_escape_dup(site, strlen(site));
+    if (!t)
+        return NULL;
+    free(p->sites[i].text);
+    p->sites[i].key = site;
+    p->sites[i].text = t;
+    return t;
+}
+
 static void pw_release(pw *p)
 {
+    for (size_t i = 0; i < sizeof p->sites / sizeof p->sites[0]; i++)
+        free(p->sites[i].text);
     free(p->pid);
     free(p->tid_base);
     free(p->placed);
@@ -495,11 +549,9 @@ static void call_events(pw *p, size_t ri, size_t ci)
     uint32_t oi = q->op;
     const cpa_op *o = oi != CPA_NO_OP ? &a->matched.ops[oi] : NULL;
     int64_t ts = q->ts, te = q->te;
-    pf_event ev = {.ph = 'X', .name = cp_op_name(c->op),
-                   .cat = cp_op_is_p2p(c->op) ? "p2p" : "collective", .ri = ri,
-                   .pid = p->pid[ri], .tid = call_tid(p, ri, c), .ts = ts,
-                   .dur = te > ts ? te - ts : 0, .busbw_gbps = -1};
-    pf_event *e = &ev;
+    pf_event ev;
+    pf_event *e = event_init(&ev, 'X', cp_op_name(c->op), cp_op_is_p2p(c->op) ? "p2p" : "collective",
+                             ri, p->pid[ri], call_tid(p, ri, c), ts, te > ts ? te - ts : 0);
     arg_str(e, "op", cp_op_name(c->op));
     if (p->comm_id != c->comm_id || !p->comm[0]) {
         cpr_fmt_comm(p->comm, c->comm_id);
@@ -562,13 +614,15 @@ static void call_events(pw *p, size_t ri, size_t ci)
             e->busbw_gbps = (double)s / (double)(te - ts) * cpa_busbw_factor(c->op, (int)o->nparts);
     }
     /* strings from the trace, cleaned (cp_text_escape_dup: NULL only out of memory) */
-    char *site_text = NULL, *kernels_text = NULL;
-    const char *site = cpa_call_site(r, c);
+    char *kernels_text = NULL;
+    const char *site = cpa_call_site(r, c), *clean_site;
     if (site) {
-        if (!(site_text = cp_text_escape_dup(site, strlen(site))))
+        if (!(clean_site = site_text(p, site))) {
             p->failed = 1;
-        else
-            arg_str(e, "site", site_text);
+            errno = ENOMEM;
+        } else {
+            arg_str(e, "site", clean_site);
+        }
     }
     char kernels[3 * (CP_KNAME_MAX + 40)];
     const cp_rec_kernels *kb = r->nkernels ? cpa_kernels_of(r, c) : NULL;
@@ -596,13 +650,12 @@ static void call_events(pw *p, size_t ri, size_t ci)
         e->flow_out = !(lp->rank_idx == ri && lp->call_idx == ci);
     }
     emit(p, e);
-    free(site_text);
     free(kernels_text);
 
     if (flow && q->we > q->ws) { /* the wait, nested in the call's slice (place_rank) */
-        pf_event w = {.ph = 'X', .name = "wait", .cat = "wait", .ri = ri, .pid = ev.pid,
-                      .tid = ev.tid, .ts = q->ws, .dur = q->we - q->ws, .is_wait = 1,
-                      .busbw_gbps = -1};
+        pf_event w;
+        event_init(&w, 'X', "wait", "wait", ri, ev.pid, ev.tid, q->ws, q->we - q->ws);
+        w.is_wait = 1;
         const cpa_part *lastp = &a->matched.parts[o->first_part + a->timeline.last_part[oi]];
         arg_i64(&w, "for_rank", a->model->ranks[lastp->rank_idx].rank);
         arg_us(&w, "wait_us", q->wait);
@@ -624,9 +677,9 @@ static void hang_instant(pw *p, const cpa_hang *h, int32_t rank, const char *rol
     char *last_text = NULL;
     snprintf(name, sizeof name, "hang: %s %s seq %" PRIu64, cpa_hang_verdict_name(h->verdict),
              cp_op_name(h->op), h->seq);
-    pf_event ev = {.ph = 'i', .name = name, .cat = "hang", .ri = (size_t)ri,
-                   .pid = p->pid[ri], .tid = p->tid_base[ri],
-                   .ts = (int64_t)(last - a->start_ns), .busbw_gbps = -1};
+    pf_event ev;
+    event_init(&ev, 'i', name, "hang", (size_t)ri, p->pid[ri], p->tid_base[ri],
+               (int64_t)(last - a->start_ns), 0);
     cpr_fmt_comm(comm, h->comm_id);
     arg_str(&ev, "verdict", cpa_hang_verdict_name(h->verdict));
     arg_str(&ev, "role", role);
@@ -661,9 +714,9 @@ static void hole_instant(pw *p, size_t ri)
     char what[400], name[440];
     cpa_integrity_text(what, sizeof what, &r->integrity, r->lost_records);
     snprintf(name, sizeof name, "trace hole: %s", what);
-    pf_event ev = {.ph = 'i', .name = name, .cat = "integrity", .ri = ri, .pid = p->pid[ri],
-                   .tid = p->tid_base[ri], .ts = (int64_t)(job - a->start_ns),
-                   .busbw_gbps = -1};
+    pf_event ev;
+    event_init(&ev, 'i', name, "integrity", ri, p->pid[ri], p->tid_base[ri],
+               (int64_t)(job - a->start_ns), 0);
     arg_u64(&ev, "lost_records", r->lost_records);
     arg_u64(&ev, "missing_chunks", r->integrity.missing_chunks);
     arg_u64(&ev, "unknown_records", r->integrity.unknown_records);

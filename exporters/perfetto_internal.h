@@ -72,6 +72,12 @@ typedef struct pw {
     uint64_t comm_id;
     char *jbuf;          /* the JSON writer's event text */
     size_t jlen, jcap;
+    /* call sites cleaned for output, by the model's string they come from: a job has few
+     * sites and each call would clean its own again (a sixth of the export's time) */
+    struct {
+        const char *key;
+        char *text;
+    } sites[64];
 } pw;
 
 /* ---- perfetto_proto.c: Perfetto's own format, TracePacket protobuf ----

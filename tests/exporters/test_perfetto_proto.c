@@ -1,7 +1,8 @@
 /* The Perfetto protobuf export of the synthetic job (exp_job.h), read back by an independent
  * decoder: protoc (Debian's protobuf-compiler) with the fields of Perfetto's published
  * schema that the export uses (tests/exporters/perfetto.proto). Checked: every packet parses
- * with no field protoc does not know, a process track per rank and a thread track per
+ * with no field protoc does not know, every interned string defined before its first use,
+ * a process track per rank and a thread track per
  * stream, each call and wait a begin and an end that nest on their track in file order, at
  * the trace's times with the JSON's args, flows chaining each operation's slices to one
  * terminating at its last arrival, hang instants on every rank involved, the job's facts and
@@ -120,6 +121,68 @@ static const char *ann(const node *te, const char *key)
     return NULL;
 }
 
+/* Interned strings replaced by their text, as a reader does: each iid must have been
+ * defined (InternedData) earlier in the file, on the one sequence the export writes. */
+typedef struct strmap {
+    char *s[4][4096];
+} strmap;
+
+static void rename_node(node *x, const char *name, const char *value)
+{
+    free(x->name);
+    x->name = strdup(name);
+    free(x->value);
+    x->value = strdup(value);
+}
+
+static const char *lookup(strmap *m, int kind, const char *iid)
+{
+    unsigned long i = strtoul(iid, NULL, 10);
+    if (i == 0 || i >= 4096 || !m->s[kind][i])
+        fail_msg("iid %s of kind %d used before it was interned", iid, kind);
+    return m->s[kind][i];
+}
+
+static void resolve_interned(node *trace)
+{
+    static strmap m;
+    memset(&m, 0, sizeof m);
+    static const char *const kinds[4] = {"event_categories", "event_names",
+                                         "debug_annotation_names",
+                                         "debug_annotation_string_values"};
+    for (size_t i = 0; i < trace->nkids; i++) {
+        node *pk = trace->kids[i], *idata = kid(pk, "interned_data");
+        for (size_t k = 0; idata && k < idata->nkids; k++)
+            for (int kind = 0; kind < 4; kind++)
+                if (!strcmp(idata->kids[k]->name, kinds[kind])) {
+                    unsigned long iid = strtoul(val(idata->kids[k], "iid"), NULL, 10);
+                    const char *str = val(idata->kids[k], kind == 3 ? "str" : "name");
+                    assert_true(iid > 0 && iid < 4096 && str);
+                    assert_null(m.s[kind][iid]); /* each defined once */
+                    m.s[kind][iid] = strdup(str);
+                }
+        node *te = kid(pk, "track_event");
+        for (size_t k = 0; te && k < te->nkids; k++) {
+            node *x = te->kids[k];
+            if (!strcmp(x->name, "category_iids"))
+                rename_node(x, "categories", lookup(&m, 0, x->value));
+            else if (!strcmp(x->name, "name_iid"))
+                rename_node(x, "name", lookup(&m, 1, x->value));
+            else if (!strcmp(x->name, "debug_annotations"))
+                for (size_t d = 0; d < x->nkids; d++) {
+                    node *y = x->kids[d];
+                    if (!strcmp(y->name, "name_iid"))
+                        rename_node(y, "name", lookup(&m, 2, y->value));
+                    else if (!strcmp(y->name, "string_value_iid"))
+                        rename_node(y, "string_value", lookup(&m, 3, y->value));
+                }
+        }
+    }
+    for (int kind = 0; kind < 4; kind++)
+        for (int i = 0; i < 4096; i++)
+            free(m.s[kind][i]);
+}
+
 /* ---- the export, decoded ---- */
 typedef struct fixture {
     char *dir;
@@ -183,6 +246,7 @@ static int setup(void **state)
     }
     f->trace = parse_text(text);
     free(text);
+    resolve_interned(f->trace);
     *state = f;
     return 0;
 }
