@@ -12,7 +12,9 @@
  *   - hang and trace-hole instants on the rank's process track, and the job's own facts (the
  *     JSON's otherData: generator, clock, holes, what a piece left out) as an instant on a
  *     "collprof" track at time 0.
- * Times are ns since the job's start. A track's begin and end packets must come in time order
+ * Names, categories, annotation names and repeated string values are interned (InternedData
+ * written just ahead of the first packet that names them; sequence flags as Perfetto's own
+ * writers set them). Times are ns since the job's start. A track's begin and end packets must come in time order
  * and nest, so a rank's slices are held (encoded, with their time) and written sorted at the
  * rank's end: ends before begins at one instant, the outer begin first, the inner end first.
  *
