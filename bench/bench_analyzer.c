@@ -93,6 +93,12 @@ static uint64_t mix(uint64_t x)
 
 static void remove_dir(void)
 {
+    /* COLLPROF_BENCH_KEEP=1: the job stays, to profile `collprof report` on it */
+    const char *keep = getenv("COLLPROF_BENCH_KEEP");
+    if (keep && !strcmp(keep, "1") && g_job.dir[0]) {
+        fprintf(stderr, "bench_analyzer: kept the job in '%s'\n", g_job.dir);
+        return;
+    }
     if (!g_job.dir[0])
         return;
     DIR *d = opendir(g_job.dir);
