@@ -66,6 +66,8 @@ static void jraw(pw *p, const char *s, size_t n)
 }
 #define JLIT(p, lit) jraw(p, lit, sizeof lit - 1)
 
+static inline int json_escaped(unsigned char c) { return c < 0x20 || c == '"' || c == '\\'; }
+
 /* A JSON string, escaped as json-c escapes it (JSON_C_TO_STRING_NOSLASHESCAPE). */
 static void jstr(pw *p, const char *s)
 {
@@ -76,16 +78,9 @@ static void jstr(pw *p, const char *s)
     char *q = p->jbuf + p->jlen;
     *q++ = '"';
     /* runs with nothing to escape (most of every string) copied whole */
-    static unsigned char esc[256];
-    if (!esc['"']) { /* the same table each time: a race of two exports writes the same */
-        for (int c = 0; c < 0x20; c++)
-            esc[c] = 1;
-        esc['\\'] = 1;
-        esc['"'] = 1;
-    }
     for (size_t i = 0; i < n; i++) {
         size_t j = i;
-        while (j < n && !esc[(unsigned char)s[j]])
+        while (j < n && !json_escaped((unsigned char)s[j]))
             j++;
         memcpy(q, s + i, j - i);
         q += j - i;
