@@ -313,8 +313,35 @@ static const char *site_text(pw *p, const char *site)
     return t;
 }
 
+static int cmp_mm(const void *x, const void *y)
+{
+    const struct pw_mm *a = x, *b = y;
+    if (a->comm_id != b->comm_id)
+        return a->comm_id < b->comm_id ? -1 : 1;
+    if (a->seq != b->seq)
+        return a->seq < b->seq ? -1 : 1;
+    return (a->row > b->row) - (a->row < b->row);
+}
+
+/* The mismatch rows' index (p->mm); 0, or -1 out of memory. */
+static int index_mismatches(pw *p)
+{
+    const cpa_mismatches *x = &p->a->mismatches;
+    if (!x->nrows)
+        return 0;
+    p->mm = malloc(x->nrows * sizeof *p->mm);
+    if (!p->mm)
+        return -1;
+    for (size_t i = 0; i < x->nrows; i++)
+        p->mm[i] = (struct pw_mm){x->rows[i].comm_id, x->rows[i].seq, (uint32_t)i};
+    p->nmm = x->nrows;
+    qsort(p->mm, p->nmm, sizeof *p->mm, cmp_mm);
+    return 0;
+}
+
 static void pw_release(pw *p)
 {
+    free(p->mm);
     for (size_t i = 0; i < sizeof p->sites / sizeof p->sites[0]; i++)
         free(p->sites[i].text);
     free(p->pid);
@@ -530,6 +557,8 @@ static void rank_metadata(pw *p, size_t ri)
     }
 }
 
+static void mismatch_instants(pw *p, size_t ri, const cpa_call *c, int64_t ts);
+
 static void call_events(pw *p, size_t ri, size_t ci)
 {
     const cpa_analysis *a = p->a;
@@ -655,6 +684,62 @@ static void call_events(pw *p, size_t ri, size_t ci)
         arg_i64(&w, "for_rank", a->model->ranks[lastp->rank_idx].rank);
         arg_us(&w, "wait_us", q->wait);
         emit(p, &w);
+    }
+    mismatch_instants(p, ri, c, ts);
+}
+
+/* A mismatch at this collective call: an instant on its rank where the call starts, holding
+ * the field, this rank's value and whether it is a culprit. Collectives only: a send/recv
+ * pair's seq is per peer, and a rank's send and receive of one seq are two pairs. */
+static void mismatch_instants(pw *p, size_t ri, const cpa_call *c, int64_t ts)
+{
+    const cpa_analysis *a = p->a;
+    const cpa_mismatches *x = &a->mismatches;
+    if (!p->nmm || cp_op_is_p2p(c->op) || c->seq == CPA_SEQ_NONE)
+        return;
+    size_t lo = 0, hi = p->nmm; /* the first key at or after (comm, seq) */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct pw_mm *k = &p->mm[mid];
+        if (k->comm_id < c->comm_id || (k->comm_id == c->comm_id && k->seq < c->seq))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int32_t rank = a->model->ranks[ri].rank;
+    for (size_t i = lo; i < p->nmm && p->mm[i].comm_id == c->comm_id && p->mm[i].seq == c->seq;
+         i++) {
+        const cpa_mismatch *mm = &x->rows[p->mm[i].row];
+        if (mm->field == CPA_FIELD_PEER)
+            continue;
+        const cpa_mismatch_value *v = NULL;
+        for (size_t k = 0; k < mm->nvalues && !v; k++)
+            if (mm->values[k].rank == rank)
+                v = &mm->values[k];
+        if (!v)
+            continue;
+        int culprit = 0;
+        for (size_t k = 0; k < mm->nculprits; k++)
+            culprit |= mm->culprit_ranks[k] == rank;
+        char name[128], comm[17];
+        snprintf(name, sizeof name, "mismatch: %s at %s seq %" PRIu64,
+                 cpa_field_name(mm->field), cp_op_name(c->op), mm->seq);
+        cpr_fmt_comm(comm, mm->comm_id);
+        pf_event ev;
+        event_init(&ev, 'i', name, "mismatch", ri, p->pid[ri], p->tid_base[ri], ts, 0);
+        arg_str(&ev, "field", cpa_field_name(mm->field));
+        arg_str(&ev, "comm", comm);
+        arg_u64(&ev, "seq", mm->seq);
+        unsigned u = v->value >= 0 && v->value <= 255 ? (unsigned)v->value : 255;
+        switch (mm->field) { /* as the report's JSON says them */
+        case CPA_FIELD_OP: arg_str(&ev, "value", u < 255 ? cp_op_name(u) : "?"); break;
+        case CPA_FIELD_DTYPE: arg_str(&ev, "value", u < 255 ? cp_dtype_name(u) : "?"); break;
+        case CPA_FIELD_REDOP: arg_str(&ev, "value", u < 255 ? cp_redop_name(u) : "?"); break;
+        case CPA_FIELD_COUNT: arg_u64(&ev, "value", (uint64_t)v->value); break;
+        default: arg_i64(&ev, "value", v->value); break;
+        }
+        arg_bool(&ev, "culprit", culprit);
+        emit(p, &ev);
     }
 }
 
@@ -842,7 +927,7 @@ int cpx_export_perfetto_piece(FILE *out, const cpa_analysis *a, const cpx_piece 
         total += m->ranks[ri].ncalls;
     /* the header says what the piece leaves out: counted before anything is written */
     uint64_t kept = total;
-    if (assign_ids(&p) != 0 ||
+    if (assign_ids(&p) != 0 || index_mismatches(&p) != 0 ||
         (piece && cpx_pw_select(&p, piece->max_events, whole, &capped, &kept) != 0) ||
         (piece && piece->proto && !(p.proto = cpx_ppw_new(out)))) {
         pw_release(&p);

@@ -78,6 +78,12 @@ typedef struct pw {
         const char *key;
         char *text;
     } sites[64];
+    /* the mismatch rows by (comm, seq), sorted: a call finds its own in a binary search */
+    struct pw_mm {
+        uint64_t comm_id, seq;
+        uint32_t row;
+    } *mm;
+    size_t nmm;
 } pw;
 
 /* ---- perfetto_proto.c: Perfetto's own format, TracePacket protobuf ----

@@ -275,6 +275,8 @@ static void a_hang_is_an_instant_on_each_rank_involved(void **state)
         json_object *ev = json_object_array_get_idx(f->events, i);
         if (strcmp(pj_str(ev, "ph"), "i"))
             continue;
+        if (strcmp(pj_str(ev, "cat"), "hang"))
+            continue;
         int pid = json_object_get_int(pj_field(ev, "pid"));
         assert_in_range(pid, 0, EXP_NRANKS - 1);
         seen[pid]++;
@@ -284,6 +286,30 @@ static void a_hang_is_an_instant_on_each_rank_involved(void **state)
                             pid == 2 ? "missing" : "waiting");
         assert_int_equal(json_object_array_length(arg(ev, "waiting_ranks")), 3);
         assert_us(pj_field(ev, "ts"), 9000.0); /* each rank's last record: its END */
+    }
+    for (int r = 0; r < EXP_NRANKS; r++)
+        assert_int_equal(seen[r], 1);
+}
+
+/* The count mismatch at AllReduce seq 3 (exp_job.h): an instant on each rank where its call
+ * starts, with its value; rank 3's 2048 is the culprit. */
+static void a_mismatch_is_an_instant_on_each_rank_at_its_call(void **state)
+{
+    fixture *f = *state;
+    int seen[EXP_NRANKS] = {0};
+    for (size_t i = 0; i < json_object_array_length(f->events); i++) {
+        json_object *ev = json_object_array_get_idx(f->events, i);
+        if (strcmp(pj_str(ev, "ph"), "i") || strcmp(pj_str(ev, "cat"), "mismatch"))
+            continue;
+        int pid = json_object_get_int(pj_field(ev, "pid"));
+        assert_in_range(pid, 0, EXP_NRANKS - 1);
+        seen[pid]++;
+        assert_string_equal(pj_str(ev, "name"), "mismatch: count at AllReduce seq 3");
+        assert_string_equal(pj_str(ev, "s"), "p");
+        assert_us(pj_field(ev, "ts"), 3 * 100.0); /* where its AllReduce 3 starts */
+        assert_int_equal(json_object_get_int64(arg(ev, "value")), pid == 3 ? 2048 : 1024);
+        assert_int_equal(json_object_get_boolean(arg(ev, "culprit")), pid == 3);
+        assert_string_equal(json_object_get_string(arg(ev, "field")), "count");
     }
     for (int r = 0; r < EXP_NRANKS; r++)
         assert_int_equal(seen[r], 1);
@@ -505,6 +531,7 @@ int main(void)
         cmocka_unit_test(the_wait_before_the_last_arrival_is_a_nested_slice),
         cmocka_unit_test(flows_chain_every_rank_of_an_operation),
         cmocka_unit_test(a_hang_is_an_instant_on_each_rank_involved),
+        cmocka_unit_test(a_mismatch_is_an_instant_on_each_rank_at_its_call),
         cmocka_unit_test(an_unfinished_call_runs_to_the_end_of_its_trace),
         cmocka_unit_test(a_failed_stream_is_an_error),
         cmocka_unit_test(values_past_64_bits_are_left_out_or_saturate),

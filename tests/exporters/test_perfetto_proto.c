@@ -428,10 +428,10 @@ static void flows_chain_every_rank_of_an_operation(void **state)
     }
 }
 
-static void hangs_holes_and_the_job_are_said(void **state)
+static void hangs_mismatches_and_the_job_are_said(void **state)
 {
     fixture *f = *state;
-    int hangs = 0, job = 0, counters = 0;
+    int hangs = 0, job = 0, counters = 0, mismatches = 0;
     for (size_t i = 0; i < f->trace->nkids; i++) {
         node *te = kid(f->trace->kids[i], "track_event");
         const char *type = val(te, "type");
@@ -441,6 +441,10 @@ static void hangs_holes_and_the_job_are_said(void **state)
             assert_string_equal(val(te, "name"), "hang: RANK_NOT_JOINED AllReduce seq 10");
             assert_non_null(ann(te, "role"));
             hangs++;
+        } else if (!strcmp(type, "TYPE_INSTANT") && !strcmp(val(te, "categories"), "mismatch")) {
+            assert_string_equal(val(te, "name"), "mismatch: count at AllReduce seq 3");
+            assert_non_null(ann(te, "culprit"));
+            mismatches++;
         } else if (!strcmp(type, "TYPE_INSTANT") && !strcmp(val(te, "name"), "job")) {
             assert_string_equal(ann(te, "ranks"), "4");
             assert_string_equal(ann(te, "holes"), "none");
@@ -451,6 +455,7 @@ static void hangs_holes_and_the_job_are_said(void **state)
         }
     }
     assert_int_equal(hangs, EXP_NRANKS);
+    assert_int_equal(mismatches, EXP_NRANKS);
     assert_int_equal(job, 1);
     /* the GPU-timed AllGathers of 4 ranks (the events' AllReduces too): a value at each
      * slice's begin and a 0 at its end */
@@ -465,7 +470,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(every_slice_is_a_begin_and_an_end_that_nest, setup, teardown),
         cmocka_unit_test_setup_teardown(a_call_at_its_times_with_the_jsons_args, setup, teardown),
         cmocka_unit_test_setup_teardown(flows_chain_every_rank_of_an_operation, setup, teardown),
-        cmocka_unit_test_setup_teardown(hangs_holes_and_the_job_are_said, setup, teardown),
+        cmocka_unit_test_setup_teardown(hangs_mismatches_and_the_job_are_said, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
