@@ -156,6 +156,41 @@ static void the_perfetto_format_is_json_or_protobuf(void **state)
     free(dir);
 }
 
+/* A job of more events than the JSON's cap is a protobuf by default, whole (its own cap is
+ * ten times larger), and says nothing left out; --format json keeps the JSON's cap. One rank
+ * of 1,000,050 untimed AllReduces, each an operation of its own: one event each. */
+static void a_job_past_the_json_cap_is_a_protobuf(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    cp_trace_writer *w = exp_open_rank(dir, 0, "node-a");
+    exp_put_comm(w, 1, 0);
+    for (uint64_t i = 0; i < 1000050; i++)
+        exp_put_call(w, 0, CP_OP_ALLREDUCE, i, 256, -1, EXP_MONO0 + i * 10000, 0);
+    assert_int_equal(cp_trace_writer_close(w), 0);
+    char out[4200];
+    snprintf(out, sizeof out, "%s/job.trace", dir);
+    struct cli_result r;
+    cli_runl(&r, "export", "--perfetto", "-o", out, dir, NULL);
+    assert_int_equal(r.status, 0);
+    assert_null(strstr(r.err, "left out"));
+    FILE *f = fopen(out, "rb");
+    assert_non_null(f);
+    assert_int_equal(fgetc(f), 0x0a); /* a Trace's first packet */
+    fclose(f);
+    cli_result_free(&r);
+    cli_runl(&r, "export", "--perfetto", "--format", "json", "-o", out, dir, NULL);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.err, "the job is over the cap of 1000000 events"));
+    f = fopen(out, "rb");
+    assert_non_null(f);
+    assert_int_equal(fgetc(f), '{');
+    fclose(f);
+    cli_result_free(&r);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 static void a_piece_of_the_job(void **state)
 {
     (void)state;
@@ -493,6 +528,7 @@ int main(void)
         cmocka_unit_test(a_cut_file_is_exported_with_a_warning),
         cmocka_unit_test(a_piece_of_the_job),
         cmocka_unit_test(the_perfetto_format_is_json_or_protobuf),
+        cmocka_unit_test(a_job_past_the_json_cap_is_a_protobuf),
         cmocka_unit_test(non_regular_targets_are_written_through),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
