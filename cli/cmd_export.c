@@ -331,6 +331,10 @@ int cmd_export(int argc, char **argv)
         /* A failed stdout is the dispatcher's to report (a closed pipe is not an error). */
     }
     uint64_t calls = g_said.calls + g_said.calls_left_out;
+    if (rc == CP_EXIT_OK && format == PERFETTO && piece.proto && !pformat)
+        fprintf(stderr, "collprof export: %" PRIu64 " events, past what Perfetto UI's JSON "
+                        "importer takes: wrote Perfetto's protobuf (ui.perfetto.dev opens it; "
+                        "--format json for JSON)\n", g_said.events);
     if (rc == CP_EXIT_OK && format == PERFETTO && g_said.capped)
         fprintf(stderr, "collprof export: the job is over the cap of %ld events%s: kept its end, "
                         "from +%.3f s of %.3f s (%" PRIu64 " of %" PRIu64 " calls left out); "

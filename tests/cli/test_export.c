@@ -174,6 +174,8 @@ static void a_job_past_the_json_cap_is_a_protobuf(void **state)
     cli_runl(&r, "export", "--perfetto", "-o", out, dir, NULL);
     assert_int_equal(r.status, 0);
     assert_null(strstr(r.err, "left out"));
+    assert_non_null(strstr(r.err, "collprof export: 1000050 events, past what Perfetto UI's "
+                                  "JSON importer takes: wrote Perfetto's protobuf"));
     FILE *f = fopen(out, "rb");
     assert_non_null(f);
     assert_int_equal(fgetc(f), 0x0a); /* a Trace's first packet */
