@@ -86,6 +86,16 @@ typedef struct pw {
     size_t nmm;
 } pw;
 
+/* ---- perfetto_json.c: Chrome's trace-event JSON ----
+ * Failure sets p->failed (errno set); each call does nothing after it. */
+/* {"displayTimeUnit":"ns","otherData":{...},"traceEvents":[ ; "piece.*" keys nest in
+ * otherData.piece */
+void cpx_pj_header(pw *p, const pf_arg *args, size_t nargs);
+void cpx_pj_event(pw *p, const pf_event *e);
+/* A metadata ("M") event of one arg: str, or num where str is NULL. */
+void cpx_pj_metadata(pw *p, const char *name, uint32_t pid, uint32_t tid, const char *key,
+                     const char *str, int64_t num);
+
 /* ---- perfetto_proto.c: Perfetto's own format, TracePacket protobuf ----
  * Each call NULL-safe on a failed writer; failure sticks (errno set). */
 ppw *cpx_ppw_new(FILE *out);

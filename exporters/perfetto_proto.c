@@ -113,18 +113,11 @@ struct ppw {
 
 static int grow_slow(ppw *w, buf *b, size_t more)
 {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + more)
-        cap *= 2;
-    unsigned char *n = realloc(b->b, cap);
-    if (!n) {
-        w->failed = 1;
-        errno = ENOMEM;
-        return -1;
-    }
-    b->b = n;
-    b->cap = cap;
-    return 0;
+    if (cpa_grow((void **)&b->b, &b->cap, b->len + more, 1) == 0)
+        return 0;
+    w->failed = 1;
+    errno = ENOMEM;
+    return -1;
 }
 
 static inline int grow(ppw *w, buf *b, size_t more)
@@ -472,16 +465,10 @@ static void hold(ppw *w, int64_t ts, uint8_t phase, int64_t key2, int64_t key3)
     write_news(w);
     if (w->failed)
         return;
-    if (w->nhp == w->caphp) {
-        size_t cap = w->caphp ? 2 * w->caphp : 1024;
-        held_packet *n = realloc(w->hp, cap * sizeof *n);
-        if (!n) {
-            w->failed = 1;
-            errno = ENOMEM;
-            return;
-        }
-        w->hp = n;
-        w->caphp = cap;
+    if (cpa_grow((void **)&w->hp, &w->caphp, w->nhp + 1, sizeof *w->hp) != 0) {
+        w->failed = 1;
+        errno = ENOMEM;
+        return;
     }
     if (grow(w, &w->held, w->pkt.b.len) != 0)
         return;

@@ -1,0 +1,262 @@
+/* perfetto_json: perfetto.c's events as Chrome's trace-event JSON (the JSON Object Format),
+ * written as text straight from each event, as json-c printed the objects it used to build
+ * for them (byte for byte; json-c still writes the header's one object). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "present/present.h"
+#include "exporters/perfetto_internal.h"
+
+/* An event's text is made in p->jbuf, then written whole. */
+static int jreserve(pw *p, size_t more)
+{
+    if (cpa_grow((void **)&p->jbuf, &p->jcap, p->jlen + more, 1) == 0)
+        return 0;
+    p->failed = 1;
+    errno = ENOMEM;
+    return -1;
+}
+
+static void jraw(pw *p, const char *s, size_t n)
+{
+    if (jreserve(p, n) == 0) {
+        memcpy(p->jbuf + p->jlen, s, n);
+        p->jlen += n;
+    }
+}
+#define JLIT(p, lit) jraw(p, lit, sizeof lit - 1)
+
+static inline int json_escaped(unsigned char c) { return c < 0x20 || c == '"' || c == '\\'; }
+
+/* A JSON string, escaped as json-c escapes it (JSON_C_TO_STRING_NOSLASHESCAPE). */
+static void jstr(pw *p, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = strlen(s);
+    if (jreserve(p, 2 + 6 * n) != 0)
+        return;
+    char *q = p->jbuf + p->jlen;
+    *q++ = '"';
+    /* runs with nothing to escape (most of every string) copied whole */
+    for (size_t i = 0; i < n; i++) {
+        size_t j = i;
+        while (j < n && !json_escaped((unsigned char)s[j]))
+            j++;
+        memcpy(q, s + i, j - i);
+        q += j - i;
+        i = j;
+        if (i >= n)
+            break;
+        unsigned char c = (unsigned char)s[i];
+        switch (c) {
+        case '\b': *q++ = '\\'; *q++ = 'b'; break;
+        case '\n': *q++ = '\\'; *q++ = 'n'; break;
+        case '\r': *q++ = '\\'; *q++ = 'r'; break;
+        case '\t': *q++ = '\\'; *q++ = 't'; break;
+        case '\f': *q++ = '\\'; *q++ = 'f'; break;
+        case '"': *q++ = '\\'; *q++ = '"'; break;
+        case '\\': *q++ = '\\'; *q++ = '\\'; break;
+        default:
+            if (c < ' ') {
+                memcpy(q, "\\u00", 4);
+                q[4] = hex[c >> 4];
+                q[5] = hex[c & 15];
+                q += 6;
+            } else {
+                *q++ = (char)c;
+            }
+        }
+    }
+    *q++ = '"';
+    p->jlen = (size_t)(q - p->jbuf);
+}
+
+static void ju64(pw *p, uint64_t v)
+{
+    char b[24], *q = b + sizeof b;
+    do {
+        *--q = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    jraw(p, q, (size_t)(b + sizeof b - q));
+}
+
+static void ji64(pw *p, int64_t v)
+{
+    if (v < 0) {
+        JLIT(p, "-");
+        ju64(p, (uint64_t)0 - (uint64_t)v);
+    } else {
+        ju64(p, (uint64_t)v);
+    }
+}
+
+static void jus(pw *p, int64_t ns)
+{
+    char b[32];
+    const char *s = cpr_fmt_ns_us(b, ns);
+    jraw(p, s, strlen(s));
+}
+
+static void jnum3(pw *p, double v)
+{
+    char b[64];
+    if (!isfinite(v))
+        v = 0;
+    int n = snprintf(b, sizeof b, "%.3f", v);
+    jraw(p, b, n > 0 ? (size_t)n : 0);
+}
+
+static void jkey(pw *p, const char *key, int first)
+{
+    if (!first)
+        JLIT(p, ",");
+    jstr(p, key);
+    JLIT(p, ":");
+}
+
+static void jarg(pw *p, const pf_arg *a)
+{
+    switch (a->kind) {
+    case PA_STR: jstr(p, a->s); break;
+    case PA_U64: ju64(p, a->u); break;
+    case PA_I64: ji64(p, a->i); break;
+    case PA_US: jus(p, a->i); break;
+    case PA_BOOL: a->u ? JLIT(p, "true") : JLIT(p, "false"); break;
+    case PA_NUM3: jnum3(p, a->d); break;
+    case PA_INTS:
+        JLIT(p, "[");
+        for (size_t i = 0; i < a->n; i++) {
+            if (i)
+                JLIT(p, ",");
+            ji64(p, a->v[i]);
+        }
+        JLIT(p, "]");
+        break;
+    }
+}
+
+/* Writes the event's text, each event on a line of its own after a comma. */
+static void jflush(pw *p)
+{
+    if (!p->failed && (fputs(p->first ? "\n" : ",\n", p->out) < 0 ||
+                       fwrite(p->jbuf, 1, p->jlen, p->out) != p->jlen))
+        p->failed = 1;
+    else if (!p->failed)
+        p->events++;
+    p->first = 0;
+    p->jlen = 0;
+}
+
+static void jhead(pw *p, const char *name, const char *ph, uint32_t pid, uint32_t tid)
+{
+    p->jlen = 0;
+    JLIT(p, "{\"name\":");
+    jstr(p, name);
+    JLIT(p, ",\"ph\":");
+    jstr(p, ph);
+    JLIT(p, ",\"pid\":");
+    ju64(p, pid);
+    JLIT(p, ",\"tid\":");
+    ju64(p, tid);
+}
+
+void cpx_pj_event(pw *p, const pf_event *e)
+{
+    char ph[2] = {e->ph, 0};
+    jhead(p, e->name, ph, e->pid, e->tid);
+    if (e->ph == 'i')
+        JLIT(p, ",\"s\":\"p\"");
+    JLIT(p, ",\"cat\":");
+    jstr(p, e->cat);
+    JLIT(p, ",\"ts\":");
+    jus(p, e->ts);
+    if (e->ph == 'X') {
+        JLIT(p, ",\"dur\":");
+        jus(p, e->dur);
+    }
+    JLIT(p, ",\"args\":{");
+    for (size_t i = 0; i < e->nargs; i++) {
+        jkey(p, e->args[i].key, i == 0);
+        jarg(p, &e->args[i]);
+    }
+    JLIT(p, "}");
+    if (e->bind_id) {
+        JLIT(p, ",\"bind_id\":");
+        ju64(p, e->bind_id);
+        if (e->flow_in)
+            JLIT(p, ",\"flow_in\":true");
+        if (e->flow_out)
+            JLIT(p, ",\"flow_out\":true");
+    }
+    JLIT(p, "}");
+    jflush(p);
+}
+
+void cpx_pj_metadata(pw *p, const char *name, uint32_t pid, uint32_t tid, const char *key,
+                          const char *str, int64_t num)
+{
+    jhead(p, name, "M", pid, tid);
+    JLIT(p, ",\"args\":{");
+    jkey(p, key, 1);
+    if (str)
+        jstr(p, str);
+    else
+        ji64(p, num);
+    JLIT(p, "}}");
+    jflush(p);
+}
+
+/* The JSON's header: otherData as one json-c object (a "piece" object inside for the
+ * piece's keys), then the event array opened. */
+void cpx_pj_header(pw *p, const pf_arg *args, size_t nargs)
+{
+    json_object *other = json_object_new_object(), *piece = NULL;
+    int oom = !other;
+    for (size_t i = 0; i < nargs && !oom; i++) {
+        const pf_arg *a = &args[i];
+        json_object *v = NULL;
+        char b[64];
+        switch (a->kind) {
+        case PA_STR: v = json_object_new_string(a->s); break;
+        case PA_U64: v = json_object_new_uint64(a->u); break;
+        case PA_BOOL: v = json_object_new_boolean(a->u != 0); break;
+        case PA_NUM3:
+            snprintf(b, sizeof b, "%.3f", isfinite(a->d) ? a->d : 0);
+            v = json_object_new_double_s(isfinite(a->d) ? a->d : 0, b);
+            break;
+        default: break;
+        }
+        json_object *into = other;
+        const char *key = a->key;
+        if (!strncmp(key, "piece.", 6)) {
+            if (!piece && (!(piece = json_object_new_object()) ||
+                           json_object_object_add(other, "piece", piece) != 0))
+                oom = 1;
+            into = piece;
+            key += 6;
+        }
+        if (!v || oom || json_object_object_add(into, key, v) != 0) {
+            json_object_put(v);
+            oom = 1;
+        }
+    }
+    if (oom) {
+        json_object_put(other);
+        p->failed = 1;
+        errno = ENOMEM;
+        return;
+    }
+    const char *s = json_object_to_json_string_ext(other, JSON_C_TO_STRING_PLAIN |
+                                                              JSON_C_TO_STRING_NOSLASHESCAPE);
+    if (!s || fprintf(p->out, "{\"displayTimeUnit\":\"ns\",\"otherData\":%s,\"traceEvents\":[",
+                      s) < 0)
+        p->failed = 1;
+    json_object_put(other);
+}
+
