@@ -135,9 +135,12 @@ int cpa_analyze_model(cpa_model *model, cpa_analysis *a, cpa_progress_fn progres
         goto fail;
     }
     say(progress, ctx, "hangs", 0.9);
-    if (cpa_hangs_find(m, &a->matched, &a->hangs, err, errlen) ||
-        cpa_mismatches_find(m, &a->matched, &a->mismatches, err, errlen))
+    if (cpa_hangs_find(m, &a->matched, &a->hangs, err, errlen))
         goto fail;
+    say(progress, ctx, "mismatches", 0.92);
+    if (cpa_mismatches_find(m, &a->matched, &a->mismatches, err, errlen))
+        goto fail;
+    say(progress, ctx, "ranks", 0.94);
     a->ranks = calloc(m->nranks ? m->nranks : 1, sizeof *a->ranks);
     if (!a->ranks || collect_hosts(a))
         goto oom;
@@ -145,6 +148,7 @@ int cpa_analyze_model(cpa_model *model, cpa_analysis *a, cpa_progress_fn progres
         if (summarize_rank(&m->ranks[i], &a->ranks[i]))
             goto oom;
     job_span(a);
+    say(progress, ctx, "timeline", 0.96);
     if (cpa_timeline_build(a, &a->timeline))
         goto oom_timeline;
     cpa_refused_find(a, &a->refused);

@@ -45,7 +45,14 @@
 /* ---- matching: operations across ranks ---- */
 
 typedef struct cpa_part {
-    uint32_t rank_idx;     /* into model->ranks */
+    /* Into model->ranks: fewer than CPA_MAX_RANKS, which the loader enforces. */
+    uint32_t rank_idx : 28;
+    /* Its call's, copied: the passes operation by operation (a part's call lies anywhere in
+     * a gigabyte of calls) read them here instead of a cache miss each. */
+    uint32_t gpu_timed : 1; /* cpa_call.gpu_timed */
+    uint32_t captured : 1;  /* CP_CALL_CAPTURED */
+    uint32_t timed : 1;     /* CP_CALL_TIMED */
+    uint32_t done : 1;      /* cpa_call.done */
     uint32_t call_idx;     /* into that rank's calls */
     uint64_t arrival_ns;   /* gpu_start when timed, else enter_ns */
     uint64_t end_ns;       /* gpu_end when timed, else enter_ns + host_ns */

@@ -47,40 +47,11 @@
 
 /* ---- small statistics ---- */
 
-/* The k-th smallest (0-based) of v[0..n), reordering v: Hoare's selection, O(n) expected,
- * since the solver takes medians of every domain's ties on every pass. */
-double cpa_clk_select(double *v, size_t n, size_t k)
-{
-    ptrdiff_t lo = 0, hi = (ptrdiff_t)n - 1, kk = (ptrdiff_t)k;
-    while (hi > lo) {
-        double p = v[lo + (hi - lo) / 2];
-        ptrdiff_t i = lo, j = hi;
-        while (i <= j) {
-            while (v[i] < p)
-                i++;
-            while (v[j] > p)
-                j--;
-            if (i <= j) {
-                double x = v[i];
-                v[i++] = v[j];
-                v[j--] = x;
-            }
-        }
-        if (kk <= j)
-            hi = j;
-        else if (kk >= i)
-            lo = i;
-        else
-            break;
-    }
-    return v[k];
-}
-
 /* Nearest rank: the ceil(0.9 n)-th smallest. */
 double cpa_clk_p90(double *v, size_t n)
 {
     size_t k = (size_t)ceil(0.9 * (double)n);
-    return cpa_clk_select(v, n, k ? k - 1 : 0);
+    return cpa_select(v, n, k ? k - 1 : 0);
 }
 
 static int cmp_double(const void *x, const void *y)
@@ -146,15 +117,11 @@ static int cmp_i64(const void *x, const void *y)
 
 /* ---- anchors ---- */
 
-/* The segment of the last lookup, per thread: a rank's calls are converted in time order,
- * so most lookups land in the segment the one before found (a binary search and a llround
- * call for each of 10 M calls were a tenth of a 1024-rank job's analysis). */
-static _Thread_local struct {
-    const cpa_anchor *an;
-    size_t lo;
-} g_finger;
-
-static int64_t anchor_at(const cpa_anchor *an, size_t n, uint64_t t)
+/* A domain's anchor at t, from the guess at *finger (cpa_clk_segment): a rank's calls are
+ * converted in time order, so most lookups land in the segment the one before found (a
+ * binary search and a llround call for each of 10 M calls were a tenth of a 1024-rank job's
+ * analysis). */
+static int64_t anchor_at(const cpa_anchor *an, size_t n, uint64_t t, _Atomic uint32_t *finger)
 {
     if (!n)
         return 0;
@@ -162,22 +129,7 @@ static int64_t anchor_at(const cpa_anchor *an, size_t n, uint64_t t)
         return an[0].a;
     if (t >= an[n - 1].mono)
         return an[n - 1].a;
-    size_t lo = g_finger.lo, hi; /* an[lo].mono <= t < an[hi].mono */
-    if (g_finger.an == an && lo + 1 < n && an[lo].mono <= t && t < an[lo + 1].mono) {
-        hi = lo + 1;
-    } else {
-        lo = 0;
-        hi = n - 1;
-        while (hi - lo > 1) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (an[mid].mono <= t)
-                lo = mid;
-            else
-                hi = mid;
-        }
-        g_finger.an = an;
-        g_finger.lo = lo;
-    }
+    size_t lo = cpa_clk_segment(an, sizeof *an, n, t, finger), hi = lo + 1;
     double x = (double)(t - an[lo].mono) / (double)(an[hi].mono - an[lo].mono) *
                (double)(an[hi].a - an[lo].a);
     /* llround's half away from zero, inline: x - trunc(x) is exact below 2^52 */
@@ -250,7 +202,7 @@ int cpa_clk_blocking(unsigned op)
            op == CP_OP_ALLTOALL;
 }
 
-uint8_t *cpa_clk_tying_ops(const cpa_model *m, const cpa_matched *mt)
+uint8_t *cpa_clk_tying_ops(const cpa_matched *mt)
 {
     uint8_t *ok = calloc(mt->nops ? mt->nops : 1, 1);
     for (size_t i = 0; ok && i < mt->nops; i++) {
@@ -259,7 +211,7 @@ uint8_t *cpa_clk_tying_ops(const cpa_model *m, const cpa_matched *mt)
             continue;
         uint32_t k = 0;
         const cpa_part *p = &mt->parts[o->first_part];
-        while (k < o->nparts && m->ranks[p[k].rank_idx].calls[p[k].call_idx].gpu_timed)
+        while (k < o->nparts && p[k].gpu_timed)
             k++;
         ok[i] = k == o->nparts;
     }
@@ -274,6 +226,7 @@ typedef struct tscratch {
     uint64_t *spans;     /* per domain: spanning operations it is in (beside the hub) */
     uint64_t *seen;      /* ... so far, and every stride-th of them makes a tie */
     uint64_t *stride;
+    _Atomic uint32_t *finger; /* per domain: its anchor segment last found */
 } tscratch;
 
 /* The domains operation o holds, ascending, in x->touched; x->cnt counts parts per domain
@@ -324,7 +277,7 @@ static int op_ties(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c
     int64_t jh = 0;
     for (size_t i = 0; i < nt; i++) {
         uint32_t d = x->touched[i], cn = x->cnt[d];
-        double med = cpa_clk_select(x->v + x->at[d] - cn, cn, (cn - 1) / 2);
+        double med = cpa_select(x->v + x->at[d] - cn, cn, (cn - 1) / 2);
         /* One of the ends, back from its double: in [0, INT64_MAX] as they all are. */
         int64_t back = cpa_clk_add((int64_t)(base > INT64_MAX ? INT64_MAX : base),
                                    cpa_round_i64(med));
@@ -332,7 +285,7 @@ static int op_ties(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c
         const cpa_dmap *dm = &c->map->d[d];
         /* Both job times in [0, INT64_MAX]: their difference fits. */
         int64_t je = (int64_t)(final ? te : cpa_clk_job(te, anchor_at(c->map->anchors + dm->first,
-                                                                          dm->n, te), 0));
+                                                                          dm->n, te, &x->finger[d]), 0));
         if (hub == UINT32_MAX) {
             hub = d;
             th = te;
@@ -369,10 +322,12 @@ static int collect_ties(const cpa_model *m, const cpa_matched *mt, const cpa_clo
                   .touched = malloc(maxp * sizeof *x.touched),
                   .cnt = calloc(nd, sizeof *x.cnt), .at = malloc(nd * sizeof *x.at),
                   .spans = calloc(nd, sizeof *x.spans), .seen = calloc(nd, sizeof *x.seen),
-                  .stride = malloc(nd * sizeof *x.stride)};
+                  .stride = malloc(nd * sizeof *x.stride),
+                  .finger = calloc(nd, sizeof *x.finger)};
     cpa_tie *t = NULL;
     int rc = -1;
-    if (!x.v || !x.dom || !x.touched || !x.cnt || !x.at || !x.spans || !x.seen || !x.stride)
+    if (!x.v || !x.dom || !x.touched || !x.cnt || !x.at || !x.spans || !x.seen || !x.stride ||
+        !x.finger)
         goto out;
     for (size_t i = 0; i < mt->nops; i++) {
         if (!tying[i])
@@ -401,6 +356,7 @@ out:
     free(x.spans);
     free(x.seen);
     free(x.stride);
+    free(x.finger);
     if (rc)
         free(t);
     *out = rc ? NULL : t;
@@ -492,7 +448,8 @@ int cpa_clock_align(const cpa_model *m, const cpa_matched *mt, cpa_clock *out, c
         goto oom;
     out->map->d = calloc(nr, sizeof *out->map->d);
     out->map->anchors = malloc((nsamples + nr) * sizeof *out->map->anchors);
-    if (!out->map->d || !out->map->anchors)
+    out->map->finger = calloc(nr, sizeof *out->map->finger);
+    if (!out->map->d || !out->map->anchors || !out->map->finger)
         goto oom;
     assign_domains(m, out);
     for (size_t i = 0; i < m->nranks; i++)
@@ -510,7 +467,7 @@ int cpa_clock_align(const cpa_model *m, const cpa_matched *mt, cpa_clock *out, c
         }
         used += dm->n;
     }
-    if (!(tying = cpa_clk_tying_ops(m, mt)))
+    if (!(tying = cpa_clk_tying_ops(mt)))
         goto oom;
     if (!(spans = calloc(nr, sizeof *spans)))
         goto oom;
@@ -549,6 +506,7 @@ void cpa_clock_free(cpa_clock *c)
         free(c->map->d);
         free(c->map->gsegs);
         free(c->map->g_first);
+        free(c->map->finger);
         free(c->map);
     }
     free(c->domains);
@@ -568,7 +526,8 @@ uint64_t cpa_clock_job_ns(const cpa_model *m, const cpa_clock *c, size_t rank_id
     }
     uint32_t d = c->rank_domain[rank_idx];
     const cpa_dmap *dm = &c->map->d[d];
-    return cpa_clk_job(local_ns, anchor_at(c->map->anchors + dm->first, dm->n, local_ns),
+    _Atomic uint32_t scratch = 0, *finger = c->map->finger ? &c->map->finger[rank_idx].a : &scratch;
+    return cpa_clk_job(local_ns, anchor_at(c->map->anchors + dm->first, dm->n, local_ns, finger),
                        cpa_clk_corr_at(&c->domains[d], dm, local_ns));
 }
 

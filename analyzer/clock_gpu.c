@@ -145,7 +145,7 @@ static int collect_pairs(frames *f)
         pair *q = &f->pairs[k];
         for (size_t j = 0; j < q->n; j++)
             v[j] = f->diffs[q->first + j];
-        q->diff = cpa_clk_select(v, q->n, (q->n - 1) / 2);
+        q->diff = cpa_select(v, q->n, (q->n - 1) / 2);
     }
     free(v);
     return 0;
@@ -323,7 +323,7 @@ static double level_of(const gsample *s, size_t a, size_t b, double guess, doubl
     for (size_t i = a; i < b; i++)
         if (fabs(s[i].r - guess) <= STEP_TOL_NS)
             w[n++] = s[i].r;
-    return n ? cpa_clk_select(w, n, (n - 1) / 2) : guess;
+    return n ? cpa_select(w, n, (n - 1) / 2) : guess;
 }
 
 /* Step 2's segments for rank r: its offset plus a piecewise constant level. A new level
@@ -356,7 +356,7 @@ static size_t segments(const frames *f, uint32_t r, const float *res, const floa
     size_t m = n < STEP_CONFIRM ? n : STEP_CONFIRM;
     for (size_t x = 0; x < m; x++)
         w[x] = s[x].r;
-    double level = cpa_clk_select(w, m, (m - 1) / 2);
+    double level = cpa_select(w, m, (m - 1) / 2);
     size_t start = 0;
     for (size_t i = 0; i < n; i++) {
         if (fabs(s[i].r - level) <= STEP_TOL_NS || i + STEP_CONFIRM > n)
@@ -454,7 +454,7 @@ static void causal_shift(frames *f, cpa_clock *c, uint32_t ncomp, double *scratc
                 n = slacks(f, r, scratch, n);
         if (!n)
             continue;
-        double shift = -cpa_clk_select(scratch, n, n * CAUSAL_PER_MILLE / 1000);
+        double shift = -cpa_select(scratch, n, n * CAUSAL_PER_MILLE / 1000);
         for (size_t r = 0; r < nr; r++)
             if (f->comp[r] == g)
                 for (size_t i = map->g_first[r]; i < map->g_first[r + 1]; i++)
@@ -468,7 +468,7 @@ static void causal_shift(frames *f, cpa_clock *c, uint32_t ncomp, double *scratc
             for (size_t r = 0; r < nr; r++)
                 if (f->comp[r] == g && c->rank_domain[r] == d &&
                     (n = slacks(f, r, scratch, 0)) > 0)
-                    perrank[nv++] = cpa_clk_select(scratch, n, n * DOMAIN_CAUSAL_PER_MILLE / 1000);
+                    perrank[nv++] = cpa_select(scratch, n, n * DOMAIN_CAUSAL_PER_MILLE / 1000);
             double late = 0;
             int ok = agreed(perrank, nv, &late);
             if (d == 0) {
@@ -568,5 +568,9 @@ uint64_t cpa_clock_gpu_job_ns(const cpa_model *m, const cpa_clock *c, size_t ran
     size_t first = c->map->g_first[rank_idx], n = c->map->g_first[rank_idx + 1] - first;
     if (!n)
         return j;
-    return cpa_clk_job(j, 0, seg_at(c->map->gsegs + first, n, local_ns));
+    const cpa_gseg *g = c->map->gsegs + first;
+    if (!c->map->finger)
+        return cpa_clk_job(j, 0, seg_at(g, n, local_ns));
+    return cpa_clk_job(j, 0, g[cpa_clk_segment(g, sizeof *g, n, local_ns,
+                                                &c->map->finger[rank_idx].g)].corr);
 }

@@ -4,6 +4,7 @@
 #ifndef COLLPROF_ANALYZER_CLOCK_INTERNAL_H
 #define COLLPROF_ANALYZER_CLOCK_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,12 +27,49 @@ typedef struct cpa_gseg {
     double corr;
 } cpa_gseg;
 
+/* Per rank, the anchor segment and GPU segment its last conversion landed in. A rank's times
+ * are converted mostly in order, however the ranks interleave (operation by operation
+ * across ranks, as the timeline and the exporters go): the next lookup is nearly always in
+ * the same segment or the next. A finger is only a guess, checked before use, so relaxed
+ * atomics keep conversions from several threads defined. */
+typedef struct cpa_finger {
+    _Atomic uint32_t a, g;
+} cpa_finger;
+
 struct cpa_clock_map {
     cpa_anchor *anchors;
     cpa_dmap *d;             /* per domain */
     cpa_gseg *gsegs;
     size_t *g_first;         /* per rank, and one past: gsegs[g_first[r] .. g_first[r + 1]) */
+    cpa_finger *finger;      /* per rank */
 };
+
+/* The segment of sorted keys k[0..n) (stride bytes apart) holding t from a guess at *finger:
+ * the largest i with k[i] <= t, or 0 when none; *finger updated. */
+static inline size_t cpa_clk_segment(const void *base, size_t stride, size_t n, uint64_t t,
+                                     _Atomic uint32_t *finger)
+{
+#define CPA_KEY(i) (*(const uint64_t *)((const char *)base + (i) * stride))
+    size_t lo = atomic_load_explicit(finger, memory_order_relaxed);
+    for (int step = 0; step < 2 && lo < n; step++, lo++)
+        if ((lo == 0 || CPA_KEY(lo) <= t) && (lo + 1 >= n || t < CPA_KEY(lo + 1))) {
+            if (step)
+                atomic_store_explicit(finger, (uint32_t)lo, memory_order_relaxed);
+            return lo;
+        }
+    size_t hi = n;
+    lo = 0;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (CPA_KEY(mid) <= t)
+            lo = mid;
+        else
+            hi = mid;
+    }
+#undef CPA_KEY
+    atomic_store_explicit(finger, (uint32_t)lo, memory_order_relaxed);
+    return lo;
+}
 
 /* One operation's word on two domains: job_b - job_a of their median ends, anchors only. */
 typedef struct cpa_tie {
@@ -72,8 +110,6 @@ static inline uint64_t cpa_clk_job(uint64_t local, int64_t anchor, double corr)
     return j > 0 ? (uint64_t)j : 0;
 }
 
-/* The k-th smallest (0-based) of v[0..n), n > 0, reordering v. */
-double cpa_clk_select(double *v, size_t n, size_t k);
 /* Nearest rank: the ceil(0.9 n)-th smallest of v[0..n), n > 0, reordering v. */
 double cpa_clk_p90(double *v, size_t n);
 /* Where most of v[0..n) (ends of one operation, ns) agree within 2 x CPA_CLK_AGREE_NS, else
@@ -84,7 +120,7 @@ double cpa_clk_consensus(double *v, size_t n);
 int cpa_clk_blocking(unsigned op);
 /* Per matched operation, 1 when its ends tie its ranks' clocks: complete, blocking, every
  * part GPU-timed. NULL out of memory; the caller frees. */
-uint8_t *cpa_clk_tying_ops(const cpa_model *m, const cpa_matched *mt);
+uint8_t *cpa_clk_tying_ops(const cpa_matched *mt);
 /* clock_solve.c: each domain's offset_ns, drift, drift_t0_ns and refined, and the span of its
  * ties (map->d[].lo, hi), from the ties t[0..nt) (ends on the anchors alone). 0 or -1 (out of
  * memory). */

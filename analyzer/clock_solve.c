@@ -26,7 +26,7 @@
 
 static double median(double *v, size_t n)
 {
-    return cpa_clk_select(v, n, (n - 1) / 2);
+    return cpa_select(v, n, (n - 1) / 2);
 }
 
 typedef struct solver {

@@ -776,6 +776,12 @@ static int load_files(char **paths, const cpa_mem_file *mem, int n, unsigned thr
                       const char *where, cpa_model **out, char *err, size_t errlen)
 {
     load_job j = {.paths = paths, .mem = mem, .n = n};
+    if (n >= CPA_MAX_RANKS) {
+        snprintf(err, errlen, "%d trace files in '%s': at most %d can be analysed together", n,
+                 where, CPA_MAX_RANKS - 1);
+        cp_trace_dir_free(paths, n);
+        return -1;
+    }
     cpa_model *m = calloc(1, sizeof *m);
     if (m)
         m->ranks = calloc((size_t)n, sizeof *m->ranks);

@@ -64,7 +64,9 @@ static int cmp_p2p(const void *x, const void *y)
 
 static cpa_part part_of_call(uint32_t rank_idx, uint32_t call_idx, const cpa_call *c)
 {
-    cpa_part p = {.rank_idx = rank_idx, .call_idx = call_idx};
+    cpa_part p = {.rank_idx = rank_idx, .call_idx = call_idx, .gpu_timed = c->gpu_timed != 0,
+                  .captured = (c->flags & CP_CALL_CAPTURED) != 0,
+                  .timed = (c->flags & CP_CALL_TIMED) != 0, .done = c->done != 0};
     if (c->gpu_timed) {
         p.arrival_ns = c->gpu_start_ns;
         p.end_ns = c->gpu_end_ns;

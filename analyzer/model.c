@@ -4,6 +4,7 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,4 +135,33 @@ long cpa_rank_index(const cpa_model *m, int32_t rank)
             hi = mid;
     }
     return -1;
+}
+
+/* Hoare's selection, O(n) expected: the clock solver takes medians of every domain's ties on
+ * every pass, the straggler judge one per operation. */
+double cpa_select(double *v, size_t n, size_t k)
+{
+    ptrdiff_t lo = 0, hi = (ptrdiff_t)n - 1, kk = (ptrdiff_t)k;
+    while (hi > lo) {
+        double p = v[lo + (hi - lo) / 2];
+        ptrdiff_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < p)
+                i++;
+            while (v[j] > p)
+                j--;
+            if (i <= j) {
+                double x = v[i];
+                v[i++] = v[j];
+                v[j--] = x;
+            }
+        }
+        if (kk <= j)
+            hi = j;
+        else if (kk >= i)
+            lo = i;
+        else
+            break;
+    }
+    return v[k];
 }

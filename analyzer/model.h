@@ -52,6 +52,9 @@ static inline uint64_t cpa_sat_add(uint64_t a, uint64_t b)
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
+/* Trace files (ranks) one analysis takes: a part names its rank in 28 bits. */
+#define CPA_MAX_RANKS (1 << 28)
+
 #define CPA_MAX_WARNINGS 1000  /* a directory of broken files must not flood the report */
 #define CPA_SEQ_NONE UINT64_MAX  /* the shim's "no sequence" (a failed call) */
 
@@ -254,5 +257,8 @@ long cpa_rank_index(const cpa_model *m, int32_t rank);
  * of an array so that *cap >= need (element size elem). Both return 0, or -1 out of memory. */
 int cpa_model_warn(cpa_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int cpa_grow(void **arr, size_t *cap, size_t need, size_t elem);
+/* The k-th smallest (0-based) of v[0..n), n > 0, reordering v: what sorting would put at k,
+ * in O(n) (a median per operation was a sort per operation). */
+double cpa_select(double *v, size_t n, size_t k);
 
 #endif

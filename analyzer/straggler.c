@@ -153,9 +153,8 @@ static int judge(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c,
     const cpa_part *p = &mt->parts[o->first_part];
     unsigned timed = 0, captured = 0;
     for (uint32_t k = 0; k < o->nparts; k++) {
-        const cpa_call *call = &m->ranks[p[k].rank_idx].calls[p[k].call_idx];
-        timed += call->gpu_timed;
-        captured |= call->flags & CP_CALL_CAPTURED;
+        timed += p[k].gpu_timed;
+        captured |= p[k].captured;
     }
     if (captured || (timed && timed != o->nparts))
         return -1;
@@ -178,20 +177,13 @@ static int judge(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c,
     }
     /* The latest minus the others' median: how far behind the crowd it came, not behind
      * the earliest (one early rank would make everyone else look late). */
-    qsort(others, n, sizeof *others, cmp_double);
-    double late = others[(n - 1) / 2] / 1e3;
+    double late = cpa_select(others, n, (n - 1) / 2) / 1e3;
     if (late <= (spans ? thr_span_us : CPA_LATE_MIN_US))
         return 0;
     *late_part = last;
     *late_us = late;
     *cause = late_cause(m, mt, c, o, timed != 0, arr, last, late * 1e3, ent, host_us, held);
     return 1;
-}
-
-/* Whether an operation's parts are GPU-timed (judge allows all or none). */
-static int part_timed(const cpa_model *m, const cpa_part *p)
-{
-    return m->ranks[p->rank_idx].calls[p->call_idx].gpu_timed;
 }
 
 static int build_rows(const cpa_model *m, const cpa_matched *mt, acc *a, cpa_stragglers *out)
@@ -252,7 +244,7 @@ static int build_rows(const cpa_model *m, const cpa_matched *mt, acc *a, cpa_str
         size_t row = (size_t)a[r].row;
         hv[row][nv[row]] = out->op_host_late_us[i];
         vals[row][nv[row]++] = out->op_late_us[i];
-        if (part_timed(m, &mt->parts[mt->ops[i].first_part]))
+        if (mt->parts[mt->ops[i].first_part].gpu_timed)
             gv[row][ng[row]++] = out->op_late_us[i];
     }
     for (size_t k = 0; k < nrows; k++) {

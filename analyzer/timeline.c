@@ -83,8 +83,10 @@ int cpa_timeline_build(const cpa_analysis *a, cpa_timeline *t)
             if (p->rank_idx >= m->nranks || p->call_idx >= m->ranks[p->rank_idx].ncalls)
                 continue;
             t->call_op[p->rank_idx][p->call_idx] = (uint32_t)i;
-            uint64_t at = cpa_call_arrival_job_ns(a, p->rank_idx,
-                                                  &m->ranks[p->rank_idx].calls[p->call_idx]);
+            /* the part's arrival is its call's (gpu start or entry): no call is read */
+            uint64_t at = p->gpu_timed
+                              ? cpa_clock_gpu_job_ns(m, &a->clock, p->rank_idx, p->arrival_ns)
+                              : cpa_clock_job_ns(m, &a->clock, p->rank_idx, p->arrival_ns);
             if (at < lo) {
                 lo = at;
                 t->first_part[i] = k;
