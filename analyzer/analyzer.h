@@ -70,12 +70,19 @@ typedef struct cpa_op {
     uint8_t complete;      /* every rank expected is there (n for collectives, 2 for p2p) */
 } cpa_op;
 
+#define CPA_NO_OP UINT32_MAX
+
 typedef struct cpa_matched {
     cpa_op *ops;           /* collectives by (comm_id, seq), then p2p pairs */
     size_t nops;
     cpa_part *parts;       /* each op's parts sorted by rank */
     size_t nparts;
     uint64_t unmatchable;  /* calls with no comm_id or no sequence: left out */
+    /* [rank_idx][call_idx]: index into ops, or CPA_NO_OP. What lets a stage go rank by
+     * rank through the calls in memory order and add into its operations, instead of
+     * operation by operation to calls all over the model. */
+    uint32_t **call_op;
+    size_t nranks;         /* call_op's */
 } cpa_matched;
 
 int cpa_match(const cpa_model *m, cpa_matched *out, char *err, size_t errlen);
@@ -435,14 +442,10 @@ typedef struct cpa_rank_summary {
  * its first and last ranks to arrive. Built once by cpa_analyze_model; the report, the
  * exporters and the screens read it and never convert a time themselves. */
 
-#define CPA_NO_OP UINT32_MAX
-
 typedef struct cpa_timeline {
-    uint32_t **call_op;    /* [rank_idx][call_idx]: index into matched.ops, or CPA_NO_OP */
     uint64_t *latest_ns;   /* per op: its latest arrival on the job line (ns) */
     uint32_t *first_part;  /* per op: the part (0..nparts) that arrived first, ties: lowest */
     uint32_t *last_part;   /* ... and last, ties: the highest rank */
-    size_t nranks;
 } cpa_timeline;
 
 typedef struct cpa_analysis {

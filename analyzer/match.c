@@ -363,6 +363,30 @@ static int take_census(const cpa_model *m, census *cs, uint64_t *unmatchable)
     return 0;
 }
 
+/* Each call's operation (cpa_matched.call_op). Written operation by operation, the writes
+ * go to each rank's array in order within a communicator. */
+static int index_calls(const cpa_model *m, cpa_matched *mt)
+{
+    mt->call_op = calloc(m->nranks ? m->nranks : 1, sizeof *mt->call_op);
+    if (!mt->call_op)
+        return -1;
+    mt->nranks = m->nranks;
+    for (size_t r = 0; r < m->nranks; r++) {
+        size_t n = m->ranks[r].ncalls ? m->ranks[r].ncalls : 1;
+        if (!(mt->call_op[r] = malloc(n * sizeof **mt->call_op)))
+            return -1;
+        memset(mt->call_op[r], 0xff, n * sizeof **mt->call_op);
+    }
+    for (size_t i = 0; i < mt->nops; i++) {
+        const cpa_op *o = &mt->ops[i];
+        for (uint32_t k = 0; k < o->nparts; k++) {
+            const cpa_part *p = &mt->parts[o->first_part + k];
+            mt->call_op[p->rank_idx][p->call_idx] = (uint32_t)i;
+        }
+    }
+    return 0;
+}
+
 int cpa_match(const cpa_model *m, cpa_matched *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -416,6 +440,9 @@ int cpa_match(const cpa_model *m, cpa_matched *out, char *err, size_t errlen)
     if (group(m, keys + nk - kp, kp, 1, out, &cap_ops))
         goto oom;
     free(keys);
+    keys = NULL;
+    if (index_calls(m, out))
+        goto oom;
     return 0;
 oom:
     free(keys);
@@ -433,5 +460,9 @@ void cpa_matched_free(cpa_matched *mt)
         return;
     free(mt->ops);
     free(mt->parts);
+    if (mt->call_op)
+        for (size_t r = 0; r < mt->nranks; r++)
+            free(mt->call_op[r]);
+    free(mt->call_op);
     memset(mt, 0, sizeof *mt);
 }

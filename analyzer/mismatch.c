@@ -350,16 +350,65 @@ static int materialize(const scan *s, const found *f, cpa_mismatch *x)
     return set_culprits(x);
 }
 
+/* What an operation's first part says: the values every other part is held to. */
+typedef struct ref {
+    uint64_t count;
+    int32_t peer;
+    uint8_t op, dtype, redop;
+} ref;
+
+/* The collectives [0, ncoll) of two parts or more where some part differs from the first in
+ * a compared field, flagged in differ. The calls are read rank by rank in memory order
+ * (each operation's first call once more), not operation by operation: a part of every
+ * operation lies in every rank's array, and going to each in turn was a cache miss a part.
+ * A call with the first one's op takes part in the same fields, so comparing each call's
+ * fields with the first's finds exactly the operations compare_op reports on; those alone
+ * are compared again field by field. -1 out of memory. */
+static int flag_differing(const cpa_model *m, const cpa_matched *mt, size_t ncoll,
+                          uint8_t *differ)
+{
+    ref *first = malloc((ncoll ? ncoll : 1) * sizeof *first);
+    if (!first)
+        return -1;
+    for (size_t i = 0; i < ncoll; i++) {
+        const cpa_part *p = &mt->parts[mt->ops[i].first_part];
+        const cpa_call *c = &m->ranks[p->rank_idx].calls[p->call_idx];
+        first[i] = (ref){.count = c->count, .peer = c->peer, .op = c->op, .dtype = c->dtype,
+                         .redop = c->redop};
+    }
+    for (size_t r = 0; r < m->nranks; r++) {
+        const cpa_rank *k = &m->ranks[r];
+        const uint32_t *op_of = mt->call_op[r];
+        for (size_t ci = 0; ci < k->ncalls; ci++) {
+            uint32_t oi = op_of[ci];
+            if (oi >= ncoll || mt->ops[oi].nparts < 2 || differ[oi])
+                continue;
+            const cpa_call *c = &k->calls[ci];
+            const ref *f = &first[oi];
+            differ[oi] = c->op != f->op || c->count != f->count || c->dtype != f->dtype ||
+                         (reduces(c->op) && c->redop != f->redop) ||
+                         (rooted(c->op) && c->peer != f->peer);
+        }
+    }
+    free(first);
+    return 0;
+}
+
 int cpa_mismatches_find(const cpa_model *m, const cpa_matched *mt, cpa_mismatches *out,
                         char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     scan s = {.m = m, .mt = mt};
-    int rc = 0;
+    size_t ncoll = 0;
+    while (ncoll < mt->nops && mt->ops[ncoll].sender < 0)
+        ncoll++;
+    uint8_t *differ = calloc(ncoll ? ncoll : 1, 1);
+    int rc = !differ || flag_differing(m, mt, ncoll, differ) ? -1 : 0;
     size_t i = 0;
-    for (; rc == 0 && i < mt->nops && mt->ops[i].sender < 0; i++)
-        if (mt->ops[i].nparts >= 2)
+    for (; rc == 0 && i < ncoll; i++)
+        if (differ[i])
             rc = compare_op(&s, i);
+    free(differ);
     while (rc == 0 && i < mt->nops) {
         size_t j = cpa_pair_end(mt, i);
         rc = scan_pair(&s, i, j);

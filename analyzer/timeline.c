@@ -60,20 +60,14 @@ int cpa_timeline_build(const cpa_analysis *a, cpa_timeline *t)
     const cpa_model *m = a->model;
     const cpa_matched *mt = &a->matched;
     memset(t, 0, sizeof *t);
-    t->nranks = m->nranks;
-    t->call_op = calloc(m->nranks ? m->nranks : 1, sizeof *t->call_op);
     size_t nops = mt->nops ? mt->nops : 1;
     t->latest_ns = calloc(nops, sizeof *t->latest_ns);
     t->first_part = calloc(nops, sizeof *t->first_part);
     t->last_part = calloc(nops, sizeof *t->last_part);
-    if (!t->call_op || !t->latest_ns || !t->first_part || !t->last_part)
-        goto oom;
-    for (size_t r = 0; r < m->nranks; r++) {
-        size_t n = m->ranks[r].ncalls;
-        t->call_op[r] = malloc((n ? n : 1) * sizeof **t->call_op);
-        if (!t->call_op[r])
-            goto oom;
-        memset(t->call_op[r], 0xff, (n ? n : 1) * sizeof **t->call_op);
+    if (!t->latest_ns || !t->first_part || !t->last_part) {
+        cpa_timeline_free(t);
+        errno = ENOMEM;
+        return -1;
     }
     for (size_t i = 0; i < mt->nops; i++) {
         const cpa_op *o = &mt->ops[i];
@@ -82,7 +76,6 @@ int cpa_timeline_build(const cpa_analysis *a, cpa_timeline *t)
             const cpa_part *p = &mt->parts[o->first_part + k];
             if (p->rank_idx >= m->nranks || p->call_idx >= m->ranks[p->rank_idx].ncalls)
                 continue;
-            t->call_op[p->rank_idx][p->call_idx] = (uint32_t)i;
             /* the part's arrival is its call's (gpu start or entry): no call is read */
             uint64_t at = p->gpu_timed
                               ? cpa_clock_gpu_job_ns(m, &a->clock, p->rank_idx, p->arrival_ns)
@@ -99,18 +92,10 @@ int cpa_timeline_build(const cpa_analysis *a, cpa_timeline *t)
         t->latest_ns[i] = hi;
     }
     return 0;
-oom:
-    cpa_timeline_free(t);
-    errno = ENOMEM;
-    return -1;
 }
 
 void cpa_timeline_free(cpa_timeline *t)
 {
-    if (t->call_op)
-        for (size_t r = 0; r < t->nranks; r++)
-            free(t->call_op[r]);
-    free(t->call_op);
     free(t->latest_ns);
     free(t->first_part);
     free(t->last_part);
@@ -152,9 +137,9 @@ int64_t cpa_call_wait_ns(const cpa_analysis *a, size_t ri, size_t ci)
 
 uint32_t cpa_call_op(const cpa_analysis *a, size_t rank_idx, size_t call_idx)
 {
-    const cpa_timeline *tl = &a->timeline;
-    if (!tl->call_op || rank_idx >= tl->nranks || rank_idx >= a->model->nranks ||
+    const cpa_matched *mt = &a->matched;
+    if (!mt->call_op || rank_idx >= mt->nranks || rank_idx >= a->model->nranks ||
         call_idx >= a->model->ranks[rank_idx].ncalls)
         return CPA_NO_OP;
-    return tl->call_op[rank_idx][call_idx];
+    return mt->call_op[rank_idx][call_idx];
 }

@@ -308,7 +308,7 @@ static uint64_t matched_digest(const cpa_matched *mt)
         MIX(&d, o->complete);
     }
     for (size_t i = 0; i < mt->nparts; i++) {
-        MIX(&d, mt->parts[i].rank_idx);
+        MIX(&d, (uint32_t)mt->parts[i].rank_idx);
         MIX(&d, mt->parts[i].call_idx);
         MIX(&d, mt->parts[i].arrival_ns);
         MIX(&d, mt->parts[i].end_ns);
