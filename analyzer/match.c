@@ -220,7 +220,7 @@ static int count_collectives(const cpa_model *m, census *cs, cpa_matched *out)
     comm_table *t = &cs->t;
     uint32_t *slot = cs->slot;
     const size_t nc = cs->nc;
-    uint32_t *order = NULL, *start = NULL;
+    uint32_t *order = NULL, *start = NULL, *slot_op = NULL;
     int32_t *a = NULL;
     int rc = -1;
     if (cs->sparse || nc >= UINT32_MAX)
@@ -263,17 +263,29 @@ static int count_collectives(const cpa_model *m, census *cs, cpa_matched *out)
             i++;
         }
     }
+    /* Each slot's operation, before the parts are placed: the operations are the slots
+     * that have calls, in slot order (below), so each call's operation is known as it is
+     * placed and call_op is written rank by rank in memory order. */
+    slot_op = malloc((nslot ? nslot : 1) * sizeof *slot_op);
+    if (!slot_op)
+        goto done;
+    for (uint64_t s = 0, nop = 0; s < nslot; s++)
+        slot_op[s] = start[s] ? (uint32_t)nop++ : CPA_NO_OP;
     for (uint64_t s = 0, sum = 0; s <= nslot; s++) {
         sum += start[s];
         start[s] = (uint32_t)sum;
     }
     for (size_t r = m->nranks; r-- > 0;) {
         const cpa_rank *k = &m->ranks[r];
+        uint32_t *op_of = out->call_op[r];
         for (size_t c = k->ncalls; c-- > 0;) {
             const cpa_call *call = &k->calls[c];
-            if (call_kind(call) != CALL_COLLECTIVE)
+            if (call_kind(call) != CALL_COLLECTIVE) {
+                op_of[c] = CPA_NO_OP; /* a send/recv's is written with its pair's */
                 continue;
+            }
             uint32_t at = --start[slot[--i]];
+            op_of[c] = slot_op[slot[i]];
             out->parts[at] = part_of_call((uint32_t)r, (uint32_t)c, call);
             a[at] = call->comm_rank;
         }
@@ -304,6 +316,7 @@ static int count_collectives(const cpa_model *m, census *cs, cpa_matched *out)
 done:
     free(order);
     free(start);
+    free(slot_op);
     free(a);
     return rc;
 }
@@ -363,28 +376,35 @@ static int take_census(const cpa_model *m, census *cs, uint64_t *unmatchable)
     return 0;
 }
 
-/* Each call's operation (cpa_matched.call_op). Written operation by operation, the writes
- * go to each rank's array in order within a communicator. */
-static int index_calls(const cpa_model *m, cpa_matched *mt)
+/* The per-rank arrays of cpa_matched.call_op, unset. */
+static int alloc_call_op(const cpa_model *m, cpa_matched *mt)
 {
     mt->call_op = calloc(m->nranks ? m->nranks : 1, sizeof *mt->call_op);
     if (!mt->call_op)
         return -1;
     mt->nranks = m->nranks;
-    for (size_t r = 0; r < m->nranks; r++) {
-        size_t n = m->ranks[r].ncalls ? m->ranks[r].ncalls : 1;
-        if (!(mt->call_op[r] = malloc(n * sizeof **mt->call_op)))
+    for (size_t r = 0; r < m->nranks; r++)
+        if (!(mt->call_op[r] = malloc((m->ranks[r].ncalls ? m->ranks[r].ncalls : 1) *
+                                      sizeof **mt->call_op)))
             return -1;
-        memset(mt->call_op[r], 0xff, n * sizeof **mt->call_op);
-    }
-    for (size_t i = 0; i < mt->nops; i++) {
+    return 0;
+}
+
+/* call_op of the operations [from, nops), written operation by operation (in order within
+ * each communicator on each rank); from 0 every entry is cleared first. */
+static void index_ops(const cpa_model *m, cpa_matched *mt, size_t from)
+{
+    if (from == 0)
+        for (size_t r = 0; r < m->nranks; r++)
+            memset(mt->call_op[r], 0xff,
+                   (m->ranks[r].ncalls ? m->ranks[r].ncalls : 1) * sizeof **mt->call_op);
+    for (size_t i = from; i < mt->nops; i++) {
         const cpa_op *o = &mt->ops[i];
         for (uint32_t k = 0; k < o->nparts; k++) {
             const cpa_part *p = &mt->parts[o->first_part + k];
             mt->call_op[p->rank_idx][p->call_idx] = (uint32_t)i;
         }
     }
-    return 0;
 }
 
 int cpa_match(const cpa_model *m, cpa_matched *out, char *err, size_t errlen)
@@ -396,7 +416,7 @@ int cpa_match(const cpa_model *m, cpa_matched *out, char *err, size_t errlen)
         goto oom;
     const size_t nc = cs.nc, np = cs.np;
     out->parts = malloc((nc + np ? nc + np : 1) * sizeof *out->parts);
-    if (!out->parts)
+    if (!out->parts || alloc_call_op(m, out))
         goto oom;
     int counted = count_collectives(m, &cs, out);
     if (counted < 0)
@@ -436,13 +456,13 @@ int cpa_match(const cpa_model *m, cpa_matched *out, char *err, size_t errlen)
         if (group(m, keys, kc, 0, out, &cap_ops))
             goto oom;
     }
+    size_t first_p2p = out->nops;
     qsort(keys + nk - kp, kp, sizeof *keys, cmp_p2p);
     if (group(m, keys + nk - kp, kp, 1, out, &cap_ops))
         goto oom;
     free(keys);
-    keys = NULL;
-    if (index_calls(m, out))
-        goto oom;
+    /* Counted, the collectives' call_op is written: the pairs' remain. */
+    index_ops(m, out, counted ? 0 : first_p2p);
     return 0;
 oom:
     free(keys);
