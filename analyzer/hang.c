@@ -68,30 +68,60 @@ static int really_done(const finder *f, const cpa_part *pt)
     return c->done && !cpa_call_aborted(r, c);
 }
 
-/* Each member's last call and last finished call on the comm; the last seq any finished. */
-static uint64_t scan_comm(const finder *f, comm_view *cv)
+/* Each member's last call and last finished call on its comm, and per view the last seq
+ * any member finished, + 1 (fin1[v]). The calls are read rank by rank in memory order,
+ * each collective's through its operation (call_op), instead of operation by operation
+ * across the ranks (a cache miss a part); the maxima are the same in any order, and of two
+ * calls of one member in one operation the lower call index, which the parts also put
+ * first, sets done_enter_ns. -1 out of memory. */
+static int scan_comms(const finder *f, uint64_t *fin1)
 {
-    uint64_t fin1 = 0;
-    for (size_t i = 0; i < cv->nops; i++) {
-        const cpa_op *o = &cv->ops[i];
-        for (uint32_t p = 0; p < o->nparts; p++) {
-            const cpa_part *pt = &f->mt->parts[o->first_part + p];
-            const cpa_call *c = call_of(f, pt);
-            member *mb = cpa_hg_find_member(cv, c->comm_rank, pt->rank_idx);
+    const cpa_matched *mt = f->mt;
+    uint32_t *view_of = malloc((f->ncoll ? f->ncoll : 1) * sizeof *view_of);
+    if (!view_of)
+        return -1;
+    for (size_t i = 0; i < f->ncoll; i++)
+        view_of[i] = UINT32_MAX;
+    for (size_t v = 0; v < f->nviews; v++) {
+        fin1[v] = 0;
+        const comm_view *cv = &f->views[v];
+        for (size_t i = 0; i < cv->nops; i++)
+            view_of[(size_t)(cv->ops - mt->ops) + i] = (uint32_t)v;
+    }
+    for (size_t r = 0; r < f->m->nranks; r++) {
+        const cpa_rank *k = &f->m->ranks[r];
+        const uint32_t *op_of = mt->call_op[r];
+        uint32_t last_v = UINT32_MAX;
+        int32_t last_cr = 0;
+        member *mb = NULL;
+        for (size_t ci = 0; ci < k->ncalls; ci++) {
+            uint32_t oi = op_of[ci];
+            if (oi >= f->ncoll || view_of[oi] == UINT32_MAX)
+                continue;
+            const cpa_call *c = &k->calls[ci];
+            uint32_t v = view_of[oi];
+            if (v != last_v || c->comm_rank != last_cr) {
+                mb = cpa_hg_find_member(&f->views[v], c->comm_rank, (uint32_t)r);
+                last_v = v;
+                last_cr = c->comm_rank;
+            }
             if (!mb)
                 continue;
-            if (o->seq + 1 > mb->last1)
-                mb->last1 = o->seq + 1;
-            int done = really_done(f, pt);
-            if (done && o->seq + 1 > mb->done1) {
-                mb->done1 = o->seq + 1;
+            uint64_t seq1 = mt->ops[oi].seq + 1;
+            if (seq1 > mb->last1)
+                mb->last1 = seq1;
+            if (!c->done || cpa_call_aborted(k, c))
+                continue;
+            if (seq1 > mb->done1) {
+                mb->done1 = seq1;
                 mb->done_enter_ns = c->enter_ns;
             }
-            if (done && o->seq + 1 > fin1)
-                fin1 = o->seq + 1;
+            if (seq1 > fin1[v])
+                fin1[v] = seq1;
         }
     }
-    return fin1;
+    free(view_of);
+    return 0;
 }
 
 /* Some rank finished it, and none that timed it lacks the DONE. */
@@ -210,9 +240,8 @@ static int cut_short(const finder *f, const cpa_op *o, uint64_t typical_ns)
 }
 
 /* The seq this comm stopped at, or UINT64_MAX when it did not. */
-static uint64_t stop_seq(const finder *f, comm_view *cv)
+static uint64_t stop_seq(const finder *f, comm_view *cv, uint64_t fin1)
 {
-    uint64_t fin1 = scan_comm(f, cv);
     uint64_t best = UINT64_MAX;
     uint64_t lo1 = UINT64_MAX, hi1 = 0;
     for (size_t k = 0; k < cv->nmem; k++) {
@@ -551,8 +580,11 @@ int cpa_hangs_find(const cpa_model *m, const cpa_matched *mt, cpa_hangs *out, ch
     memset(out, 0, sizeof *out);
     finder f = {.m = m, .mt = mt, .out = out};
     int rc = cpa_hg_build(&f);
+    uint64_t *fin1 = rc ? NULL : malloc((f.nviews ? f.nviews : 1) * sizeof *fin1);
+    if (rc == 0 && (!fin1 || scan_comms(&f, fin1)))
+        rc = -1;
     for (size_t v = 0; rc == 0 && v < f.nviews; v++) {
-        uint64_t seq = stop_seq(&f, &f.views[v]);
+        uint64_t seq = stop_seq(&f, &f.views[v], fin1[v]);
         if (seq != UINT64_MAX)
             rc = judge(&f, &f.views[v], seq);
     }
@@ -565,6 +597,7 @@ int cpa_hangs_find(const cpa_model *m, const cpa_matched *mt, cpa_hangs *out, ch
         drop_unfounded(&f);
         rc = cpa_hg_order(&f);
     }
+    free(fin1);
     cpa_hg_finder_free(&f);
     if (rc) {
         cpa_hangs_free(out);
