@@ -6,16 +6,6 @@
 
 #include "analyzer/analyzer.h"
 
-typedef struct span {
-    uint64_t a, b;
-} span;
-
-static int cmp_span(const void *x, const void *y)
-{
-    const span *p = x, *q = y;
-    return (p->a > q->a) - (p->a < q->a);
-}
-
 /* Time in NCCL is the union of a rank's operation intervals: operations on several streams
  * overlap, and a sum would count the overlap twice (and exceed the job's duration). */
 static int summarize_rank(const cpa_rank *r, cpa_rank_summary *out)
@@ -26,26 +16,32 @@ static int summarize_rank(const cpa_rank *r, cpa_rank_summary *out)
         out->duration_s = (double)(r->last_ns - r->first_ns) / 1e9;
     if (!r->ncalls)
         return 0;
-    span *s = malloc(r->ncalls * sizeof *s);
+    /* spans by start: {start, end} */
+    cpa_kv *s = malloc(2 * r->ncalls * sizeof *s);
     if (!s)
         return -1;
     size_t n = 0;
+    int sorted = 1;
     for (size_t i = 0; i < r->ncalls; i++) {
         const cpa_call *c = &r->calls[i];
         if (c->gpu_timed)
-            s[n++] = (span){c->gpu_start_ns, c->gpu_end_ns};
+            s[n++] = (cpa_kv){c->gpu_start_ns, c->gpu_end_ns};
         else if (!(c->flags & CP_CALL_TIMED))
-            s[n++] = (span){c->enter_ns, c->enter_ns + c->host_ns};
+            s[n++] = (cpa_kv){c->enter_ns, c->enter_ns + c->host_ns};
+        else
+            continue;
+        sorted &= n < 2 || s[n - 2].key <= s[n - 1].key;
     }
-    qsort(s, n, sizeof *s, cmp_span);
+    if (!sorted) /* the union does not depend on how equal starts are ordered */
+        cpa_sort_kv(s, s + r->ncalls, n);
     uint64_t total = 0, cur_a = 0, cur_b = 0;
     for (size_t i = 0; i < n; i++) {
-        if (i == 0 || s[i].a > cur_b) {
+        if (i == 0 || s[i].key > cur_b) {
             total += cur_b - cur_a;
-            cur_a = s[i].a;
-            cur_b = s[i].b;
-        } else if (s[i].b > cur_b) {
-            cur_b = s[i].b;
+            cur_a = s[i].key;
+            cur_b = s[i].val;
+        } else if (s[i].val > cur_b) {
+            cur_b = s[i].val;
         }
     }
     total += cur_b - cur_a;

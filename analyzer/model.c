@@ -165,3 +165,34 @@ double cpa_select(double *v, size_t n, size_t k)
     }
     return v[k];
 }
+
+void cpa_sort_kv(cpa_kv *v, cpa_kv *tmp, size_t n)
+{
+    if (n < 2)
+        return;
+    /* One histogram per byte, all in one pass. */
+    size_t count[8][256];
+    memset(count, 0, sizeof count);
+    for (size_t i = 0; i < n; i++)
+        for (unsigned b = 0; b < 8; b++)
+            count[b][(v[i].key >> (8 * b)) & 0xff]++;
+    cpa_kv *src = v, *dst = tmp;
+    for (unsigned b = 0; b < 8; b++) {
+        size_t *c = count[b];
+        if (c[(v[0].key >> (8 * b)) & 0xff] == n)
+            continue; /* every key has this byte: the pass would move nothing */
+        size_t sum = 0;
+        for (unsigned d = 0; d < 256; d++) {
+            size_t k = c[d];
+            c[d] = sum;
+            sum += k;
+        }
+        for (size_t i = 0; i < n; i++)
+            dst[c[(src[i].key >> (8 * b)) & 0xff]++] = src[i];
+        cpa_kv *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != v)
+        memcpy(v, src, n * sizeof *v);
+}

@@ -260,5 +260,21 @@ int cpa_grow(void **arr, size_t *cap, size_t need, size_t elem);
 /* The k-th smallest (0-based) of v[0..n), n > 0, reordering v: what sorting would put at k,
  * in O(n) (a median per operation was a sort per operation). */
 double cpa_select(double *v, size_t n, size_t k);
+/* A 64-bit key and what goes with it. */
+typedef struct cpa_kv {
+    uint64_t key;
+    uint64_t val;
+} cpa_kv;
+/* Sorts v[0..n) by key, stable (equal keys keep their order), in O(n) passes of a byte each
+ * (those where every key has the same byte are skipped); tmp is scratch of n. The sorted
+ * array ends in v. Where qsort's calls through a comparator were a tenth of an analysis. */
+void cpa_sort_kv(cpa_kv *v, cpa_kv *tmp, size_t n);
+/* A double >= 0 (or +-0, NaN never) as a key that sorts as the double does. */
+static inline uint64_t cpa_key_of_double(double d)
+{
+    uint64_t u;
+    __builtin_memcpy(&u, &d, sizeof u);
+    return u & ~(1ull << 63); /* -0.0 with +0.0 */
+}
 
 #endif

@@ -99,6 +99,91 @@ static int cmp_sample(const void *x, const void *y)
     return (p->time_ns > q->time_ns) - (p->time_ns < q->time_ns);
 }
 
+/* Row keys seen, each with its samples' count: an open-addressing table of indices into
+ * the samples (a key's first sample stands for it). */
+typedef struct keyset {
+    uint32_t *slot;      /* sample index + 1, 0 empty */
+    size_t mask;
+} keyset;
+
+static uint64_t key_hash(const sample *x)
+{
+    uint64_t h = x->key_size * 0x9e3779b97f4a7c15ull;
+    h ^= ((uint64_t)x->op << 56) ^ ((uint64_t)(uint32_t)x->nranks << 24) ^
+         ((uint64_t)x->key_dtype << 16) ^ ((uint64_t)x->key_redop << 8) ^
+         (uint64_t)(uint32_t)x->key_root * 0xff51afd7ed558ccdull;
+    h ^= h >> 29;
+    return h * 0xbf58476d1ce4e5b9ull;
+}
+
+static int cmp_first(const void *a, const void *b, void *ctx)
+{
+    const sample *s = ctx;
+    return cmp_key(&s[*(const uint32_t *)a], &s[*(const uint32_t *)b]);
+}
+
+/* Sorts the samples by row key, then time, equal ones in their order (qsort with
+ * cmp_sample, stable, gave the same): two stable radix sorts, by time and then by the rank
+ * of the row key among the few distinct ones, instead of n log n calls to cmp_sample (a
+ * tenth of a 1024-rank job's analysis). *sp is replaced by the sorted array. */
+static int sort_samples(sample **sp, size_t ns)
+{
+    sample *s = *sp;
+    if (ns < 2 || ns >= UINT32_MAX)
+        return ns < 2 ? 0 : (qsort(s, ns, sizeof *s, cmp_sample), 0);
+    int rc = -1;
+    size_t nslot = 16;
+    while (nslot < 2 * ns)
+        nslot *= 2;
+    keyset ks = {.slot = calloc(nslot, sizeof *ks.slot), .mask = nslot - 1};
+    uint32_t *group = malloc(ns * sizeof *group), *firsts = malloc(ns * sizeof *firsts);
+    uint32_t *rank = NULL;
+    cpa_kv *kv = malloc(ns * sizeof *kv), *tmp = malloc(ns * sizeof *tmp);
+    sample *out = malloc(ns * sizeof *out);
+    if (!ks.slot || !group || !firsts || !kv || !tmp || !out)
+        goto done;
+    size_t ngroups = 0;
+    for (size_t i = 0; i < ns; i++) {
+        size_t h = (size_t)key_hash(&s[i]) & ks.mask;
+        while (ks.slot[h] && cmp_key(&s[ks.slot[h] - 1], &s[i]) != 0)
+            h = (h + 1) & ks.mask;
+        if (!ks.slot[h]) {
+            ks.slot[h] = (uint32_t)i + 1;
+            group[i] = (uint32_t)ngroups;
+            firsts[ngroups++] = (uint32_t)i;
+        } else {
+            group[i] = group[ks.slot[h] - 1];
+        }
+    }
+    /* The groups in key order: rank[g] is group g's place. */
+    qsort_r(firsts, ngroups, sizeof *firsts, cmp_first, s);
+    if (!(rank = malloc(ngroups * sizeof *rank)))
+        goto done;
+    for (size_t k = 0; k < ngroups; k++)
+        rank[group[firsts[k]]] = (uint32_t)k;
+    for (size_t i = 0; i < ns; i++)
+        kv[i] = (cpa_kv){cpa_key_of_double(s[i].time_ns), i};
+    cpa_sort_kv(kv, tmp, ns);
+    for (size_t i = 0; i < ns; i++)
+        kv[i].key = rank[group[kv[i].val]];
+    cpa_sort_kv(kv, tmp, ns);
+    for (size_t i = 0; i < ns; i++)
+        out[i] = s[kv[i].val];
+    free(s);
+    *sp = out;
+    out = NULL;
+    rc = 0;
+done:
+    free(ks.slot);
+    free(group);
+    free(firsts);
+    free(rank);
+    free(kv);
+    free(tmp);
+    free(out);
+    return rc;
+}
+
 static uint64_t pow2_floor(uint64_t v)
 {
     if (!v)
@@ -424,7 +509,8 @@ int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_rows kind, 
                       .nchannels = one.nchannels};
         set_key(x, kind);
     }
-    qsort(s, ns, sizeof *s, cmp_sample);
+    if (sort_samples(&s, ns))
+        goto oom;
     size_t cap = 0;
     for (size_t i = 0; i < ns;) {
         size_t j = i + 1;
