@@ -132,16 +132,7 @@ static int64_t anchor_at(const cpa_anchor *an, size_t n, uint64_t t, _Atomic uin
     size_t lo = cpa_clk_segment(an, sizeof *an, n, t, finger), hi = lo + 1;
     double x = (double)(t - an[lo].mono) / (double)(an[hi].mono - an[lo].mono) *
                (double)(an[hi].a - an[lo].a);
-    /* llround's half away from zero, inline: x - trunc(x) is exact below 2^52 */
-    int64_t r;
-    if (fabs(x) < 4503599627370496.0) {
-        r = (int64_t)x;
-        double frac = x - (double)r;
-        r += frac >= 0.5 ? 1 : frac <= -0.5 ? -1 : 0;
-    } else {
-        r = (int64_t)llround(x);
-    }
-    return an[lo].a + r;
+    return an[lo].a + cpa_round_i64(x);
 }
 
 /* A sample's anchor, realtime - mono; 0 when it has none. Both at most CPA_TIME_MAX (the
