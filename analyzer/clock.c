@@ -54,38 +54,15 @@ double cpa_clk_p90(double *v, size_t n)
     return cpa_select(v, n, k ? k - 1 : 0);
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-    double p = *(const double *)x, q = *(const double *)y;
-    return (p > q) - (p < q);
-}
-
 /* Where an operation's ends agree: the median of the largest group lying within 2 x
  * CPA_CLK_AGREE_NS, sorting v. Good references agree to microseconds and bad ones are each off by
  * their own milliseconds, so when two ranks of four have bad references at once the good pair
  * still agrees, where a median would split the difference and blame all four. With no single
  * largest group (two ranks; four each on its own; two pairs), the median, halfway between the
  * middle two: nothing says which side is right. */
-/* Ascending; an operation's ends are a handful (its ranks), where qsort's own overhead was
- * most of the clock stage's sorting on a 1024-rank job. */
-static void sort_doubles(double *v, size_t n)
-{
-    if (n > 32) {
-        qsort(v, n, sizeof *v, cmp_double);
-        return;
-    }
-    for (size_t i = 1; i < n; i++) {
-        double x = v[i];
-        size_t j = i;
-        for (; j > 0 && v[j - 1] > x; j--)
-            v[j] = v[j - 1];
-        v[j] = x;
-    }
-}
-
 double cpa_clk_consensus(double *v, size_t n)
 {
-    sort_doubles(v, n);
+    cpa_sort_doubles(v, n);
     size_t best = 0, best_n = 0, ties = 0;
     for (size_t a = 0, b = 0; a < n; a++) {
         while (b < n && v[b] - v[a] <= 2 * CPA_CLK_AGREE_NS)

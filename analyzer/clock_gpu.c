@@ -265,12 +265,6 @@ out:
     return rc;
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-    double p = *(const double *)x, q = *(const double *)y;
-    return (p > q) - (p < q);
-}
-
 typedef struct gsample {
     uint64_t t;
     double r;
@@ -413,7 +407,7 @@ static int agreed(double *v, size_t n, double *at)
 {
     if (n < 2)
         return 0;
-    qsort(v, n, sizeof *v, cmp_double);
+    cpa_sort_doubles(v, n);
     for (size_t a = 0, b = 0; a < n; a++) {
         while (b < n && v[b] - v[a] <= 2 * CPA_CLK_AGREE_NS)
             b++;

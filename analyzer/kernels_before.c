@@ -80,16 +80,10 @@ static uint64_t time_of(const cpa_rank *r, const cp_rec_kernels *k, const char *
     return 0;
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
-}
-
 /* The median of v[0, n), which it sorts. */
 static double median(double *v, size_t n)
 {
-    qsort(v, n, sizeof *v, cmp_double);
+    cpa_sort_doubles(v, n);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 

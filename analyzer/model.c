@@ -196,3 +196,72 @@ void cpa_sort_kv(cpa_kv *v, cpa_kv *tmp, size_t n)
     if (src != v)
         memcpy(v, src, n * sizeof *v);
 }
+
+/* Doubles as unsigned keys in the same order: negatives' bits reversed, positives' sign set. */
+static inline uint64_t key_of(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u >> 63 ? ~u : u | (1ull << 63);
+}
+
+static inline double double_of(uint64_t k)
+{
+    uint64_t u = k >> 63 ? k & ~(1ull << 63) : ~k;
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double p = *(const double *)x, q = *(const double *)y;
+    return (p > q) - (p < q);
+}
+
+int cpa_sort_doubles(double *v, size_t n)
+{
+    if (n <= 32) {
+        for (size_t i = 1; i < n; i++) {
+            double x = v[i];
+            size_t j = i;
+            for (; j > 0 && v[j - 1] > x; j--)
+                v[j] = v[j - 1];
+            v[j] = x;
+        }
+        return 0;
+    }
+    uint64_t *src = n < UINT32_MAX ? malloc(2 * n * sizeof *src) : NULL;
+    if (!src) {
+        qsort(v, n, sizeof *v, cmp_double);
+        return 0;
+    }
+    uint64_t *dst = src + n, *keys = src;
+    uint32_t count[8][256];
+    memset(count, 0, sizeof count);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t k = src[i] = key_of(v[i]);
+        for (unsigned b = 0; b < 8; b++)
+            count[b][(k >> (8 * b)) & 0xff]++;
+    }
+    for (unsigned b = 0; b < 8; b++) {
+        uint32_t *c = count[b];
+        if (c[(src[0] >> (8 * b)) & 0xff] == n)
+            continue; /* every key has this byte */
+        uint32_t sum = 0;
+        for (unsigned d = 0; d < 256; d++) {
+            uint32_t x = c[d];
+            c[d] = sum;
+            sum += x;
+        }
+        for (size_t i = 0; i < n; i++)
+            dst[c[(src[i] >> (8 * b)) & 0xff]++] = src[i];
+        uint64_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    for (size_t i = 0; i < n; i++)
+        v[i] = double_of(src[i]);
+    free(keys);
+    return 0;
+}

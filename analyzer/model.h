@@ -269,6 +269,10 @@ typedef struct cpa_kv {
  * (those where every key has the same byte are skipped); tmp is scratch of n. The sorted
  * array ends in v. Where qsort's calls through a comparator were a tenth of an analysis. */
 void cpa_sort_kv(cpa_kv *v, cpa_kv *tmp, size_t n);
+/* Sorts v[0..n) ascending (no NaN; -0.0 before +0.0): insertion for a few, else a radix
+ * sort on the bits (qsort when out of memory): qsort's calls through a comparator were
+ * most of the clock stage's sorting. Returns 0. */
+int cpa_sort_doubles(double *v, size_t n);
 /* A double >= 0 (or +-0, NaN never) as a key that sorts as the double does. */
 static inline uint64_t cpa_key_of_double(double d)
 {

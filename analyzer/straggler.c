@@ -41,12 +41,6 @@
 #define ROTATING_MIN_JUDGED 30
 #define PERSISTENT_SHARE_OF_LATE 0.6
 
-static int cmp_double(const void *x, const void *y)
-{
-    double p = *(const double *)x, q = *(const double *)y;
-    return (p > q) - (p < q);
-}
-
 static int cmp_i64(const void *x, const void *y)
 {
     int64_t p = *(const int64_t *)x, q = *(const int64_t *)y;
@@ -248,9 +242,9 @@ static int build_rows(const cpa_model *m, const cpa_matched *mt, acc *a, cpa_str
             gv[row][ng[row]++] = out->op_late_us[i];
     }
     for (size_t k = 0; k < nrows; k++) {
-        qsort(vals[k], nv[k], sizeof **vals, cmp_double);
-        qsort(hv[k], nv[k], sizeof **hv, cmp_double);
-        qsort(gv[k], ng[k], sizeof **gv, cmp_double);
+        cpa_sort_doubles(vals[k], nv[k]);
+        cpa_sort_doubles(hv[k], nv[k]);
+        cpa_sort_doubles(gv[k], ng[k]);
         out->rows[k].late_us_p50 = vals[k][(nv[k] + 1) / 2 - 1]; /* nearest rank */
         out->rows[k].host_late_us_p50 = hv[k][(nv[k] + 1) / 2 - 1];
         out->rows[k].gpu_late_us_p50 = ng[k] ? gv[k][(ng[k] + 1) / 2 - 1] : NAN;
