@@ -67,24 +67,27 @@ static pf_event *event_init(pf_event *e, char ph, const char *name, const char *
     return e;
 }
 
-static pf_arg *arg(pf_event *e, const char *key, uint8_t kind)
+static pf_arg *arg(pf_event *e, const char *key, size_t keylen, uint8_t kind)
 {
     pf_arg *a = &e->args[e->nargs < PF_MAX_ARGS ? e->nargs++ : PF_MAX_ARGS - 1];
-    *a = (pf_arg){.key = key, .kind = kind};
+    *a = (pf_arg){.key = key, .keylen = (uint8_t)keylen, .kind = kind};
     return a;
 }
-static void arg_str(pf_event *e, const char *key, const char *s) { arg(e, key, PA_STR)->s = s; }
-static void arg_u64(pf_event *e, const char *key, uint64_t v) { arg(e, key, PA_U64)->u = v; }
-static void arg_i64(pf_event *e, const char *key, int64_t v) { arg(e, key, PA_I64)->i = v; }
-static void arg_us(pf_event *e, const char *key, int64_t ns) { arg(e, key, PA_US)->i = ns; }
-static void arg_bool(pf_event *e, const char *key, int v) { arg(e, key, PA_BOOL)->u = v != 0; }
-static void arg_num3(pf_event *e, const char *key, double v) { arg(e, key, PA_NUM3)->d = v; }
-static void arg_ints(pf_event *e, const char *key, const int32_t *v, size_t n)
-{
-    pf_arg *a = arg(e, key, PA_INTS);
-    a->v = v;
-    a->n = n;
-}
+/* Keys are string literals (KEY fails to compile on anything else): their length is known
+ * and they need no escaping, so the JSON writer copies them as they are. */
+#define KEY(k) ("" k ""), sizeof(k) - 1
+#define arg_str(e, k, v) (arg((e), KEY(k), PA_STR)->s = (v))
+#define arg_u64(e, k, v) (arg((e), KEY(k), PA_U64)->u = (v))
+#define arg_i64(e, k, v) (arg((e), KEY(k), PA_I64)->i = (v))
+#define arg_us(e, k, v) (arg((e), KEY(k), PA_US)->i = (v))
+#define arg_bool(e, k, v) (arg((e), KEY(k), PA_BOOL)->u = (v) != 0)
+#define arg_num3(e, k, v) (arg((e), KEY(k), PA_NUM3)->d = (v))
+#define arg_ints(e, k, vals, count)                                                              \
+    do {                                                                                       \
+        pf_arg *a_ = arg((e), KEY(k), PA_INTS);                                                \
+        a_->v = (vals);                                                                        \
+        a_->n = (count);                                                                       \
+    } while (0)
 
 /* The site's cleaned text, cached by the model's pointer (NULL: out of memory). */
 static const char *site_text(pw *p, const char *site)
@@ -138,7 +141,11 @@ static void pw_release(pw *p)
     free(p->placed);
     free(p->kfirst);
     free(p->klast);
+    free(p->flow_first);
+    free(p->flow_last);
+    free(p->wait_for);
     free(p->items);
+    free(p->items2);
     free(p->stack);
     free(p->jbuf);
 }
@@ -193,6 +200,8 @@ typedef struct placed {
     int64_t ws, we;     /* its wait, nested in it; we <= ws: none */
     int64_t wait;       /* how long it waited within its slice, as measured */
     int64_t arrival;    /* the call's arrival */
+    int64_t enter;      /* its host entry */
+    int64_t wait_ns;    /* cpa_call_wait_ns's */
     uint32_t op;        /* its operation, CPA_NO_OP none */
     int unfinished;
     int kept;           /* in the piece written */
@@ -219,6 +228,37 @@ static int cmp_item(const void *x, const void *y)
     return a->wait - b->wait;
 }
 
+/* Sorts rank ri's ni items by cmp_item (a total order: the result is qsort's): by track
+ * (stream) first, counting, which keeps each track's items in call order; a track's calls
+ * nearly always come in time order, so its run is only checked, and sorted where not (a
+ * qsort of each rank's items was a tenth of the export). */
+static int sort_items(pw *p, size_t ri, size_t ni)
+{
+    const cpa_rank *r = &p->a->model->ranks[ri];
+    size_t nt = r->nstreams ? r->nstreams : 1;
+    size_t *at = calloc(nt + 1, sizeof *at);
+    if (!at)
+        return -1;
+    for (size_t i = 0; i < ni; i++)
+        at[p->items[i].tid - p->tid_base[ri] + 1]++;
+    for (size_t t = 0; t < nt; t++)
+        at[t + 1] += at[t];
+    for (size_t i = 0; i < ni; i++)
+        p->items2[at[p->items[i].tid - p->tid_base[ri]]++] = p->items[i];
+    item *sorted = p->items2;
+    p->items2 = p->items;
+    p->items = sorted;
+    for (size_t t = 0, lo = 0; t < nt; lo = at[t++]) {
+        size_t hi = at[t], i = lo + 1;
+        while (i < hi && cmp_item(&sorted[i - 1], &sorted[i]) < 0)
+            i++;
+        if (i < hi)
+            qsort(sorted + lo, hi - lo, sizeof *sorted, cmp_item);
+    }
+    free(at);
+    return 0;
+}
+
 /* A stream runs its operations one after another, but measured times can overlap a little
  * (events and NCCL's plugin timers, clock conversions: 309 overlaps of up to 6 ns in one
  * emulated job; 8 us seen before), and calls still in flight when the trace ended all run
@@ -240,10 +280,13 @@ static int place_rank(pw *p, size_t ri)
         item *it = realloc(p->items, 2 * cap * sizeof *it);
         if (it)
             p->items = it;
+        item *it2 = realloc(p->items2, 2 * cap * sizeof *it2);
+        if (it2)
+            p->items2 = it2;
         int64_t *st = realloc(p->stack, 2 * cap * sizeof *st);
         if (st)
             p->stack = st;
-        if (!pl || !it || !st)
+        if (!pl || !it || !it2 || !st)
             return -1;
         p->cap = cap;
     }
@@ -256,8 +299,22 @@ static int place_rank(pw *p, size_t ri)
         q->ts = (int64_t)(start - a->start_ns);
         q->te = (int64_t)(end - a->start_ns);
         q->clipped = 0;
-        q->arrival = (int64_t)(cpa_call_arrival_job_ns(a, ri, c) - a->start_ns);
+        /* A call's arrival is its slice's start (GPU start, else host entry), and its host
+         * entry the same when untimed: the conversions are made once here, for the args
+         * too (cpa_call_arrival_job_ns, cpa_call_wait_ns and the entry's would each make
+         * them again). */
+        q->arrival = q->ts;
+        q->enter = c->gpu_timed ? (int64_t)(cpa_clock_job_ns(a->model, &a->clock, ri,
+                                                             c->enter_ns) - a->start_ns)
+                                : q->ts;
         q->op = cpa_call_op(a, ri, ci);
+        q->wait_ns = -1;
+        if (q->op != CPA_NO_OP && a->matched.ops[q->op].nparts >= 2) {
+            uint64_t latest = a->timeline.latest_ns[q->op];
+            if (c->gpu_timed && latest > end)
+                latest = end;
+            q->wait_ns = latest > start ? (int64_t)(latest - start) : 0;
+        }
         q->ws = q->we = 0;
         q->kept = cpx_pw_in_piece(p, ri, q->ts, q->te);
         uint32_t tid = call_tid(p, ri, c);
@@ -272,8 +329,8 @@ static int place_rank(pw *p, size_t ri)
                 p->items[ni++] = (item){tid, (uint32_t)ci, q->arrival, we, 1};
         }
     }
-    if (ni)
-        qsort(p->items, ni, sizeof *p->items, cmp_item);
+    if (sort_items(p, ri, ni))
+        return -1;
     int64_t *stack = p->stack;
     size_t depth = 0;
     int64_t cur = INT64_MIN;
@@ -348,6 +405,40 @@ static void rank_metadata(pw *p, size_t ri)
 
 static void mismatch_instants(pw *p, size_t ri, const cpa_call *c, int64_t ts);
 
+/* p->flow_first, flow_last: the piece's own first and last arrivals (kfirst, klast), or the
+ * whole job's (the timeline's); a part index out of range (none in the piece) is no call.
+ * p->wait_for: the job's last arrival's rank, whom a wait is for. */
+static int flow_ends(pw *p)
+{
+    const cpa_matched *mt = &p->a->matched;
+    size_t n = mt->nops ? mt->nops : 1;
+    p->flow_first = malloc(n * sizeof *p->flow_first);
+    p->flow_last = malloc(n * sizeof *p->flow_last);
+    p->wait_for = malloc(n * sizeof *p->wait_for);
+    if (!p->flow_first || !p->flow_last || !p->wait_for)
+        return -1;
+    for (size_t i = 0; i < mt->nops; i++) {
+        const cpa_op *o = &mt->ops[i];
+        uint32_t fk = p->kfirst ? p->kfirst[i] : p->a->timeline.first_part[i];
+        uint32_t lk = p->klast ? p->klast[i] : p->a->timeline.last_part[i];
+        p->flow_first[i] = p->flow_last[i] = UINT64_MAX;
+        p->wait_for[i] = -1;
+        if (p->a->timeline.last_part[i] < o->nparts)
+            p->wait_for[i] =
+                p->a->model->ranks[mt->parts[o->first_part + p->a->timeline.last_part[i]].rank_idx]
+                    .rank;
+        if (fk < o->nparts) {
+            const cpa_part *fp = &mt->parts[o->first_part + fk];
+            p->flow_first[i] = (uint64_t)fp->rank_idx << 32 | fp->call_idx;
+        }
+        if (lk < o->nparts) {
+            const cpa_part *lp = &mt->parts[o->first_part + lk];
+            p->flow_last[i] = (uint64_t)lp->rank_idx << 32 | lp->call_idx;
+        }
+    }
+    return 0;
+}
+
 static void call_events(pw *p, size_t ri, size_t ci)
 {
     const cpa_analysis *a = p->a;
@@ -405,14 +496,13 @@ static void call_events(pw *p, size_t ri, size_t ci)
         arg_bool(e, "refused", 1);
         arg_str(e, "result", cpr_result_id(cpa_refused_slot(c->result)));
     }
-    uint64_t enter = cpa_clock_job_ns(a->model, &a->clock, ri, c->enter_ns);
-    arg_us(e, "host_enter_us", (int64_t)(enter - a->start_ns));
+    arg_us(e, "host_enter_us", q->enter);
     arg_us(e, "host_us", c->host_ns);
 
     int flow = o && o->nparts >= 2;
     if (flow) {
         arg_us(e, "arrival_us", q->arrival);
-        arg_us(e, "wait_us", cpa_call_wait_ns(a, ri, ci));
+        arg_us(e, "wait_us", q->wait_ns);
         arg_i64(e, "ranks", o->nparts);
         int32_t late = cpa_op_late_rank_idx(a, oi);
         if (late >= 0) {
@@ -454,13 +544,10 @@ static void call_events(pw *p, size_t ri, size_t ci)
     }
     if (flow) {
         /* the arrows join the piece's own first and last arrivals */
-        uint32_t fk = p->kfirst ? p->kfirst[oi] : a->timeline.first_part[oi];
-        uint32_t lk = p->klast ? p->klast[oi] : a->timeline.last_part[oi];
-        const cpa_part *fp = &a->matched.parts[o->first_part + fk];
-        const cpa_part *lp = &a->matched.parts[o->first_part + lk];
+        uint64_t me = (uint64_t)ri << 32 | ci;
         e->bind_id = (uint64_t)oi + 1;
-        e->flow_in = !(fp->rank_idx == ri && fp->call_idx == ci);
-        e->flow_out = !(lp->rank_idx == ri && lp->call_idx == ci);
+        e->flow_in = p->flow_first[oi] != me;
+        e->flow_out = p->flow_last[oi] != me;
     }
     emit(p, e);
     free(kernels_text);
@@ -469,8 +556,7 @@ static void call_events(pw *p, size_t ri, size_t ci)
         pf_event w;
         event_init(&w, 'X', "wait", "wait", ri, ev.pid, ev.tid, q->ws, q->we - q->ws);
         w.is_wait = 1;
-        const cpa_part *lastp = &a->matched.parts[o->first_part + a->timeline.last_part[oi]];
-        arg_i64(&w, "for_rank", a->model->ranks[lastp->rank_idx].rank);
+        arg_i64(&w, "for_rank", p->wait_for[oi]);
         arg_us(&w, "wait_us", q->wait);
         emit(p, &w);
     }
@@ -675,6 +761,11 @@ int cpx_export_perfetto_piece(FILE *out, const cpa_analysis *a, const cpx_piece 
         errno = ENOMEM;
         return -1;
     }
+    if (flow_ends(&p) != 0) {
+        pw_release(&p);
+        errno = ENOMEM;
+        return -1;
+    }
     static job_info j; /* 20 KB: off the stack; one export at a time */
     job_args(&p, &j, whole && !capped ? NULL : piece, capped, total - kept);
     if (p.proto)
@@ -707,8 +798,8 @@ int cpx_export_perfetto_piece(FILE *out, const cpa_analysis *a, const cpx_piece 
     if (p.proto) {
         if (cpx_ppw_close(p.proto, &p.events) != 0)
             p.failed = 1;
-    } else if (!p.failed && fputs("\n]}\n", out) < 0) {
-        p.failed = 1;
+    } else {
+        cpx_pj_close(&p);
     }
     pw_release(&p);
     if (fflush(out) != 0 || ferror(out))

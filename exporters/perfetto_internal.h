@@ -22,6 +22,7 @@ enum pf_arg_kind {
 };
 typedef struct pf_arg {
     const char *key;
+    uint8_t keylen;      /* strlen(key): keys are literals, written as they are */
     uint8_t kind;
     const char *s;
     uint64_t u;
@@ -60,8 +61,12 @@ typedef struct pw {
     int start_in;       /* a call is in when it starts in the window (the cap's), not overlaps */
     const uint8_t *rank_keep;
     uint32_t *kfirst, *klast;
+    /* per operation, its first and last arrival's call as rank index << 32 | call index:
+     * looked up once per operation, not through its parts once per call */
+    uint64_t *flow_first, *flow_last;
+    int32_t *wait_for;  /* per operation, the rank of the job's last arrival */
     uint64_t calls, left_out;
-    struct item *items;    /* place_rank's scratch: two per call */
+    struct item *items, *items2; /* place_rank's scratch: two per call each */
     int64_t *stack;        /* ... and the ends of the slices enclosing the point reached */
     size_t cap;            /* calls the two hold */
     int first;
@@ -95,6 +100,8 @@ void cpx_pj_event(pw *p, const pf_event *e);
 /* A metadata ("M") event of one arg: str, or num where str is NULL. */
 void cpx_pj_metadata(pw *p, const char *name, uint32_t pid, uint32_t tid, const char *key,
                      const char *str, int64_t num);
+/* Writes what the events left in the buffer and closes the array and the object. */
+void cpx_pj_close(pw *p);
 
 /* ---- perfetto_proto.c: Perfetto's own format, TracePacket protobuf ----
  * Each call NULL-safe on a failed writer; failure sticks (errno set). */
