@@ -79,43 +79,52 @@ static void jstr(pw *p, const char *s)
     p->jlen = (size_t)(q - p->jbuf);
 }
 
-/* v's digits end at q (exclusive); returns where they start. */
-static inline char *digits(char *q, uint64_t v)
+/* v's decimal digits written at q, right to left from their known end: no copy of a text
+ * made elsewhere (those copies' memcpy calls were a tenth of the writer). Returns the end. */
+static inline char *put_u64(char *q, uint64_t v)
 {
+    unsigned n = 1;
+    for (uint64_t t = v; t >= 10; t /= 10)
+        n++;
+    char *end = q + n;
     do {
-        *--q = (char)('0' + v % 10);
+        *--end = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    return q;
+    return q + n;
 }
 
 static void ju64(pw *p, uint64_t v)
 {
-    char b[24], *q = digits(b + sizeof b, v);
-    jraw(p, q, (size_t)(b + sizeof b - q));
+    if (jreserve(p, 20) == 0)
+        p->jlen = (size_t)(put_u64(p->jbuf + p->jlen, v) - p->jbuf);
 }
 
 static void ji64(pw *p, int64_t v)
 {
-    char b[24], *q = digits(b + sizeof b, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
+    if (jreserve(p, 21) != 0)
+        return;
+    char *q = p->jbuf + p->jlen;
     if (v < 0)
-        *--q = '-';
-    jraw(p, q, (size_t)(b + sizeof b - q));
+        *q++ = '-';
+    p->jlen = (size_t)(put_u64(q, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v) - p->jbuf);
 }
 
 /* ns as microseconds with three decimals: cpr_fmt_ns_us's text, made in place. */
 static void jus(pw *p, int64_t ns)
 {
-    char b[32], *end = b + sizeof b, *q = end;
+    if (jreserve(p, 32) != 0)
+        return;
+    char *q = p->jbuf + p->jlen;
     uint64_t v = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
-    *--q = (char)('0' + v % 10);
-    *--q = (char)('0' + v / 10 % 10);
-    *--q = (char)('0' + v / 100 % 10);
-    *--q = '.';
-    q = digits(q, v / 1000);
     if (ns < 0)
-        *--q = '-';
-    jraw(p, q, (size_t)(end - q));
+        *q++ = '-';
+    q = put_u64(q, v / 1000);
+    *q++ = '.';
+    *q++ = (char)('0' + v / 100 % 10);
+    *q++ = (char)('0' + v / 10 % 10);
+    *q++ = (char)('0' + v % 10);
+    p->jlen = (size_t)(q - p->jbuf);
 }
 
 static void jnum3(pw *p, double v)
@@ -182,15 +191,17 @@ static void jflush(pw *p)
 }
 
 /* Each event on a line of its own, after a comma but the first. */
-static void jhead(pw *p, const char *name, const char *ph, uint32_t pid, uint32_t tid)
+/* ph: one of perfetto.c's letters, which need no escaping. */
+static void jhead(pw *p, const char *name, char ph, uint32_t pid, uint32_t tid)
 {
     if (p->first)
         JLIT(p, "\n{\"name\":");
     else
         JLIT(p, ",\n{\"name\":");
     jstr(p, name);
-    JLIT(p, ",\"ph\":");
-    jstr(p, ph);
+    char phs[] = ",\"ph\":\"?\"";
+    phs[7] = ph;
+    jraw(p, phs, sizeof phs - 1);
     JLIT(p, ",\"pid\":");
     ju64(p, pid);
     JLIT(p, ",\"tid\":");
@@ -199,8 +210,7 @@ static void jhead(pw *p, const char *name, const char *ph, uint32_t pid, uint32_
 
 void cpx_pj_event(pw *p, const pf_event *e)
 {
-    char ph[2] = {e->ph, 0};
-    jhead(p, e->name, ph, e->pid, e->tid);
+    jhead(p, e->name, e->ph, e->pid, e->tid);
     if (e->ph == 'i')
         JLIT(p, ",\"s\":\"p\"");
     JLIT(p, ",\"cat\":");
@@ -238,7 +248,7 @@ void cpx_pj_close(pw *p)
 void cpx_pj_metadata(pw *p, const char *name, uint32_t pid, uint32_t tid, const char *key,
                           const char *str, int64_t num)
 {
-    jhead(p, name, "M", pid, tid);
+    jhead(p, name, 'M', pid, tid);
     JLIT(p, ",\"args\":{");
     jkey(p, key, strlen(key), 1);
     if (str)
