@@ -45,7 +45,18 @@ static const unsigned char json_escaped[256] = {
     0, 0, 1, ['\\'] = 1,
 };
 
-/* A JSON string, escaped as json-c escapes it (JSON_C_TO_STRING_NOSLASHESCAPE). */
+/* Whether any byte of the 8 in w needs escaping: below 0x20, '"' or '\\' (the classic tests
+ * for a byte below n, and for a zero byte in w ^ c: exact as to whether there is one). */
+static inline int word_escaped(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    return ((((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & high) != 0;
+}
+
+/* A JSON string, escaped as json-c escapes it (JSON_C_TO_STRING_NOSLASHESCAPE). Eight bytes
+ * at a time while none needs escaping: most of every string (a byte at a time, strings were
+ * a fifth of the export). */
 static void jstr(pw *p, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
@@ -54,8 +65,19 @@ static void jstr(pw *p, const char *s)
         return;
     char *q = p->jbuf + p->jlen;
     *q++ = '"';
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
+    size_t i = 0;
+    while (i < n) {
+        if (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (!word_escaped(w)) {
+                memcpy(q, &w, 8);
+                q += 8;
+                i += 8;
+                continue;
+            }
+        }
+        unsigned char c = (unsigned char)s[i++];
         if (!json_escaped[c]) {
             *q++ = (char)c;
             continue;
@@ -79,18 +101,40 @@ static void jstr(pw *p, const char *s)
     p->jlen = (size_t)(q - p->jbuf);
 }
 
-/* v's decimal digits written at q, right to left from their known end: no copy of a text
- * made elsewhere (those copies' memcpy calls were a tenth of the writer). Returns the end. */
+/* v's decimal digits written at q, right to left from their known end, two at a time: no
+ * copy of a text made elsewhere (those memcpy calls were a tenth of the writer). Returns the
+ * end. */
 static inline char *put_u64(char *q, uint64_t v)
 {
-    unsigned n = 1;
-    for (uint64_t t = v; t >= 10; t /= 10)
-        n++;
+    static const char pairs[201] = "00010203040506070809101112131415161718192021222324252627282930"
+                                   "31323334353637383940414243444546474849505152535455565758596061"
+                                   "62636465666768697071727374757677787980818283848586878889909192"
+                                   "93949596979899";
+    static const uint64_t pow10[20] = {1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull,
+                                       1000000ull, 10000000ull, 100000000ull, 1000000000ull,
+                                       10000000000ull, 100000000000ull, 1000000000000ull,
+                                       10000000000000ull, 100000000000000ull,
+                                       1000000000000000ull, 10000000000000000ull,
+                                       100000000000000000ull, 1000000000000000000ull,
+                                       10000000000000000000ull};
+    /* digits: from the bit length (log10(2) ~ 1233/4096), one comparison to settle */
+    unsigned bits = 64 - (unsigned)__builtin_clzll(v | 1);
+    unsigned n = (bits * 1233) >> 12;
+    n += n < 20 && v >= pow10[n];
+    if (n == 0)
+        n = 1;
     char *end = q + n;
-    do {
-        *--end = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
+    while (v >= 100) {
+        end -= 2;
+        memcpy(end, pairs + 2 * (v % 100), 2);
+        v /= 100;
+    }
+    if (v >= 10) {
+        end -= 2;
+        memcpy(end, pairs + 2 * v, 2);
+    } else {
+        *--end = (char)('0' + v);
+    }
     return q + n;
 }
 
@@ -120,10 +164,11 @@ static void jus(pw *p, int64_t ns)
     if (ns < 0)
         *q++ = '-';
     q = put_u64(q, v / 1000);
+    unsigned frac = (unsigned)(v % 1000);
     *q++ = '.';
-    *q++ = (char)('0' + v / 100 % 10);
-    *q++ = (char)('0' + v / 10 % 10);
-    *q++ = (char)('0' + v % 10);
+    *q++ = (char)('0' + frac / 100);
+    *q++ = (char)('0' + frac / 10 % 10);
+    *q++ = (char)('0' + frac % 10);
     p->jlen = (size_t)(q - p->jbuf);
 }
 

@@ -11,6 +11,8 @@
 #include <math.h>
 
 #include "exporters/exporters.h"
+#include "exporters/perfetto_internal.h"
+#include "present/present.h"
 #include "tests/exporters/perfetto_check.h"
 
 typedef struct fixture {
@@ -441,6 +443,72 @@ static void a_refused_call_is_flagged_with_its_result(void **state)
     free(dir);
 }
 
+/* The writer's strings are json-c's (JSON_C_TO_STRING_NOSLASHESCAPE): each byte that needs
+ * escaping, and some that do not, at every place of strings shorter and longer than the
+ * eight bytes the writer scans at a time, alone and with a second one eight bytes on. */
+static void strings_are_escaped_as_json_c_escapes_them(void **state)
+{
+    (void)state;
+    const unsigned char odd[] = {1, 0x1f, '\b', '\n', '\t', '"', '\\', ' ', 0x7f, 0xc3, '/'};
+    for (size_t len = 1; len <= 19; len++)
+        for (size_t at = 0; at < len; at++)
+            for (size_t k = 0; k < sizeof odd; k++) {
+                char s[32];
+                memset(s, 'a', len);
+                s[len] = '\0';
+                s[at] = (char)odd[k];
+                if (at + 8 < len)
+                    s[at + 8] = (char)odd[(k + 5) % sizeof odd];
+                exp_buf b;
+                pw p = {.out = exp_buf_open(&b), .first = 1};
+                cpx_pj_metadata(&p, "n", 1, 2, "k", s, 0);
+                cpx_pj_close(&p);
+                assert_false(p.failed);
+                free(p.jbuf);
+                char *got = exp_buf_close(&b);
+                json_object *js = json_object_new_string(s);
+                char want[256];
+                snprintf(want, sizeof want,
+                         "\n{\"name\":\"n\",\"ph\":\"M\",\"pid\":1,\"tid\":2,\"args\":{\"k\":%s}}\n]}\n",
+                         json_object_to_json_string_ext(js, JSON_C_TO_STRING_PLAIN |
+                                                                JSON_C_TO_STRING_NOSLASHESCAPE));
+                assert_string_equal(got, want);
+                json_object_put(js);
+                free(got);
+            }
+}
+
+/* Numbers as printf and cpr_fmt_ns_us write them, at every digit count's edges (the writer
+ * counts digits from the bit length and writes two at a time). */
+static void numbers_are_written_at_every_length(void **state)
+{
+    (void)state;
+    for (int d = 0; d <= 19; d++) {
+        uint64_t p10 = 1;
+        for (int i = 0; i < d; i++)
+            p10 *= 10;
+        int64_t vals[] = {(int64_t)p10, (int64_t)p10 - 1, (int64_t)p10 + 1, -(int64_t)p10,
+                          INT64_MAX, INT64_MIN, 0};
+        for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++) {
+            exp_buf b;
+            pw p = {.out = exp_buf_open(&b), .first = 1};
+            cpx_pj_metadata(&p, "n", 1, 2, "k", NULL, vals[k]);
+            pf_event e = {.ph = 'X', .name = "x", .cat = "c", .ts = vals[k], .dur = 7};
+            cpx_pj_event(&p, &e);
+            cpx_pj_close(&p);
+            free(p.jbuf);
+            char *got = exp_buf_close(&b), want[512], us[32];
+            snprintf(want, sizeof want,
+                     "\n{\"name\":\"n\",\"ph\":\"M\",\"pid\":1,\"tid\":2,\"args\":{\"k\":%" PRId64
+                     "}},\n{\"name\":\"x\",\"ph\":\"X\",\"pid\":0,\"tid\":0,\"cat\":\"c\","
+                     "\"ts\":%s,\"dur\":0.007,\"args\":{}}\n]}\n",
+                     vals[k], cpr_fmt_ns_us(us, vals[k]));
+            assert_string_equal(got, want);
+            free(got);
+        }
+    }
+}
+
 static void a_failed_stream_is_an_error(void **state)
 {
     fixture *f = *state;
@@ -534,6 +602,8 @@ int main(void)
         cmocka_unit_test(a_mismatch_is_an_instant_on_each_rank_at_its_call),
         cmocka_unit_test(an_unfinished_call_runs_to_the_end_of_its_trace),
         cmocka_unit_test(a_failed_stream_is_an_error),
+        cmocka_unit_test(strings_are_escaped_as_json_c_escapes_them),
+        cmocka_unit_test(numbers_are_written_at_every_length),
         cmocka_unit_test(values_past_64_bits_are_left_out_or_saturate),
         cmocka_unit_test(holes_are_in_the_metadata_and_on_the_rank),
         cmocka_unit_test(slices_on_a_stream_never_partly_overlap),
