@@ -106,6 +106,8 @@ struct ppw {
         uint8_t kind;
     } by_addr[256];
     buf held;           /* the rank's packets, encoded */
+    buf ob;             /* what is to be written: a quarter MB at a time (a write a packet
+                           was a tenth of the export) */
     held_packet *hp;
     size_t nhp, caphp;
     uint64_t order;
@@ -125,7 +127,25 @@ static inline int grow(ppw *w, buf *b, size_t more)
     return b->len + more <= b->cap ? 0 : grow_slow(w, b, more);
 }
 
-static void put_varint(ppw *w, enc *e, uint64_t v)
+/* Bytes for the output, written when a quarter MB is gathered (and at the end). */
+static void out_flush(ppw *w)
+{
+    if (!w->failed && w->ob.len && fwrite(w->ob.b, 1, w->ob.len, w->out) != w->ob.len)
+        w->failed = 1;
+    w->ob.len = 0;
+}
+
+static void out_bytes(ppw *w, const void *p, size_t n)
+{
+    if (w->failed || grow(w, &w->ob, n) != 0)
+        return;
+    memcpy(w->ob.b + w->ob.len, p, n);
+    w->ob.len += n;
+    if (w->ob.len >= 256 * 1024)
+        out_flush(w);
+}
+
+static inline void put_varint(ppw *w, enc *e, uint64_t v)
 {
     if (grow(w, &e->b, 10) != 0)
         return;
@@ -138,12 +158,12 @@ static void put_varint(ppw *w, enc *e, uint64_t v)
     e->b.len = (size_t)(q - e->b.b);
 }
 
-static void put_tag(ppw *w, enc *e, unsigned field, unsigned wt)
+static inline void put_tag(ppw *w, enc *e, unsigned field, unsigned wt)
 {
     put_varint(w, e, (uint64_t)field << 3 | wt);
 }
 
-static void put_uint(ppw *w, enc *e, unsigned field, uint64_t v)
+static inline void put_uint(ppw *w, enc *e, unsigned field, uint64_t v)
 {
     put_tag(w, e, field, WT_VARINT);
     put_varint(w, e, v);
@@ -303,8 +323,7 @@ static void write_news(ppw *w)
     w->nnews = 0;
     close_msg(w, &w->news);
     close_msg(w, &w->news);
-    if (!w->failed && fwrite(w->news.b.b, 1, w->news.b.len, w->out) != w->news.b.len)
-        w->failed = 1;
+    out_bytes(w, w->news.b.b, w->news.b.len);
 }
 
 /* A TracePacket (the Trace's field 1) opened in w->pkt, which starts empty. */
@@ -330,8 +349,7 @@ static void packet_write(ppw *w)
 {
     close_msg(w, &w->pkt);
     write_news(w);
-    if (!w->failed && fwrite(w->pkt.b.b, 1, w->pkt.b.len, w->out) != w->pkt.b.len)
-        w->failed = 1;
+    out_bytes(w, w->pkt.b.b, w->pkt.b.len);
 }
 
 ppw *cpx_ppw_new(FILE *out)
@@ -553,8 +571,7 @@ void cpx_ppw_rank_end(ppw *w)
     if (w->nhp)
         qsort(w->hp, w->nhp, sizeof *w->hp, cmp_held);
     for (size_t i = 0; i < w->nhp && !w->failed; i++)
-        if (fwrite(w->held.b + w->hp[i].off, 1, w->hp[i].len, w->out) != w->hp[i].len)
-            w->failed = 1;
+        out_bytes(w, w->held.b + w->hp[i].off, w->hp[i].len);
     w->nhp = 0;
     w->held.len = 0;
 }
@@ -565,6 +582,7 @@ int cpx_ppw_close(ppw *w, uint64_t *events)
     if (!w)
         return -1;
     cpx_ppw_rank_end(w);
+    out_flush(w);
     int rc = w->failed ? -1 : 0;
     *events = w->events;
     for (size_t i = 0; i < w->captab; i++)
@@ -573,6 +591,7 @@ int cpx_ppw_close(ppw *w, uint64_t *events)
     free(w->pkt.b.b);
     free(w->news.b.b);
     free(w->held.b);
+    free(w->ob.b);
     free(w->hp);
     free(w);
     return rc;
