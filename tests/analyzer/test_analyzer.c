@@ -270,6 +270,92 @@ static cpa_model *load_or_fail(const char *dir)
 }
 
 /* Every operation of the job has all its ranks, in rank order, with GPU arrival times. */
+/* What matching says of each call (issue 20: the stages after it read these instead of the
+ * calls): every part's call points back at its operation through call_op, every call in no
+ * part has CPA_NO_OP, and each part's bits are its call's. */
+static void assert_index_consistent(const cpa_model *m, const cpa_matched *mt)
+{
+    assert_int_equal(mt->nranks, m->nranks);
+    size_t in_ops = 0;
+    for (size_t i = 0; i < mt->nops; i++) {
+        const cpa_op *o = &mt->ops[i];
+        for (uint32_t k = 0; k < o->nparts; k++) {
+            const cpa_part *p = &mt->parts[o->first_part + k];
+            const cpa_call *c = &m->ranks[p->rank_idx].calls[p->call_idx];
+            assert_int_equal(mt->call_op[p->rank_idx][p->call_idx], i);
+            assert_int_equal(p->gpu_timed, c->gpu_timed != 0);
+            assert_int_equal(p->captured, (c->flags & CP_CALL_CAPTURED) != 0);
+            assert_int_equal(p->timed, (c->flags & CP_CALL_TIMED) != 0);
+            assert_int_equal(p->done, c->done != 0);
+            in_ops++;
+        }
+    }
+    size_t indexed = 0;
+    for (size_t r = 0; r < m->nranks; r++)
+        for (size_t c = 0; c < m->ranks[r].ncalls; c++)
+            indexed += mt->call_op[r][c] != CPA_NO_OP;
+    assert_int_equal(indexed, in_ops);
+}
+
+/* The analyzer's sorts and selection against plain references: cpa_sort_kv stable (equal
+ * keys in their order) with keys alike in some bytes, cpa_sort_doubles ascending with
+ * negatives and both zeros, cpa_select the value sorting puts at k. */
+static int cmp_ref_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static void test_sorts_and_selection(void **state)
+{
+    (void)state;
+    srand(7);
+    const size_t sizes[] = {0, 1, 2, 3, 31, 32, 33, 100, 257, 2000};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        size_t n = sizes[si];
+        cpa_kv *kv = malloc((n + 1) * sizeof *kv), *tmp = malloc((n + 1) * sizeof *tmp);
+        cpa_kv *ref = malloc((n + 1) * sizeof *ref);
+        double *d = malloc((n + 1) * sizeof *d), *dr = malloc((n + 1) * sizeof *dr);
+        for (size_t i = 0; i < n; i++) {
+            /* few distinct keys (duplicates test stability), differing in low and high bytes */
+            uint64_t k = (uint64_t)(rand() % 17);
+            kv[i] = (cpa_kv){si % 2 ? k << 56 | 0x1234 : k * 0x10001, i};
+            double x = (double)(rand() % 2001 - 1000) / 8.0;
+            d[i] = i % 50 == 7 ? -0.0 : x;
+        }
+        memcpy(ref, kv, n * sizeof *kv);
+        for (size_t i = 1; i < n; i++) /* insertion: stable */
+            for (size_t j = i; j > 0 && ref[j - 1].key > ref[j].key; j--) {
+                cpa_kv t = ref[j];
+                ref[j] = ref[j - 1];
+                ref[j - 1] = t;
+            }
+        cpa_sort_kv(kv, tmp, n);
+        for (size_t i = 0; i < n; i++) {
+            assert_int_equal(kv[i].key, ref[i].key);
+            assert_int_equal(kv[i].val, ref[i].val);
+        }
+        memcpy(dr, d, n * sizeof *d);
+        qsort(dr, n, sizeof *dr, cmp_ref_double);
+        for (size_t k = 0; k < n; k += n / 7 + 1) {
+            double *v = malloc(n * sizeof *v);
+            memcpy(v, d, n * sizeof *v);
+            assert_true(cpa_select(v, n, k) == dr[k]);
+            free(v);
+        }
+        assert_int_equal(cpa_sort_doubles(d, n), 0);
+        for (size_t i = 0; i < n; i++)
+            assert_true(d[i] == dr[i]);
+        for (size_t i = 1; i < n; i++)
+            assert_false(d[i - 1] == 0 && d[i] == 0 && signbit(d[i]) && !signbit(d[i - 1]));
+        free(kv);
+        free(tmp);
+        free(ref);
+        free(d);
+        free(dr);
+    }
+}
+
 static void test_match_job(void **state)
 {
     (void)state;
@@ -282,6 +368,7 @@ static void test_match_job(void **state)
     assert_int_equal(mt.nops, N_AR + N_AG + 1);
     assert_int_equal(mt.unmatchable, 0);
     assert_int_equal(mt.nparts, NRANKS * (N_AR + N_AG) + 2);
+    assert_index_consistent(m, &mt);
     for (size_t i = 0; i < N_AR + N_AG; i++) {
         const cpa_op *o = &mt.ops[i];
         assert_int_equal(o->comm_id, COMM_ID);
@@ -315,6 +402,38 @@ static void test_match_job(void **state)
     free(dir);
 }
 
+/* Sequence numbers too sparse to count by (a hostile file) take the sorting path: the same
+ * operations, and call_op written for them all. */
+static void test_match_sparse_sequences(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    for (int r = 0; r < 2; r++) {
+        cp_trace_writer *w = open_rank(dir, r, r, "node-a", 0);
+        put_comm(w, 0, COMM_ID, 2, r);
+        for (int i = 0; i < 3; i++)
+            put_call(w, CP_OP_ALLREDUCE, (uint64_t)i * 1000000000000ull, 8, 0,
+                     BASE_NS + (uint64_t)(i * 100 + r), 0);
+        put_call(w, r == 0 ? CP_OP_SEND : CP_OP_RECV, 0, 16, 1 - r, BASE_NS + 5000, 0);
+        assert_int_equal(cp_trace_writer_close(w), 0);
+    }
+    cpa_model *m = load_or_fail(dir);
+    cpa_matched mt;
+    char err[256];
+    assert_int_equal(cpa_match(m, &mt, err, sizeof err), 0);
+    assert_index_consistent(m, &mt);
+    assert_int_equal(mt.nops, 3 + 1);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(mt.ops[i].seq, (uint64_t)i * 1000000000000ull);
+        assert_int_equal(mt.ops[i].nparts, 2);
+    }
+    assert_int_equal(mt.ops[3].op, CP_OP_SEND);
+    cpa_matched_free(&mt);
+    cpa_model_free(m);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 /* Untimed calls arrive at their host entry; a rank that never joined leaves its operation
  * incomplete; sends and receives between the same two ranks pair by direction, whatever
  * order each rank issued them in. */
@@ -340,6 +459,7 @@ static void test_match_partial_and_p2p(void **state)
     cpa_matched mt;
     char err[256];
     assert_int_equal(cpa_match(m, &mt, err, sizeof err), 0);
+    assert_index_consistent(m, &mt);
     assert_int_equal(mt.unmatchable, 2);
     assert_int_equal(mt.nops, 3 + 2);
     for (int i = 0; i < 3; i++) {
@@ -399,6 +519,7 @@ static void stats_of(const char *dir, cpa_rows kind, cpa_stats *st)
     cpa_matched mt;
     char err[256];
     assert_int_equal(cpa_match(m, &mt, err, sizeof err), 0);
+    assert_index_consistent(m, &mt);
     assert_int_equal(cpa_stats_compute(m, &mt, kind, st, err, sizeof err), 0);
     assert_int_equal(st->kind, kind);
     cpa_matched_free(&mt);
@@ -940,7 +1061,9 @@ int main(void)
         cmocka_unit_test(test_load_cut),
         cmocka_unit_test(test_load_empty),
         cmocka_unit_test(test_load_losses),
+        cmocka_unit_test(test_sorts_and_selection),
         cmocka_unit_test(test_match_job),
+        cmocka_unit_test(test_match_sparse_sequences),
         cmocka_unit_test(test_match_partial_and_p2p),
         cmocka_unit_test(test_stats_job),
         cmocka_unit_test(test_stats_percentiles),
