@@ -148,6 +148,12 @@ static int collect_pairs(frames *f)
         q->diff = cpa_select(v, q->n, (q->n - 1) / 2);
     }
     free(v);
+    /* the medians are all step 1 needs: the differences go before step 2 allocates its own
+     * (40 MB on a 1024-rank job, at the analysis' peak of memory) */
+    free(f->diffs);
+    f->diffs = NULL;
+    free(f->slot);
+    f->slot = NULL;
     return 0;
 }
 
@@ -277,9 +283,11 @@ static int cmp_gsample(const void *x, const void *y)
 }
 
 /* Step 2: per call, its end's distance from where its operation's ends agree (NAN when none).
- * An operation of two ranks cannot tell which of them moved: it speaks (res2) only for a rank
- * that has no larger operation to go by. */
-static int residuals(frames *f, const size_t *call_base, float *res, float *res2)
+ * An operation of two ranks cannot tell which of them moved: it speaks (its calls' bits set
+ * in pair_only) only for a rank that has no larger operation to go by. A call is in one
+ * operation, so one array holds both kinds (two of them were 40 MB more at the analysis'
+ * peak of memory). */
+static int residuals(frames *f, const size_t *call_base, float *res, uint8_t *pair_only)
 {
     const cpa_matched *mt = f->mt;
     size_t maxp = 0;
@@ -301,9 +309,12 @@ static int residuals(frames *f, const size_t *call_base, float *res, float *res2
         for (uint32_t k = 0; k < o->nparts; k++)
             tmp[k] = j[k] = diff_ns(end_job(f, &p[k]), e0) + f->u[p[k].rank_idx];
         double e = cpa_clk_consensus(tmp, o->nparts);
-        float *dst = o->nparts > 2 ? res : res2;
-        for (uint32_t k = 0; k < o->nparts; k++)
-            dst[call_base[p[k].rank_idx] + p[k].call_idx] = (float)(e - j[k]);
+        for (uint32_t k = 0; k < o->nparts; k++) {
+            size_t at = call_base[p[k].rank_idx] + p[k].call_idx;
+            res[at] = (float)(e - j[k]);
+            if (o->nparts <= 2)
+                pair_only[at / 8] |= (uint8_t)(1u << (at % 8));
+        }
     }
     free(j);
     free(tmp);
@@ -326,18 +337,17 @@ static double level_of(const gsample *s, size_t a, size_t b, double guess, doubl
  * reference (a running median, tried first, lagged each step by half its window). A step
  * in a rank's last STEP_CONFIRM - 1 samples cannot be told from odd ends and is missed: on
  * the emulation, references the shim records while the processes exit do that. */
-static size_t segments(const frames *f, uint32_t r, const float *res, const float *res2,
-                       gsample *s, double *w, cpa_gseg *out)
+static size_t segments(const frames *f, uint32_t r, const float *res, const uint8_t *pair_only,
+                       size_t base, gsample *s, double *w, cpa_gseg *out)
 {
     const cpa_rank *k = &f->m->ranks[r];
     size_t n = 0, used = 0;
-    for (size_t i = 0; i < k->ncalls; i++)
-        if (!isnan(res[i]))
-            s[n++] = (gsample){k->calls[i].gpu_start_ns, res[i]};
-    if (!n)
-        for (size_t i = 0; i < k->ncalls; i++)
-            if (!isnan(res2[i]))
-                s[n++] = (gsample){k->calls[i].gpu_start_ns, res2[i]};
+    for (int pairs = 0; pairs < 2 && !n; pairs++)
+        for (size_t i = 0; i < k->ncalls; i++) {
+            size_t at = base + i;
+            if (!isnan(res[at]) && ((pair_only[at / 8] >> (at % 8)) & 1) == pairs)
+                s[n++] = (gsample){k->calls[i].gpu_start_ns, res[at]};
+        }
     if (!n) {
         out[0] = (cpa_gseg){0, f->u[r]};
         return 1;
@@ -490,6 +500,7 @@ int cpa_clk_gpu_frames(const cpa_model *m, const cpa_matched *mt, const uint8_t 
     frames f = {.m = m, .mt = mt, .c = c, .tying = tying};
     size_t *call_base = malloc((nr + 1) * sizeof *call_base);
     float *res = NULL;
+    uint8_t *pair_only = NULL;
     gsample *s = NULL;
     double *scratch = NULL, *w = NULL;
     int rc = -1;
@@ -511,23 +522,24 @@ int cpa_clk_gpu_frames(const cpa_model *m, const cpa_matched *mt, const uint8_t 
     call_base[nr] = total;
     if (collect_pairs(&f) || solve_frames(&f))
         goto out;
-    res = malloc((total ? 2 * total : 2) * sizeof *res);
+    res = malloc((total ? total : 1) * sizeof *res);
+    pair_only = calloc(total / 8 + 1, 1);
     s = malloc((most ? most : 1) * sizeof *s);
     w = malloc((most ? most : 1) * sizeof *w);
     /* one segment per call at most, and one for a rank with none */
     c->map->gsegs = malloc((total + nr + 1) * sizeof *c->map->gsegs);
     scratch = malloc((total ? total : 1) * sizeof *scratch);
-    if (!res || !s || !w || !c->map->gsegs || !scratch)
+    if (!res || !pair_only || !s || !w || !c->map->gsegs || !scratch)
         goto out;
-    for (size_t i = 0; i < 2 * total; i++)
+    for (size_t i = 0; i < total; i++)
         res[i] = NAN;
-    if (residuals(&f, call_base, res, res + total))
+    if (residuals(&f, call_base, res, pair_only))
         goto out;
     size_t used = 0;
     uint32_t ncomp = 0;
     for (size_t r = 0; r < nr; r++) {
         c->map->g_first[r] = used;
-        used += segments(&f, (uint32_t)r, res + call_base[r], res + total + call_base[r], s, w,
+        used += segments(&f, (uint32_t)r, res, pair_only, call_base[r], s, w,
                          c->map->gsegs + used);
         if (f.comp[r] != UINT32_MAX && f.comp[r] + 1 > ncomp)
             ncomp = f.comp[r] + 1;
@@ -542,6 +554,7 @@ int cpa_clk_gpu_frames(const cpa_model *m, const cpa_matched *mt, const uint8_t 
 out:
     free(call_base);
     free(res);
+    free(pair_only);
     free(s);
     free(w);
     free(scratch);

@@ -125,10 +125,9 @@ static int cmp_first(const void *a, const void *b, void *ctx)
 /* Sorts the samples by row key, then time, equal ones in their order (qsort with
  * cmp_sample, stable, gave the same): two stable radix sorts, by time and then by the rank
  * of the row key among the few distinct ones, instead of n log n calls to cmp_sample (a
- * tenth of a 1024-rank job's analysis). *sp is replaced by the sorted array. */
-static int sort_samples(sample **sp, size_t ns)
+ * tenth of a 1024-rank job's analysis). 0, or -1 out of memory. */
+static int sort_samples(sample *s, size_t ns)
 {
-    sample *s = *sp;
     if (ns < 2 || ns >= UINT32_MAX)
         return ns < 2 ? 0 : (qsort(s, ns, sizeof *s, cmp_sample), 0);
     int rc = -1;
@@ -139,8 +138,7 @@ static int sort_samples(sample **sp, size_t ns)
     uint32_t *group = malloc(ns * sizeof *group), *firsts = malloc(ns * sizeof *firsts);
     uint32_t *rank = NULL;
     cpa_kv *kv = malloc(ns * sizeof *kv), *tmp = malloc(ns * sizeof *tmp);
-    sample *out = malloc(ns * sizeof *out);
-    if (!ks.slot || !group || !firsts || !kv || !tmp || !out)
+    if (!ks.slot || !group || !firsts || !kv || !tmp)
         goto done;
     size_t ngroups = 0;
     for (size_t i = 0; i < ns; i++) {
@@ -167,11 +165,24 @@ static int sort_samples(sample **sp, size_t ns)
     for (size_t i = 0; i < ns; i++)
         kv[i].key = rank[group[kv[i].val]];
     cpa_sort_kv(kv, tmp, ns);
-    for (size_t i = 0; i < ns; i++)
-        out[i] = s[kv[i].val];
-    free(s);
-    *sp = out;
-    out = NULL;
+    /* s[i] = old s[kv[i].val], in place, cycle by cycle (a sorted copy was the statistics'
+     * largest allocation, at the analysis' peak of memory) */
+    for (size_t i = 0; i < ns; i++) {
+        if (kv[i].val == UINT64_MAX)
+            continue;
+        sample first = s[i];
+        size_t j = i;
+        for (;;) {
+            size_t from = (size_t)kv[j].val;
+            kv[j].val = UINT64_MAX;
+            if (from == i) {
+                s[j] = first;
+                break;
+            }
+            s[j] = s[from];
+            j = from;
+        }
+    }
     rc = 0;
 done:
     free(ks.slot);
@@ -180,7 +191,6 @@ done:
     free(rank);
     free(kv);
     free(tmp);
-    free(out);
     return rc;
 }
 
@@ -509,7 +519,9 @@ int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_rows kind, 
                       .nchannels = one.nchannels};
         set_key(x, kind);
     }
-    if (sort_samples(&s, ns))
+    free(acc); /* before the sort's scratch: the analysis' peak of memory is near */
+    acc = NULL;
+    if (sort_samples(s, ns))
         goto oom;
     size_t cap = 0;
     for (size_t i = 0; i < ns;) {
