@@ -100,10 +100,11 @@ static int scan_comms(const finder *f, uint64_t *fin1)
                 continue;
             const cpa_call *c = &k->calls[ci];
             uint32_t v = view_of[oi];
-            if (v != last_v || c->comm_rank != last_cr) {
-                mb = cpa_hg_find_member(&f->views[v], c->comm_rank, (uint32_t)r);
+            int32_t cr = cpa_call_comm_rank(k, c);
+            if (v != last_v || cr != last_cr) {
+                mb = cpa_hg_find_member(&f->views[v], cr, (uint32_t)r);
                 last_v = v;
-                last_cr = c->comm_rank;
+                last_cr = cr;
             }
             if (!mb)
                 continue;
@@ -346,7 +347,7 @@ static int judge(finder *f, const comm_view *cv, uint64_t seq)
     if (o)
         for (uint32_t p = 0; p < o->nparts; p++) {
             const cpa_part *pt = &f->mt->parts[o->first_part + p];
-            member *mb = cpa_hg_find_member(cv, call_of(f, pt)->comm_rank, pt->rank_idx);
+            member *mb = cpa_hg_find_member(cv, comm_rank_of(f, pt), pt->rank_idx);
             if (mb)
                 f->flag[mb - cv->mem] |= F_CALLED;
         }
@@ -369,7 +370,7 @@ static int judge(finder *f, const comm_view *cv, uint64_t seq)
     for (uint32_t p = 0; o && p < o->nparts; p++) {
         const cpa_part *pt = &f->mt->parts[o->first_part + p];
         const cpa_call *c = call_of(f, pt);
-        member *mb = cpa_hg_find_member(cv, c->comm_rank, pt->rank_idx);
+        member *mb = cpa_hg_find_member(cv, comm_rank_of(f, pt), pt->rank_idx);
         if (mb && (c->nccl & CPA_NCCL_NOT_STARTED) && !c->done)
             f->flag[mb - cv->mem] |= F_NOT_STARTED;
     }
@@ -383,7 +384,7 @@ static int judge(finder *f, const comm_view *cv, uint64_t seq)
         if (!r->abort_ns || r->abort_ns < c->enter_ns)
             continue;
         aborted = 1;
-        member *mb = cpa_hg_find_member(cv, c->comm_rank, pt->rank_idx);
+        member *mb = cpa_hg_find_member(cv, comm_rank_of(f, pt), pt->rank_idx);
         if (mb && c->gpu_timed && c->gpu_start_ns + 1000000 >= r->abort_ns)
             f->flag[mb - cv->mem] |= F_NOT_STARTED;
     }
@@ -467,7 +468,7 @@ static int judge(finder *f, const comm_view *cv, uint64_t seq)
         verdict = CPA_HANG_RANK_EXITED;
         char what[128];
         const cpa_rank *r = &f->m->ranks[cv->mem[first_killed].rank_idx];
-        cpa_hg_describe_call(what, sizeof what, &r->calls[r->ncalls - 1]);
+        cpa_hg_describe_call(what, sizeof what, r, &r->calls[r->ncalls - 1]);
         snprintf(last, sizeof last, "rank %d's trace ends without a clean exit (killed) in %s "
                  "seq %" PRIu64 "; its last call: %s", (int)r->rank, cp_op_name(op), seq, what);
     } else {

@@ -79,6 +79,12 @@ static inline const cpa_call *call_of(const finder *f, const cpa_part *p)
     return &f->m->ranks[p->rank_idx].calls[p->call_idx];
 }
 
+/* The rank the part's call has in its communicator (-1 unknown). */
+static inline int32_t comm_rank_of(const finder *f, const cpa_part *p)
+{
+    return cpa_call_comm_rank(&f->m->ranks[p->rank_idx], call_of(f, p));
+}
+
 static inline int unclean_end(const cpa_rank *r)
 {
     return !r->ended || r->end_signal != 0;
@@ -102,8 +108,8 @@ size_t cpa_hg_seen_lower(const comm_view *cv, uint64_t seq);
 
 /* ---- hang_row.c ---- */
 
-/* One line on call c: op, peer or seq, comm, and whether it finished. */
-void cpa_hg_describe_call(char *buf, size_t len, const cpa_call *c);
+/* One line on call c of rank r: op, peer or seq, comm, and whether it finished. */
+void cpa_hg_describe_call(char *buf, size_t len, const cpa_rank *r, const cpa_call *c);
 /* What a rank that never called the operation did last. */
 void cpa_hg_say_last_call(char *out, size_t len, const cpa_rank *r);
 /* What the GPU of a rank that called the operation but never started it finished last. */

@@ -15,13 +15,14 @@ static int cmp_i32(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
-void cpa_hg_describe_call(char *buf, size_t len, const cpa_call *c)
+void cpa_hg_describe_call(char *buf, size_t len, const cpa_rank *r, const cpa_call *c)
 {
+    uint64_t comm_id = cpa_call_comm_id(r, c);
     if (cpa_call_refused(c)) { /* no seq: NCCL enqueued nothing */
         char what[64];
         cpa_call_args(what, sizeof what, c);
         snprintf(buf, len, "%s on comm %016" PRIx64 ", which NCCL refused (%s)", what,
-                 c->comm_id, cp_nccl_result_id((ncclResult_t)c->result));
+                 comm_id, cp_nccl_result_id((ncclResult_t)c->result));
         return;
     }
     const char *state = c->done                     ? "finished"
@@ -30,10 +31,10 @@ void cpa_hg_describe_call(char *buf, size_t len, const cpa_call *c)
     if (cp_op_is_p2p(c->op))
         snprintf(buf, len, "%s %s comm rank %d (seq %" PRIu64 ") on comm %016" PRIx64 ", %s",
                  cp_op_name(c->op), c->op == CP_OP_SEND ? "to" : "from", (int)c->peer, c->seq,
-                 c->comm_id, state);
+                 comm_id, state);
     else
         snprintf(buf, len, "%s seq %" PRIu64 " on comm %016" PRIx64 ", %s", cp_op_name(c->op),
-                 c->seq, c->comm_id, state);
+                 c->seq, comm_id, state);
 }
 
 static void describe_end(char *buf, size_t len, const cpa_rank *r)
@@ -56,7 +57,7 @@ void cpa_hg_say_last_call(char *out, size_t len, const cpa_rank *r)
         snprintf(out, len, "rank %d made no NCCL call on record%s", (int)r->rank, end);
         return;
     }
-    cpa_hg_describe_call(what, sizeof what, &r->calls[r->ncalls - 1]);
+    cpa_hg_describe_call(what, sizeof what, r, &r->calls[r->ncalls - 1]);
     snprintf(out, len, "rank %d last called %s%s", (int)r->rank, what, end);
 }
 
@@ -69,7 +70,7 @@ void cpa_hg_say_last_finished(char *out, size_t len, const cpa_rank *r, const cp
     size_t at = (size_t)(hung - r->calls);
     for (size_t i = at; i-- > 0;)
         if (r->calls[i].done) {
-            cpa_hg_describe_call(what, sizeof what, &r->calls[i]);
+            cpa_hg_describe_call(what, sizeof what, r, &r->calls[i]);
             break;
         }
     snprintf(out, len, "rank %d's GPU never started %s seq %" PRIu64 "; the last operation it "

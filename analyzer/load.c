@@ -343,18 +343,10 @@ static int on_call(void *ctx, const cp_rec_call *c)
         return 1;
     }
     cpa_call *k = &r->calls[idx];
-    const uint32_t at = c->comm_index < DIRECT_COMMS ? x->comm_at[c->comm_index] : 0;
-    if (at) {
-        const cpa_comm *cm = &r->comms[at - 1];
-        k->comm_id = cm->comm_id;
-        k->nranks = cm->nranks;
-        k->comm_rank = cm->rank;
-    } else {
-        k->comm_id = 0;
-        k->nranks = -1;
-        k->comm_rank = -1;
+    /* its communicator is looked up when read (cpa_call_comm); one not seen yet, or past the
+     * direct table, is counted after the walk if it never comes */
+    if (!(c->comm_index < DIRECT_COMMS && x->comm_at[c->comm_index]))
         x->resolve_again = 1;
-    }
     k->seq = c->seq;
     k->count = c->count;
     k->enter_ns = c->enter_ns;
@@ -494,22 +486,10 @@ static int cmp_comm(const void *a, const void *b)
     return x->comm_id < y->comm_id ? -1 : x->comm_id > y->comm_id;
 }
 
-static const cpa_comm *comm_of(const cpa_rank *r, uint32_t index)
-{
-    size_t lo = 0, hi = r->ncomms;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (r->comms[mid].index < index)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < r->ncomms && r->comms[lo].index == index ? &r->comms[lo] : NULL;
-}
-
-/* Gives each call its communicator's identity, again, when the walk could not: a call came
- * before its COMM record (the shim's order, not the format's promise), or named an index
- * that two COMM records claim (the first after sorting is kept) or one past DIRECT_COMMS. */
+/* Sorts the COMM records by index (cpa_call_comm looks them up), warns of an index two of
+ * them claim (the first after sorting is the one kept) and, when the walk could not tell
+ * (a call came before its COMM record, the shim's order and not the format's promise, or
+ * named an index past DIRECT_COMMS), counts the calls that name none. */
 static void resolve_comms(cpa_model *m, cpa_rank *r, const uint32_t *hang_comm_index,
                           int again)
 {
@@ -525,22 +505,16 @@ static void resolve_comms(cpa_model *m, cpa_rank *r, const uint32_t *hang_comm_i
     uint64_t orphans = 0;
     const cpa_comm *last = NULL;
     for (size_t i = 0; again && i < r->ncalls; i++) {
-        cpa_call *c = &r->calls[i];
+        const cpa_call *c = &r->calls[i];
         if (!last || last->index != c->comm_index)
-            last = comm_of(r, c->comm_index);
-        if (!last) {
-            orphans++;
-            continue;
-        }
-        c->comm_id = last->comm_id;
-        c->nranks = last->nranks;
-        c->comm_rank = last->rank;
+            last = cpa_comm_of(r, c->comm_index);
+        orphans += !last;
     }
     if (orphans)
         cpa_model_warn(m, "'%s': %" PRIu64 " calls name no known communicator; not matched",
                        r->path, orphans);
     for (size_t i = 0; i < r->nhangs; i++) {
-        const cpa_comm *k = comm_of(r, hang_comm_index[i]);
+        const cpa_comm *k = cpa_comm_of(r, hang_comm_index[i]);
         r->hangs[i].comm_id = k ? k->comm_id : 0;
     }
 }

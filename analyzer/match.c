@@ -86,8 +86,9 @@ static cpa_part part_of(const cpa_model *m, const mkey *k)
 /* A collective's op from its first part (the lowest rank's). */
 static void collective_op(const cpa_model *m, cpa_op *o, const cpa_part *first)
 {
-    const cpa_call *c = &m->ranks[first->rank_idx].calls[first->call_idx];
-    o->nranks = c->nranks;
+    const cpa_rank *r = &m->ranks[first->rank_idx];
+    const cpa_call *c = &r->calls[first->call_idx];
+    o->nranks = cpa_call_nranks(r, c);
     o->op = c->op;
     o->sender = -1;
     o->receiver = -1;
@@ -117,8 +118,8 @@ static int group(const cpa_model *m, const mkey *keys, size_t n, int p2p, cpa_ma
             recvs += keys[k].op == CP_OP_RECV;
         }
         if (p2p) {
-            const cpa_call *first = &m->ranks[keys[i].rank_idx].calls[keys[i].call_idx];
-            o->nranks = first->nranks;
+            const cpa_rank *r = &m->ranks[keys[i].rank_idx];
+            o->nranks = cpa_call_nranks(r, &r->calls[keys[i].call_idx]);
             o->op = CP_OP_SEND;
             o->sender = keys[i].a;
             o->receiver = keys[i].b;
@@ -131,16 +132,17 @@ static int group(const cpa_model *m, const mkey *keys, size_t n, int p2p, cpa_ma
     return 0;
 }
 
-/* What a call is to the matcher; the same test in every pass over the calls. */
+/* What a call is to the matcher, k its communicator (cpa_call_comm); the same test in every
+ * pass over the calls. */
 enum { CALL_UNMATCHABLE, CALL_COLLECTIVE, CALL_P2P };
 
-static inline int call_kind(const cpa_call *c)
+static inline int call_kind(const cpa_call *c, const cpa_comm *k)
 {
-    if (!c->comm_id || c->seq == CPA_SEQ_NONE)
+    if (!k || !k->comm_id || c->seq == CPA_SEQ_NONE)
         return CALL_UNMATCHABLE;
     if (c->op != CP_OP_SEND && c->op != CP_OP_RECV)
         return CALL_COLLECTIVE;
-    return c->comm_rank < 0 || c->peer < 0 ? CALL_UNMATCHABLE : CALL_P2P;
+    return k->rank < 0 || c->peer < 0 ? CALL_UNMATCHABLE : CALL_P2P;
 }
 
 /* ---- collectives by counting ---- */
@@ -255,7 +257,7 @@ static int count_collectives(const cpa_model *m, census *cs, cpa_matched *out)
         const cpa_rank *k = &m->ranks[r];
         for (size_t c = 0; c < k->ncalls; c++) {
             const cpa_call *call = &k->calls[c];
-            if (call_kind(call) != CALL_COLLECTIVE)
+            if (call_kind(call, cpa_call_comm(k, call)) != CALL_COLLECTIVE)
                 continue;
             const comm_range *g = &t->ranges[order[slot[i]]];
             slot[i] = (uint32_t)(g->base + (call->seq - g->first_seq));
@@ -280,14 +282,15 @@ static int count_collectives(const cpa_model *m, census *cs, cpa_matched *out)
         uint32_t *op_of = out->call_op[r];
         for (size_t c = k->ncalls; c-- > 0;) {
             const cpa_call *call = &k->calls[c];
-            if (call_kind(call) != CALL_COLLECTIVE) {
+            const cpa_comm *cm = cpa_call_comm(k, call);
+            if (call_kind(call, cm) != CALL_COLLECTIVE) {
                 op_of[c] = CPA_NO_OP; /* a send/recv's is written with its pair's */
                 continue;
             }
             uint32_t at = --start[slot[--i]];
             op_of[c] = slot_op[slot[i]];
             out->parts[at] = part_of_call((uint32_t)r, (uint32_t)c, call);
-            a[at] = call->comm_rank;
+            a[at] = cm->rank;
         }
     }
     size_t nops = 0;
@@ -347,7 +350,8 @@ static int take_census(const cpa_model *m, census *cs, uint64_t *unmatchable)
         uint32_t last = UINT32_MAX;
         for (size_t c = 0; c < k->ncalls; c++) {
             const cpa_call *call = &k->calls[c];
-            int kind = call_kind(call);
+            const cpa_comm *cm = cpa_call_comm(k, call);
+            int kind = call_kind(call, cm);
             if (kind == CALL_UNMATCHABLE) {
                 (*unmatchable)++;
                 continue;
@@ -356,9 +360,9 @@ static int take_census(const cpa_model *m, census *cs, uint64_t *unmatchable)
                 cs->np++;
                 continue;
             }
-            if (call->comm_id != last_id || last == UINT32_MAX) {
-                last = comm_find(&cs->t, call->comm_id);
-                last_id = call->comm_id;
+            if (cm->comm_id != last_id || last == UINT32_MAX) {
+                last = comm_find(&cs->t, cm->comm_id);
+                last_id = cm->comm_id;
                 if (last == UINT32_MAX) { /* cannot be; were it so, sort */
                     cs->sparse = 1;
                     last = 0;
@@ -435,17 +439,18 @@ int cpa_match(const cpa_model *m, cpa_matched *out, char *err, size_t errlen)
         const cpa_rank *k = &m->ranks[r];
         for (size_t i = 0; i < k->ncalls; i++) {
             const cpa_call *c = &k->calls[i];
-            int kind = call_kind(c);
+            const cpa_comm *cm = cpa_call_comm(k, c);
+            int kind = call_kind(c, cm);
             if (kind == CALL_UNMATCHABLE || (kind == CALL_COLLECTIVE && !counted))
                 continue;
-            mkey key = {.comm_id = c->comm_id, .seq = c->seq, .rank_idx = (uint32_t)r,
+            mkey key = {.comm_id = cm->comm_id, .seq = c->seq, .rank_idx = (uint32_t)r,
                         .call_idx = (uint32_t)i, .op = c->op};
             if (kind == CALL_P2P) {
-                key.a = c->op == CP_OP_SEND ? c->comm_rank : c->peer;
-                key.b = c->op == CP_OP_SEND ? c->peer : c->comm_rank;
+                key.a = c->op == CP_OP_SEND ? cm->rank : c->peer;
+                key.b = c->op == CP_OP_SEND ? c->peer : cm->rank;
                 keys[nk - 1 - kp++] = key;
             } else {
-                key.a = c->comm_rank;
+                key.a = cm->rank;
                 keys[kc++] = key;
             }
         }

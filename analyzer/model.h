@@ -59,18 +59,15 @@ static inline uint64_t cpa_sat_add(uint64_t a, uint64_t b)
 #define CPA_SEQ_NONE UINT64_MAX  /* the shim's "no sequence" (a failed call) */
 
 typedef struct cpa_call {
-    uint64_t comm_id;      /* 0 when this file has no COMM record for comm_index */
     uint64_t seq;          /* per comm for collectives, per (comm, peer, direction) for p2p */
     uint64_t count;        /* elements */
     uint64_t enter_ns;     /* host CLOCK_MONOTONIC of this process */
     uint64_t gpu_start_ns; /* 0 unless gpu_timed */
     uint64_t gpu_end_ns;
-    uint32_t comm_index;
+    uint32_t comm_index;   /* the file's: its communicator is cpa_call_comm's */
     uint32_t host_ns;      /* host time inside the call */
     uint32_t site_index;   /* into the rank's sites; UINT32_MAX unknown */
     int32_t peer;          /* root of rooted collectives, peer of send/recv, -1 none */
-    int32_t nranks;        /* the communicator's, -1 unknown */
-    int32_t comm_rank;     /* this rank in the communicator, -1 unknown */
     uint16_t stream;       /* into the rank's streams (first seen first) */
     uint16_t thread;       /* the shim's small per-process thread number */
     uint8_t op;            /* enum cp_op: a collective or CP_OP_SEND / CP_OP_RECV */
@@ -89,8 +86,10 @@ typedef struct cpa_call {
 } cpa_call;
 
 /* bench_analyzer measures the model's memory per call: what NCCL's plugin adds goes into
- * the padding, not into every call of every trace. */
-_Static_assert(sizeof(cpa_call) == 88, "cpa_call grew: the model's memory per call is 88 bytes");
+ * the padding, not into every call of every trace; the communicator's id, size and this
+ * rank in it are its COMM record's, looked up (cpa_call_comm), not copied into every call
+ * (16 bytes of 88: 164 MB of a 1024-rank job's model). */
+_Static_assert(sizeof(cpa_call) == 72, "cpa_call grew: the model's memory per call is 72 bytes");
 
 enum {
     CPA_NCCL_SEEN = 1,        /* an NCCL_OP record was matched to this call */
@@ -226,6 +225,44 @@ static inline uint64_t cpa_call_nccl_seq(const cpa_rank *r, const cpa_call *c)
 {
     size_t i = (size_t)(c - r->calls);
     return i < r->nnccl_seqs ? r->nccl_seqs[i] : CPA_SEQ_NONE;
+}
+
+/* The COMM record of r that comm_index names, or NULL. r->comms is sorted by index after
+ * load; of two records claiming one index, the one sorting first (the lower id), as the
+ * loader warns. */
+static inline const cpa_comm *cpa_comm_of(const cpa_rank *r, uint32_t index)
+{
+    size_t lo = 0, hi = r->ncomms;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->comms[mid].index < index)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < r->ncomms && r->comms[lo].index == index ? &r->comms[lo] : NULL;
+}
+
+/* A call's communicator, NULL when its file has no COMM record for it; and from it the
+ * communicator's id (0 unknown), its size and this rank in it (-1 unknown). */
+static inline const cpa_comm *cpa_call_comm(const cpa_rank *r, const cpa_call *c)
+{
+    return cpa_comm_of(r, c->comm_index);
+}
+static inline uint64_t cpa_call_comm_id(const cpa_rank *r, const cpa_call *c)
+{
+    const cpa_comm *k = cpa_call_comm(r, c);
+    return k ? k->comm_id : 0;
+}
+static inline int32_t cpa_call_nranks(const cpa_rank *r, const cpa_call *c)
+{
+    const cpa_comm *k = cpa_call_comm(r, c);
+    return k ? k->nranks : -1;
+}
+static inline int32_t cpa_call_comm_rank(const cpa_rank *r, const cpa_call *c)
+{
+    const cpa_comm *k = cpa_call_comm(r, c);
+    return k ? k->rank : -1;
 }
 
 /* The call site of a call as one line, or NULL when the file did not say. */

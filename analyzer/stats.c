@@ -249,7 +249,8 @@ static int rank_shares(const cpa_rank *rk, float **out)
         share[i] = 1.0f;
         if (!((c->flags & CP_CALL_IN_GROUP) && c->gpu_timed))
             continue;
-        int nr = c->nranks > 0 ? c->nranks : 1;
+        int32_t cn = cpa_call_nranks(rk, c);
+        int nr = cn > 0 ? cn : 1;
         uint64_t bytes = cpa_op_bytes(c->op, c->count, c->dtype, nr);
         /* A member of no size (left out of the rows) takes no share from the others. */
         g[n++] = (grouped){.start = c->gpu_start_ns, .end = c->gpu_end_ns, .stream = c->stream,

@@ -220,10 +220,10 @@ static int build_rows(const cpa_model *m, const cpa_matched *mt, acc *a, cpa_str
         for (int k = CPA_CAUSE_HOST; k < CPA_CAUSES; k++)
             if ((double)a[i].by_cause[k] >= CPA_CAUSE_MIN_SHARE * (double)a[i].late)
                 s2->cause = k;
-        if (a[i].held) {
+        if (a[i].held) { /* a call of rank i's own (late_cause) */
             s2->held_op = a[i].held->op;
-            s2->held_nranks = a[i].held->nranks;
-            s2->held_comm_id = a[i].held->comm_id;
+            s2->held_nranks = cpa_call_nranks(&m->ranks[i], a[i].held);
+            s2->held_comm_id = cpa_call_comm_id(&m->ranks[i], a[i].held);
         }
         size_t nl = a[i].late ? a[i].late : 1;
         if (!(vals[a[i].row] = malloc(nl * sizeof **vals)) ||

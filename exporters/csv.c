@@ -61,7 +61,7 @@ static void row(FILE *out, const cpa_analysis *a, size_t ri, size_t ci)
     const cpa_rank *r = &a->model->ranks[ri];
     const cpa_call *c = &r->calls[ci];
     char comm[17];
-    cpr_fmt_comm(comm, c->comm_id);
+    cpr_fmt_comm(comm, cpa_call_comm_id(r, c));
 
     fprintf(out, "%d,", (int)r->rank);
     field(out, r->hostname);

@@ -457,9 +457,10 @@ static void call_events(pw *p, size_t ri, size_t ci)
     pf_event *e = event_init(&ev, 'X', cp_op_name(c->op), cp_op_is_p2p(c->op) ? "p2p" : "collective",
                              ri, p->pid[ri], call_tid(p, ri, c), ts, te > ts ? te - ts : 0);
     arg_str(e, "op", cp_op_name(c->op));
-    if (p->comm_id != c->comm_id || !p->comm[0]) {
-        cpr_fmt_comm(p->comm, c->comm_id);
-        p->comm_id = c->comm_id;
+    uint64_t comm_id = cpa_call_comm_id(r, c);
+    if (p->comm_id != comm_id || !p->comm[0]) {
+        cpr_fmt_comm(p->comm, comm_id);
+        p->comm_id = comm_id;
     }
     arg_str(e, "comm", p->comm);
     if (c->seq != CPA_SEQ_NONE) /* a call NCCL refused has none */
@@ -572,17 +573,18 @@ static void mismatch_instants(pw *p, size_t ri, const cpa_call *c, int64_t ts)
     const cpa_mismatches *x = &a->mismatches;
     if (!p->nmm || cp_op_is_p2p(c->op) || c->seq == CPA_SEQ_NONE)
         return;
+    uint64_t comm_id = cpa_call_comm_id(&a->model->ranks[ri], c);
     size_t lo = 0, hi = p->nmm; /* the first key at or after (comm, seq) */
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         const struct pw_mm *k = &p->mm[mid];
-        if (k->comm_id < c->comm_id || (k->comm_id == c->comm_id && k->seq < c->seq))
+        if (k->comm_id < comm_id || (k->comm_id == comm_id && k->seq < c->seq))
             lo = mid + 1;
         else
             hi = mid;
     }
     int32_t rank = a->model->ranks[ri].rank;
-    for (size_t i = lo; i < p->nmm && p->mm[i].comm_id == c->comm_id && p->mm[i].seq == c->seq;
+    for (size_t i = lo; i < p->nmm && p->mm[i].comm_id == comm_id && p->mm[i].seq == c->seq;
          i++) {
         const cpa_mismatch *mm = &x->rows[p->mm[i].row];
         if (mm->field == CPA_FIELD_PEER)

@@ -178,9 +178,9 @@ static void test_load_job(void **state)
         assert_int_equal(k->walk_stop, CP_WALK_END);
         for (size_t i = 0; i < k->ncalls; i++) {
             const cpa_call *c = &k->calls[i];
-            assert_int_equal(c->comm_id, COMM_ID);
-            assert_int_equal(c->nranks, NRANKS);
-            assert_int_equal(c->comm_rank, r);
+            assert_int_equal(cpa_call_comm_id(k, c), COMM_ID);
+            assert_int_equal(cpa_call_nranks(k, c), NRANKS);
+            assert_int_equal(cpa_call_comm_rank(k, c), r);
             assert_true(c->done && c->gpu_timed);
         }
         const cpa_call *c = &k->calls[7];

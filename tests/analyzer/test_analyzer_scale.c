@@ -264,7 +264,7 @@ static uint64_t model_digest(const cpa_model *m)
         MIX(&d, r->ncalls);
         for (size_t k = 0; k < r->ncalls; k++) {
             const cpa_call *c = &r->calls[k];
-            MIX(&d, c->comm_id);
+            MIX(&d, cpa_call_comm_id(r, c));
             MIX(&d, c->seq);
             MIX(&d, c->count);
             MIX(&d, c->enter_ns);
@@ -274,8 +274,8 @@ static uint64_t model_digest(const cpa_model *m)
             MIX(&d, c->host_ns);
             MIX(&d, c->site_index);
             MIX(&d, c->peer);
-            MIX(&d, c->nranks);
-            MIX(&d, c->comm_rank);
+            MIX(&d, cpa_call_nranks(r, c));
+            MIX(&d, cpa_call_comm_rank(r, c));
             MIX(&d, c->stream);
             MIX(&d, c->thread);
             MIX(&d, c->op);
@@ -348,6 +348,24 @@ static void test_threads_load_the_same_model(void **state)
     assert_true(has_warning(one, "name two communicators"));            /* file 9 */
     assert_true(has_warning(one, "lost 3 records"));                    /* file 12 */
     assert_true(has_warning(one, "both say rank 13"));                  /* files 14, 15 */
+    /* A call's communicator is looked up (cpa_call_comm): file 9's index 1 is the record that
+     * sorts first (the lower id), file 7's the one its file names only after a call on it. */
+    size_t looked_up[2] = {0, 0};
+    for (size_t i = 0; i < one->nranks; i++) {
+        const cpa_rank *r = &one->ranks[i];
+        int f9 = strstr(r->path, "r09") != NULL, f7 = strstr(r->path, "r07") != NULL;
+        for (size_t k = 0; (f9 || f7) && k < r->ncalls; k++) {
+            const cpa_call *c = &r->calls[k];
+            if (c->comm_index != 1)
+                continue;
+            assert_int_equal(cpa_call_comm_id(r, c), f9 ? HALF + 1 : HALF);
+            assert_int_equal(cpa_call_comm_rank(r, c), f9 ? 6 : 0);
+            assert_int_equal(cpa_call_nranks(r, c), 8);
+            looked_up[f9]++;
+        }
+    }
+    assert_int_equal(looked_up[0], 50);
+    assert_int_equal(looked_up[1], 50);
     /* Every DONE found its call, however far behind it came (up to 4 calls here). */
     for (size_t i = 0; i < one->nranks; i++) {
         const cpa_rank *r = &one->ranks[i];
@@ -424,10 +442,12 @@ static void test_match_parts_by_comm_rank(void **state)
         uint32_t prev_idx = 0;
         for (uint32_t k = 0; k < o->nparts; k++) {
             const cpa_part *p = &mt.parts[o->first_part + k];
-            const cpa_call *c = &m->ranks[p->rank_idx].calls[p->call_idx];
-            assert_true(c->comm_rank > prev || (c->comm_rank == prev && p->rank_idx > prev_idx));
+            const cpa_rank *pr = &m->ranks[p->rank_idx];
+            const cpa_call *c = &pr->calls[p->call_idx];
+            int32_t cr = cpa_call_comm_rank(pr, c);
+            assert_true(cr > prev || (cr == prev && p->rank_idx > prev_idx));
             assert_int_equal(c->seq, o->seq);
-            prev = c->comm_rank;
+            prev = cr;
             prev_idx = p->rank_idx;
         }
     }
