@@ -139,6 +139,9 @@ typedef struct cpa_rank {
     uint64_t end_ns;
     cpa_comm *comms;       /* sorted by index after load */
     size_t ncomms;
+    uint32_t *comm_at;     /* by comm index below ncomm_at: 1 + the position in comms of the
+                              one cpa_comm_of gives, 0 none (NULL: search) */
+    size_t ncomm_at;
     cpa_call *calls;       /* in file order */
     size_t ncalls;
     uint64_t *nccl_seqs;   /* NCCL's seqNumber by call index, up to the last call an NCCL_OP
@@ -232,6 +235,8 @@ static inline uint64_t cpa_call_nccl_seq(const cpa_rank *r, const cpa_call *c)
  * loader warns. */
 static inline const cpa_comm *cpa_comm_of(const cpa_rank *r, uint32_t index)
 {
+    if (index < r->ncomm_at) /* the loader's table of the indices a file uses, most of them */
+        return r->comm_at[index] ? &r->comms[r->comm_at[index] - 1] : NULL;
     size_t lo = 0, hi = r->ncomms;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
