@@ -77,6 +77,13 @@ static pf_arg *arg(pf_event *e, const char *key, size_t keylen, uint8_t kind)
  * and they need no escaping, so the JSON writer copies them as they are. */
 #define KEY(k) ("" k ""), sizeof(k) - 1
 #define arg_str(e, k, v) (arg((e), KEY(k), PA_STR)->s = (v))
+/* ... a string of the program's own tables or a literal, never freed or rewritten */
+#define arg_name(e, k, v)                                                                      \
+    do {                                                                                       \
+        pf_arg *a_ = arg((e), KEY(k), PA_STR);                                                 \
+        a_->s = (v);                                                                           \
+        a_->s_static = 1;                                                                      \
+    } while (0)
 #define arg_u64(e, k, v) (arg((e), KEY(k), PA_U64)->u = (v))
 #define arg_i64(e, k, v) (arg((e), KEY(k), PA_I64)->i = (v))
 #define arg_us(e, k, v) (arg((e), KEY(k), PA_US)->i = (v))
@@ -456,7 +463,7 @@ static void call_events(pw *p, size_t ri, size_t ci)
     pf_event ev;
     pf_event *e = event_init(&ev, 'X', cp_op_name(c->op), cp_op_is_p2p(c->op) ? "p2p" : "collective",
                              ri, p->pid[ri], call_tid(p, ri, c), ts, te > ts ? te - ts : 0);
-    arg_str(e, "op", cp_op_name(c->op));
+    arg_name(e, "op", cp_op_name(c->op));
     uint64_t comm_id = cpa_call_comm_id(r, c);
     if (p->comm_id != comm_id || !p->comm[0]) {
         cpr_fmt_comm(p->comm, comm_id);
@@ -466,22 +473,22 @@ static void call_events(pw *p, size_t ri, size_t ci)
     if (c->seq != CPA_SEQ_NONE) /* a call NCCL refused has none */
         arg_u64(e, "seq", c->seq);
     arg_u64(e, "count", c->count);
-    arg_str(e, "dtype", cp_dtype_name(c->dtype));
+    arg_name(e, "dtype", cp_dtype_name(c->dtype));
     uint64_t bytes = cpa_elem_bytes(c->count, c->dtype);
     if (bytes != UINT64_MAX) /* a size that does not fit 64 bits is no size at all */
         arg_u64(e, "bytes", bytes);
     if (c->redop != CP_REDOP_NONE)
-        arg_str(e, "redop", cp_redop_name(c->redop));
+        arg_name(e, "redop", cp_redop_name(c->redop));
     if (is_rooted(c->op))
         arg_i64(e, "root", c->peer);
     else if (cp_op_is_p2p(c->op))
         arg_i64(e, "peer", c->peer);
-    arg_str(e, "timing", c->gpu_timed ? "gpu" : "host");
+    arg_name(e, "timing", c->gpu_timed ? "gpu" : "host");
     if (c->nccl & CPA_NCCL_SEEN) { /* what NCCL's profiler plugin said it ran it with */
         if (c->algo)
-            arg_str(e, "algo", cp_algo_name(c->algo));
+            arg_name(e, "algo", cp_algo_name(c->algo));
         if (c->proto)
-            arg_str(e, "proto", cp_proto_name(c->proto));
+            arg_name(e, "proto", cp_proto_name(c->proto));
         arg_i64(e, "channels", c->nchannels);
         uint64_t nseq = cpa_call_nccl_seq(r, c); /* NCCL's own, per comm and function */
         if (nseq != CPA_SEQ_NONE)

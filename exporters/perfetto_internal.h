@@ -24,6 +24,8 @@ typedef struct pf_arg {
     const char *key;
     uint8_t keylen;      /* strlen(key): keys are literals, written as they are */
     uint8_t kind;
+    uint8_t s_static;    /* PA_STR: s lives as long as the program (a name table's): the
+                            protobuf writer may intern it by address */
     const char *s;
     uint64_t u;
     int64_t i;

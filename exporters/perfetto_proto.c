@@ -365,7 +365,9 @@ ppw *cpx_ppw_new(FILE *out)
 /* Strings that repeat across events are interned; these are one call's own. */
 static int repeats(const pf_arg *a)
 {
-    return strcmp(a->key, "kernels_before") != 0 && strcmp(a->key, "last") != 0;
+#define IS_KEY(a, lit) ((a)->keylen == sizeof(lit) - 1 && !memcmp((a)->key, lit, sizeof(lit) - 1))
+    return !IS_KEY(a, "kernels_before") && !IS_KEY(a, "last");
+#undef IS_KEY
 }
 
 static void annotation(ppw *w, const pf_arg *a)
@@ -376,7 +378,9 @@ static void annotation(ppw *w, const pf_arg *a)
     char us[32];
     switch (a->kind) {
     case PA_STR:
-        if (repeats(a))
+        if (a->s_static)
+            put_uint(w, e, DA_STRING_IID, intern_static(w, IK_STRING_VALUE, a->s));
+        else if (repeats(a))
             put_uint(w, e, DA_STRING_IID, intern_text(w, IK_STRING_VALUE, a->s));
         else
             put_string(w, e, DA_STRING, a->s);
