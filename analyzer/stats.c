@@ -99,8 +99,8 @@ static int cmp_sample(const void *x, const void *y)
     return (p->time_ns > q->time_ns) - (p->time_ns < q->time_ns);
 }
 
-/* Row keys seen, each with its samples' count: an open-addressing table of indices into
- * the samples (a key's first sample stands for it). */
+/* Row keys seen: an open-addressing table of indices into the samples (a key's first
+ * sample stands for it). */
 typedef struct keyset {
     uint32_t *slot;      /* sample index + 1, 0 empty */
     size_t mask;
