@@ -402,6 +402,50 @@ static void test_match_job(void **state)
     free(dir);
 }
 
+/* A comm index past the loader's direct table (64) is found by searching the rank's
+ * records: its calls still have their communicator and match. */
+static void test_comm_index_past_the_table(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    for (int r = 0; r < 2; r++) {
+        cp_trace_writer *w = open_rank(dir, r, r, "node-a", 0);
+        put_comm(w, 100, COMM_ID, 2, r);
+        put_comm(w, 3, COMM_ID + 1, 2, 1 - r);
+        for (int i = 0; i < 3; i++) {
+            cp_rec_call c = {.h = {CP_REC_CALL, sizeof c}, .op = CP_OP_ALLREDUCE, .dtype = F32,
+                             .redop = 0, .comm_index = i == 1 ? 3 : 100,
+                             .site_index = UINT32_MAX, .seq = (uint64_t)(i == 2), .count = 8,
+                             .stream = 1, .enter_ns = BASE_NS + (uint64_t)i * 100, .host_ns = 10,
+                             .peer = -1};
+            assert_int_equal(cp_trace_writer_append(w, &c), 0);
+        }
+        assert_int_equal(cp_trace_writer_close(w), 0);
+    }
+    cpa_model *m = load_or_fail(dir);
+    for (size_t ri = 0; ri < m->nranks; ri++) {
+        const cpa_rank *k = &m->ranks[ri];
+        assert_int_equal(cpa_call_comm_id(k, &k->calls[0]), COMM_ID);
+        assert_int_equal(cpa_call_comm_rank(k, &k->calls[0]), k->rank);
+        assert_int_equal(cpa_call_comm_id(k, &k->calls[1]), COMM_ID + 1);
+        assert_int_equal(cpa_call_comm_rank(k, &k->calls[1]), 1 - k->rank);
+        assert_int_equal(cpa_call_nranks(k, &k->calls[2]), 2);
+    }
+    cpa_matched mt;
+    char err[256];
+    assert_int_equal(cpa_match(m, &mt, err, sizeof err), 0);
+    assert_index_consistent(m, &mt);
+    assert_int_equal(mt.nops, 3);
+    for (size_t i = 0; i < mt.nops; i++) {
+        assert_int_equal(mt.ops[i].nparts, 2);
+        assert_true(mt.ops[i].complete);
+    }
+    cpa_matched_free(&mt);
+    cpa_model_free(m);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 /* Sequence numbers too sparse to count by (a hostile file) take the sorting path: the same
  * operations, and call_op written for them all. */
 static void test_match_sparse_sequences(void **state)
@@ -1064,6 +1108,7 @@ int main(void)
         cmocka_unit_test(test_sorts_and_selection),
         cmocka_unit_test(test_match_job),
         cmocka_unit_test(test_match_sparse_sequences),
+        cmocka_unit_test(test_comm_index_past_the_table),
         cmocka_unit_test(test_match_partial_and_p2p),
         cmocka_unit_test(test_stats_job),
         cmocka_unit_test(test_stats_percentiles),
