@@ -232,37 +232,16 @@ int cpa_sort_doubles(double *v, size_t n)
         }
         return 0;
     }
-    uint64_t *src = n < UINT32_MAX ? malloc(2 * n * sizeof *src) : NULL;
-    if (!src) {
+    cpa_kv *kv = malloc(2 * n * sizeof *kv);
+    if (!kv) {
         qsort(v, n, sizeof *v, cmp_double);
         return 0;
     }
-    uint64_t *dst = src + n, *keys = src;
-    uint32_t count[8][256];
-    memset(count, 0, sizeof count);
-    for (size_t i = 0; i < n; i++) {
-        uint64_t k = src[i] = key_of(v[i]);
-        for (unsigned b = 0; b < 8; b++)
-            count[b][(k >> (8 * b)) & 0xff]++;
-    }
-    for (unsigned b = 0; b < 8; b++) {
-        uint32_t *c = count[b];
-        if (c[(src[0] >> (8 * b)) & 0xff] == n)
-            continue; /* every key has this byte */
-        uint32_t sum = 0;
-        for (unsigned d = 0; d < 256; d++) {
-            uint32_t x = c[d];
-            c[d] = sum;
-            sum += x;
-        }
-        for (size_t i = 0; i < n; i++)
-            dst[c[(src[i] >> (8 * b)) & 0xff]++] = src[i];
-        uint64_t *t = src;
-        src = dst;
-        dst = t;
-    }
     for (size_t i = 0; i < n; i++)
-        v[i] = double_of(src[i]);
-    free(keys);
+        kv[i] = (cpa_kv){key_of(v[i]), 0};
+    cpa_sort_kv(kv, kv + n, n);
+    for (size_t i = 0; i < n; i++)
+        v[i] = double_of(kv[i].key);
+    free(kv);
     return 0;
 }

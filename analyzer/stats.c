@@ -275,57 +275,6 @@ static int rank_shares(const cpa_rank *rk, float **out)
     return 0;
 }
 
-/* The op's time: GPU times preferred, and of them the shortest, which is the duration on the
- * rank that arrived last. Every other rank's GPU time also holds its wait for that rank:
- * with the mean, one straggler would halve the busbw of every collective it joins, and the
- * bandwidth question ("do my links deliver?") would get the straggler question's answer.
- * nccl-tests averages over ranks that a barrier has just lined up, which is the same thing.
- * Host times (no GPU) are the mean. -1 when the op has no time, -2 when an abort ended it. */
-static double op_time_ns(const cpa_model *m, const cpa_matched *mt, const cpa_op *o,
-                         float *const *shares, sample *smp)
-{
-    double gpu = -1, host = 0;
-    unsigned ngpu = 0, nhost = 0;
-    int unfinished = 0;
-    for (uint32_t i = 0; i < o->nparts; i++) {
-        const cpa_part *p = &mt->parts[o->first_part + i];
-        const cpa_call *c = &m->ranks[p->rank_idx].calls[p->call_idx];
-        if (c->nccl & CPA_NCCL_SEEN) {
-            smp->algo = c->algo;
-            smp->proto = c->proto;
-            if (c->nchannels > smp->nchannels)
-                smp->nchannels = c->nchannels;
-        }
-        if (cpa_call_aborted(&m->ranks[p->rank_idx], c))
-            return -2; /* ended by an abort: no duration */
-        if (c->gpu_timed) {
-            /* the DONE says whose times these are: an NCCL_OP may come beside an events
-             * DONE (auto mode times some calls by events while NCCL's plugin runs) */
-            uint8_t src = c->timing == CP_TIMING_CUPTI    ? 3
-                          : c->timing == CP_TIMING_PLUGIN ? 2
-                                                          : 1;
-            if (src > smp->source)
-                smp->source = src;
-            double d = (double)(c->gpu_end_ns - c->gpu_start_ns);
-            if (shares[p->rank_idx])
-                d *= shares[p->rank_idx][p->call_idx];
-            if (gpu < 0 || d < gpu)
-                gpu = d;
-            ngpu++;
-        } else if ((c->flags & CP_CALL_TIMED) && !c->done) {
-            unfinished = 1; /* no time, but a later part may show an abort ended it */
-        } else {
-            host += c->host_ns;
-            nhost++;
-        }
-    }
-    if (unfinished)
-        return -1;
-    if (ngpu)
-        return gpu;
-    return nhost ? host / nhost : -1;
-}
-
 static void free_shares(float **shares, size_t n)
 {
     for (size_t r = 0; shares && r < n; r++)
@@ -394,7 +343,14 @@ static void fill_row(cpa_stat *row, const sample *s, size_t n)
     row->busbw_gbps = t > 0 ? bus / t : 0;
 }
 
-/* op_time_ns of every operation at once, its parts' calls read rank by rank in memory order
+/* The op's time: GPU times preferred, and of them the shortest, which is the duration on the
+ * rank that arrived last. Every other rank's GPU time also holds its wait for that rank:
+ * with the mean, one straggler would halve the busbw of every collective it joins, and the
+ * bandwidth question ("do my links deliver?") would get the straggler question's answer.
+ * nccl-tests averages over ranks that a barrier has just lined up, which is the same thing.
+ * Host times (no GPU) are the mean. -1 when the op has no time, -2 when an abort ended it.
+ *
+ * op_time_ns of every operation at once, its parts' calls read rank by rank in memory order
  * (through call_op) instead of operation by operation across the ranks, a cache miss a
  * part. Everything op_time_ns takes from the parts is a minimum, maximum, sum or flag, the
  * same in any order, except the algorithm and protocol, which the last part NCCL described
@@ -410,50 +366,54 @@ typedef struct opacc {
     uint8_t source, nchannels, algo, proto;
 } opacc;
 
+/* One part's call into its operation's opacc. in_order: the parts come in their order, and
+ * the last one NCCL described gives the algorithm and protocol; else a second that differs
+ * from the first flags the operation (ACC_AGAIN). */
+static void acc_add(opacc *a, const cpa_rank *k, const cpa_call *c, float share, int in_order)
+{
+    if (c->nccl & CPA_NCCL_SEEN) {
+        if (in_order || !(a->state & ACC_SEEN)) {
+            a->state |= ACC_SEEN;
+            a->algo = c->algo;
+            a->proto = c->proto;
+        } else if (a->algo != c->algo || a->proto != c->proto) {
+            a->state |= ACC_AGAIN;
+        }
+        if (c->nchannels > a->nchannels)
+            a->nchannels = c->nchannels;
+    }
+    if (cpa_call_aborted(k, c)) {
+        a->state |= ACC_ABORTED; /* ended by an abort: no duration */
+    } else if (c->gpu_timed) {
+        /* the DONE says whose times these are: an NCCL_OP may come beside an events DONE
+         * (auto mode times some calls by events while NCCL's plugin runs) */
+        uint8_t src = c->timing == CP_TIMING_CUPTI    ? 3
+                      : c->timing == CP_TIMING_PLUGIN ? 2
+                                                      : 1;
+        if (src > a->source)
+            a->source = src;
+        double d = (double)(c->gpu_end_ns - c->gpu_start_ns) * share;
+        if (!(a->state & ACC_GPU) || d < a->gpu)
+            a->gpu = d;
+        a->state |= ACC_GPU;
+    } else if ((c->flags & CP_CALL_TIMED) && !c->done) {
+        a->state |= ACC_UNFINISHED; /* no time, but another part may show an abort ended it */
+    } else {
+        a->host += c->host_ns;
+        a->nhost++;
+    }
+}
+
 static void accumulate(const cpa_model *m, const cpa_matched *mt, float *const *shares,
                        opacc *acc)
 {
     for (size_t r = 0; r < m->nranks; r++) {
         const cpa_rank *k = &m->ranks[r];
         const uint32_t *op_of = mt->call_op[r];
-        for (size_t ci = 0; ci < k->ncalls; ci++) {
-            uint32_t oi = op_of[ci];
-            if (oi >= mt->nops)
-                continue;
-            const cpa_call *c = &k->calls[ci];
-            opacc *a = &acc[oi];
-            if (c->nccl & CPA_NCCL_SEEN) {
-                if (!(a->state & ACC_SEEN)) {
-                    a->state |= ACC_SEEN;
-                    a->algo = c->algo;
-                    a->proto = c->proto;
-                } else if (a->algo != c->algo || a->proto != c->proto) {
-                    a->state |= ACC_AGAIN;
-                }
-                if (c->nchannels > a->nchannels)
-                    a->nchannels = c->nchannels;
-            }
-            if (cpa_call_aborted(k, c)) {
-                a->state |= ACC_ABORTED;
-            } else if (c->gpu_timed) {
-                uint8_t src = c->timing == CP_TIMING_CUPTI    ? 3
-                              : c->timing == CP_TIMING_PLUGIN ? 2
-                                                              : 1;
-                if (src > a->source)
-                    a->source = src;
-                double d = (double)(c->gpu_end_ns - c->gpu_start_ns);
-                if (shares[r])
-                    d *= shares[r][ci];
-                if (!(a->state & ACC_GPU) || d < a->gpu)
-                    a->gpu = d;
-                a->state |= ACC_GPU;
-            } else if ((c->flags & CP_CALL_TIMED) && !c->done) {
-                a->state |= ACC_UNFINISHED;
-            } else {
-                a->host += c->host_ns;
-                a->nhost++;
-            }
-        }
+        for (size_t ci = 0; ci < k->ncalls; ci++)
+            if (op_of[ci] < mt->nops)
+                acc_add(&acc[op_of[ci]], k, &k->calls[ci], shares[r] ? shares[r][ci] : 1.0f,
+                        0);
     }
 }
 
@@ -473,6 +433,20 @@ static double acc_time_ns(const opacc *a, sample *smp)
     if (a->state & ACC_GPU)
         return a->gpu;
     return a->nhost ? (double)a->host / a->nhost : -1;
+}
+
+/* An operation whose parts disagree on NCCL's algorithm or protocol, part by part in order. */
+static double op_time_ns(const cpa_model *m, const cpa_matched *mt, const cpa_op *o,
+                         float *const *shares, sample *smp)
+{
+    opacc a = {0};
+    for (uint32_t i = 0; i < o->nparts; i++) {
+        const cpa_part *p = &mt->parts[o->first_part + i];
+        const float *sh = shares[p->rank_idx];
+        acc_add(&a, &m->ranks[p->rank_idx], &m->ranks[p->rank_idx].calls[p->call_idx],
+                sh ? sh[p->call_idx] : 1.0f, 1);
+    }
+    return acc_time_ns(&a, smp);
 }
 
 int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_rows kind, cpa_stats *out,
