@@ -153,13 +153,24 @@ static int beside_loaded(struct dl_phdr_info *info, size_t size, void *arg)
     return f->handle != NULL;
 }
 
+/* The INFO line every way of finding libcupti ends with: which file the job now runs. */
+static void *taken(void *h)
+{
+    struct link_map *lm = NULL;
+    if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && lm->l_name[0])
+        cp_info("CUPTI: %s", lm->l_name);
+    else
+        cp_info("CUPTI: a libcupti the loader found");
+    return h;
+}
+
 static void *find_cupti(void)
 {
     const char *const *names = g_libnames;
     for (size_t i = 0; i < CP_NLIBNAMES; i++) {
         void *h = dlopen(names[i], RTLD_NOW | RTLD_NOLOAD);
         if (h)
-            return h;
+            return taken(h);
     }
     struct find_ctx f = {NULL};
     dl_iterate_phdr(beside_loaded, &f);
@@ -168,7 +179,7 @@ static void *find_cupti(void)
     for (size_t i = 0; i < CP_NLIBNAMES; i++) {
         void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
         if (h)
-            return h;
+            return taken(h);
     }
     void *h = open_in("/usr/local/cuda", "lib64/");
     return h ? h : open_in("/usr/local/cuda", "extras/CUPTI/lib64/");

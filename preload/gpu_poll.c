@@ -419,6 +419,13 @@ int cp_gpu_oldest_pending(cp_pending_slot *out)
     return 0;
 }
 
+/* Events time calls in events and auto mode, and in cupti mode those of one-rank comms. */
+static int events_in_use(void)
+{
+    int st = atomic_load_explicit(&cp_gpu_state, memory_order_relaxed);
+    return st == CP_GPU_EVENTS || st == CP_GPU_CUPTI;
+}
+
 int cp_gpu_started(const cp_pending_slot *p)
 {
     if (p->pcall) {
@@ -426,7 +433,7 @@ int cp_gpu_started(const cp_pending_slot *p)
         cp_pcall_state(p->pcall, &v);
         return v.ch_started > 0 ? CP_HANG_GPU_STARTED : CP_HANG_GPU_NOT_STARTED;
     }
-    if (!p->recorded || atomic_load_explicit(&cp_gpu_state, memory_order_relaxed) != CP_GPU_EVENTS)
+    if (!p->recorded || p->cupti || !events_in_use())
         return CP_HANG_GPU_UNKNOWN;
     CUresult q = cp_cu.cuEventQuery(cp_ev_start(p->ctx, p->pair));
     if (q == CUDA_SUCCESS)
@@ -439,9 +446,7 @@ static void poll_once(cp_trace_writer *w)
     uint64_t now = cp_mono_ns();
     cp_plugin_tick(now);
     give_back_retired(now);
-    unsigned nctx = atomic_load_explicit(&cp_gpu_state, memory_order_relaxed) == CP_GPU_EVENTS
-                        ? cp_gpu_ctx_count()
-                        : 0;
+    unsigned nctx = events_in_use() ? cp_gpu_ctx_count() : 0;
     for (unsigned i = 0; i < nctx && i < CP_GPU_CTX_MAX; i++) {
         cp_gpu_ctx *c = cp_gpu_ctx_at(i);
         struct ref *r = ref_of(c);

@@ -318,6 +318,17 @@ void cp_gpu_before_cupti(cp_gpu_mark *m, cudaStream_t stream)
     m->flags = CP_CALL_TIMED;
 }
 
+void cp_gpu_before_one_rank(cp_gpu_mark *m, cudaStream_t stream, cp_comm *c, uint8_t op,
+                            int32_t peer, uint64_t bytes)
+{
+    static _Atomic int said;
+    if (CP_UNLIKELY(!atomic_load_explicit(&said, memory_order_relaxed)) &&
+        !atomic_exchange(&said, 1))
+        cp_info("COLLPROF_GPU_TIMING=cupti: calls on one-rank communicators are timed by CUDA "
+                "events (NCCL runs them as copies, with no kernel for CUPTI to record)");
+    cp_gpu_before_events(m, stream, c, op, peer, bytes);
+}
+
 void cp_gpu_after_cupti(cp_gpu_mark *m, int accepted)
 {
     if (!m->grouped)

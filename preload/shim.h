@@ -461,6 +461,10 @@ typedef struct cp_gpu_mark {
 } cp_gpu_mark;
 /* cupti mode, out of line: the call's id pushed and popped (a grouped call's is its group's). */
 void cp_gpu_before_cupti(cp_gpu_mark *m, cudaStream_t stream);
+/* cupti mode, a one-rank comm: NCCL runs its collectives as copies (ncclLaunchOneRank), with
+ * no kernel for CUPTI to record, so CUDA events time them (said once at INFO). */
+void cp_gpu_before_one_rank(cp_gpu_mark *m, cudaStream_t stream, cp_comm *c, uint8_t op,
+                            int32_t peer, uint64_t bytes);
 void cp_gpu_after_cupti(cp_gpu_mark *m, int accepted);
 /* Inline, because they run on every call: without events (off, sampled out, no driver)
  * each is a load and a branch; the timed work is out of line in gpu_timing.c. */
@@ -505,8 +509,12 @@ static inline void cp_gpu_before(cp_gpu_mark *m, cudaStream_t stream, uint32_t g
     int st = atomic_load_explicit(&cp_gpu_state, memory_order_relaxed);
     if (CP_UNLIKELY(st == CP_GPU_EVENTS))
         cp_gpu_before_events(m, stream, c, op, peer, bytes);
-    else if (CP_UNLIKELY(st == CP_GPU_CUPTI))
-        cp_gpu_before_cupti(m, stream);
+    else if (CP_UNLIKELY(st == CP_GPU_CUPTI)) {
+        if (c && c->nranks == 1 && atomic_load_explicit(&c->ready, memory_order_acquire))
+            cp_gpu_before_one_rank(m, stream, c, op, peer, bytes);
+        else
+            cp_gpu_before_cupti(m, stream);
+    }
 }
 /* After the real call: records the end event (a grouped op waits for GroupEnd).
  * `accepted`: NCCL enqueued the op; otherwise the mark is dropped and TIMED cleared. */

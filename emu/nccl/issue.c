@@ -261,6 +261,23 @@ static cpn_item *item_new(ncclComm_t comm, cpn_join *join, int worker)
     return it;
 }
 
+/* A one-rank communicator's collectives launch no NCCL kernel (ncclLaunchOneRank): a copy
+ * when out of place, nothing in place, and a kernel of its own only for a PreMulSum (ncclAvg
+ * on floats included). Its sends and receives to itself do run NCCL's kernel. */
+static const char *one_rank_kernel(const cpn_item *it)
+{
+    if (it->np2p)
+        return "ncclDevKernel_SendRecv";
+    for (int i = 0; i < it->ncoll; i++) {
+        const cpn_op *o = &it->ops[i];
+        int reduces = o->kind == CP_OP_ALLREDUCE || o->kind == CP_OP_REDUCE ||
+                      o->kind == CP_OP_REDUCESCATTER;
+        if (reduces && o->red.kind == CPN_RED_PREMULSUM)
+            return "oneRankReduce";
+    }
+    return NULL;
+}
+
 /* The kernel NCCL 2.28 launches for a unit, as CUPTI names it: one per unit, on its first
  * stream (the others only wait for it); a specialised one for a single op, else the generic
  * one. (NCCL's names also carry the reduction, type, algorithm and protocol.) */
@@ -268,6 +285,8 @@ static const char *kernel_name(const cpn_item *it)
 {
     if (!it->worker)
         return NULL;
+    if (it->core->nranks == 1)
+        return one_rank_kernel(it);
     if (it->ncoll + it->np2p != 1)
         return it->ncoll ? "ncclDevKernel_Generic" : "ncclDevKernel_SendRecv";
     switch (it->ops[0].kind) {

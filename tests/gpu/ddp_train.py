@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import time
+import warnings
 
 # cuBLAS picks its reduction order by workspace unless this is set before it starts, and
 # use_deterministic_algorithms refuses to run without it.
@@ -149,8 +150,10 @@ def collectives(rank, world, dev):
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     try:
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-            dist.all_reduce(t)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                dist.all_reduce(t)
         for _ in range(3):
             graph.replay()
         torch.cuda.synchronize()
@@ -160,6 +163,13 @@ def collectives(rank, world, dev):
         say(rank, "note graph_all_reduce failed: %s" % str(e).splitlines()[0])
         return {"calls": expect, "captured": [], "world": world}
     check("graph_all_reduce", torch.all(t == float(world) ** 4), [[["AllReduce", 1007, 2]]])
+    # PyTorch 2.11 on one rank (an H200, 2026-11-27) ran the all_reduce outside the capture
+    # and warned of an empty graph: NCCL was called, on no capturing stream. On one rank the
+    # replays change nothing, so only the warning tells.
+    if any("CUDA Graph is empty" in str(w.message) for w in caught):
+        say(rank, "note graph_all_reduce: PyTorch captured an empty graph (its all_reduce ran "
+            "outside the capture)")
+        return {"calls": expect, "captured": [], "world": world}
     return {"calls": expect, "captured": [["AllReduce", 1007, 1]], "world": world}
 
 

@@ -4,6 +4,7 @@ stays a list of runs and verdicts. Standard library only (the GPU machine instal
 
     gpu_check.py nccl-info [--torch] [--lib PATH]   key=value lines about PyTorch and its NCCL
     gpu_check.py trace ...                            is a trace complete and as expected
+                                                      (against NCCL's own COLL log too)
     gpu_check.py same-output A B                      step and collective lines of two DDP runs
     gpu_check.py step-time FILE                       median step time of a DDP run
     gpu_check.py nccl-tests FILE                      time per call of an all_reduce_perf run
@@ -14,6 +15,7 @@ Each prints what it found on stdout; a failed check is one line on stdout and ex
 import argparse
 import collections
 import ctypes
+import glob
 import json
 import os
 import re
@@ -134,6 +136,30 @@ def ddp_expectations(path):
     return None
 
 
+# NCCL's INFO line for each collective and send/recv it accepted (src/enqueue.cc,
+# ncclEnqueueCheck, under NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL; the emulation writes the same).
+NCCL_COLL_LINE = re.compile(r"NCCL INFO (\w+): opCount [0-9a-f]+ sendbuff \S+ recvbuff \S+ "
+                            r"count (\d+) datatype -?\d+ op -?\d+ root -?\d+ comm \S+ "
+                            r"\[nranks=(\d+)\] stream \S+")
+
+
+def nccl_log_calls(pattern):
+    """(op, count) -> calls, over every file NCCL_DEBUG_FILE made (one per process): what NCCL
+    itself was asked, independent of the shim, so the trace can be held to it exactly."""
+    files = sorted(glob.glob(pattern))
+    if not files:
+        fail("no NCCL log matches '%s' (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL "
+             "NCCL_DEBUG_FILE was set for the job)" % pattern)
+    got = collections.Counter()
+    for path in files:
+        with open(path, errors="replace") as f:
+            for line in f:
+                m = NCCL_COLL_LINE.search(line)
+                if m and m.group(1) in SIM_OPS:
+                    got[(m.group(1), int(m.group(2)))] += 1
+    return files, got
+
+
 def cmd_trace(a):
     os.makedirs(a.logs, exist_ok=True)
     files = sorted(f for f in os.listdir(a.dir) if f.endswith(".cptrace")) \
@@ -219,6 +245,17 @@ def cmd_trace(a):
              % (dict(in_report), dict(+in_dump)))
 
     figures = []
+    logged = None
+    if a.nccl_log:
+        files, logged = nccl_log_calls(a.nccl_log)
+        traced = collections.Counter((c["op"], c.get("count")) for c in calls)
+        if traced != logged:
+            diff = sorted(set(traced) | set(logged), key=str)
+            diff = ["%s count %s: trace %d, NCCL %d" % (op, n, traced[(op, n)], logged[(op, n)])
+                    for op, n in diff if traced[(op, n)] != logged[(op, n)]]
+            fail("the trace differs from NCCL's own log (%d file(s)): %s%s"
+                 % (len(files), "; ".join(diff[:4]), " ..." if len(diff) > 4 else ""))
+        figures.append("the %d calls NCCL logged, each in the trace" % sum(logged.values()))
     if a.sim_counts:
         want = sim_expectations(a.sim_counts)
         if sorted(want) != list(range(a.ranks)):
@@ -232,7 +269,7 @@ def cmd_trace(a):
         figures.append("%d calls as collprof-sim counted" % sum(sum(v.values())
                                                                 for v in want.values()))
     if a.ddp_expect:
-        figures += check_ddp(a, ddp_expectations(a.ddp_expect), calls)
+        figures += check_ddp(a, ddp_expectations(a.ddp_expect), calls, logged)
     if a.min_calls:
         op, count, n = a.min_calls.split(":")
         got = sum(1 for c in calls if c["op"] == op and c.get("count") == int(count))
@@ -258,7 +295,7 @@ def cmd_trace(a):
                                                len(timed), "; ".join(figures)))
 
 
-def check_ddp(a, want, calls):
+def check_ddp(a, want, calls, logged):
     if want is None:
         fail("no 'expect' line in '%s'" % a.ddp_expect)
     by = collections.Counter((c["rank"], c["op"], c.get("count")) for c in calls)
@@ -268,6 +305,12 @@ def check_ddp(a, want, calls):
         # from NCCL 2.28 on in recent PyTorch, grouped send/recv before).
         ok = any(all(by[(r, op, cnt)] == n for r in range(a.ranks) for op, cnt, n in alt)
                  for alt in entry["any_of"])
+        # PyTorch may answer a call without NCCL (a one-rank reduce_scatter is a copy): when
+        # NCCL's own log has none of it either, the trace holding none is right, and said.
+        if not ok and logged is not None and \
+                not any(logged[(op, cnt)] for alt in entry["any_of"] for op, cnt, _ in alt):
+            figures.append("%s made no NCCL call (none in NCCL's log either)" % entry["name"])
+            continue
         if not ok:
             seen = {op: by[(0, op, cnt)] for alt in entry["any_of"] for op, cnt, _ in alt}
             fail("%s: rank 0's trace holds %s calls, expected one of %s"
@@ -354,6 +397,8 @@ def main():
     p.add_argument("--sim-counts", help="collprof-sim's stdout: its count lines")
     p.add_argument("--ddp-expect", help="ddp_train.py's stdout: its expect line")
     p.add_argument("--min-calls", help="OP:COUNT:N: at least N calls of OP with COUNT")
+    p.add_argument("--nccl-log", help="glob of NCCL_DEBUG_FILE logs (NCCL_DEBUG_SUBSYS=COLL): "
+                   "the trace must hold exactly the calls NCCL logged")
     p.add_argument("--perfetto", help="export the trace to this file and read it back")
     p = sub.add_parser("same-output")
     p.add_argument("a")

@@ -14,7 +14,8 @@
  * kernel launches) found beside the job's libcuda.so.1; every collective and every grouped
  * send/recv gets a DONE timed by CUPTI's kernel records, its kernel starting after the call
  * entered NCCL and no earlier than the previous kernel of its stream ended; without a
- * libcupti that works, one INFO line and CUDA events. */
+ * libcupti that works, one INFO line and CUDA events; on a one-rank communicator, which
+ * makes no kernel, CUDA events. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,6 +29,7 @@
 #define RANKS 4
 
 static char *g_tmp;
+static int g_ranks = RANKS;  /* collprof-sim --launch */
 static job_result g_res;
 static trace_seen g_t[RANKS];
 static int g_nt;
@@ -76,7 +78,7 @@ static void run_sim_in(const char *name, int preload, const char *pattern,
         env[n++] = *extra;
     env[n] = NULL;
     char ranks[8];
-    snprintf(ranks, sizeof ranks, "%d", RANKS);
+    snprintf(ranks, sizeof ranks, "%d", g_ranks);
     const char *argv[16] = {"--launch", ranks, "--pattern", pattern};
     static const char *const dflt[] = {"--steps", "2", "--scale", "0.001", "--check", NULL};
     size_t na = 4;
@@ -91,7 +93,7 @@ static void run_sim_in(const char *name, int preload, const char *pattern,
         return;
     char **paths;
     int nf = st_list(dir, &paths);
-    assert_int_equal(nf, RANKS);
+    assert_int_equal(nf, g_ranks);
     for (int i = 0; i < nf; i++)
         assert_int_equal(st_read_trace(paths[i], &g_t[i]), 0);
     g_nt = nf;
@@ -290,6 +292,36 @@ static void cupti_mode_without_cupti_says_so_and_uses_events(void **state)
     free_traces();
 }
 
+/* A one-GPU job: its communicator has one rank, whose collectives NCCL runs as copies
+ * (ncclLaunchOneRank), with no kernel for CUPTI to record; on an H200 every DONE of such a job
+ * came out untimed. Events time them, and one INFO line says why. */
+static void cupti_mode_times_one_rank_comms_by_events(void **state)
+{
+    (void)state;
+    const char *env[] = {"COLLPROF_GPU_TIMING=cupti", "COLLPROF_DEBUG=INFO", NULL};
+    g_ranks = 1;
+    run_sim_in("cupti-one-rank", 1, "mixed", env, NULL, NULL);
+    g_ranks = RANKS;
+    assert_int_equal(st_count_lines(g_res.err, "one-rank communicators are timed by CUDA "
+                                               "events"), 1);
+    const trace_seen *t = &g_t[0];
+    size_t calls = 0;
+    for (size_t i = 0; i < t->ncalls; i++) {
+        const cp_rec_call *c = &t->calls[i];
+        if (!cp_op_is_collective(c->op) || c->result != 0)
+            continue;
+        calls++;
+        assert_int_equal(comm_size(t, c->comm_index), 1);
+        assert_true(c->flags & CP_CALL_TIMED);
+        const cp_rec_done *d = done_of(t, c);
+        assert_non_null(d);
+        assert_int_equal(d->timing, CP_TIMING_EVENTS);
+        assert_true(d->gpu_start_ns > 0 && d->gpu_end_ns >= d->gpu_start_ns);
+    }
+    assert_true(calls > 10);
+    free_traces();
+}
+
 /* What a trace says the GPU ran before each call: rank's total ns of `kernel` before the
  * collective (comm_index, seq), summed over the trace. */
 typedef struct before_seen {
@@ -381,6 +413,7 @@ int main(void)
         cmocka_unit_test(a_jobs_own_plugin_gets_what_it_gets_without_collprof),
         cmocka_unit_test(cupti_mode_times_every_call_by_its_kernels),
         cmocka_unit_test(cupti_mode_without_cupti_says_so_and_uses_events),
+        cmocka_unit_test(cupti_mode_times_one_rank_comms_by_events),
         cmocka_unit_test(cupti_mode_names_the_kernels_before_each_collective),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
