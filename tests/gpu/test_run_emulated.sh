@@ -31,6 +31,17 @@ grep -q '^SKIP  straggler .*GPU' "$summary" || fail "the straggler step did not 
 lines=$(wc -l < "$summary")
 [ "$lines" = 19 ] || { cat "$summary"; fail "$lines verdict lines, expected 19"; }
 
+# The trace is held to NCCL's own COLL log: one call more in the log than in the trace fails.
+log=$(ls "$tmp"/all/sim/tp/shim.nccl.*.log 2> /dev/null | head -n 1)
+[ -n "$log" ] || fail "sim.tp.shim left no NCCL log (NCCL_DEBUG_FILE)"
+cp "$log" "$tmp/extra.nccl.log"
+grep -m1 'NCCL INFO AllReduce: opCount' "$log" >> "$tmp/extra.nccl.log"
+if out=$("$python" "$here/gpu_check.py" trace --cli "$build/bin/collprof" --dir "$tmp/all/sim/tp/trace" \
+           --logs "$tmp/extra-check" --ranks 1 --nccl-log "$tmp/extra.nccl.log"); then
+  fail "a trace one call short of NCCL's log passed: $out"
+fi
+case $out in *"differs from NCCL's own log"*) ;; *) fail "no NCCL-log verdict: $out" ;; esac
+
 # CUPTI on four emulated ranks, one of them slower on its GPU: the report names it.
 run "OUT=$tmp/cupti" CP_GPU_STEPS="build env cupti" SIM_RANKS=4 > "$tmp/cupti.log" 2>&1 ||
   { cat "$tmp/cupti.log"; fail "run.sh's cupti step failed on four ranks"; }
