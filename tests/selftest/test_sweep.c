@@ -287,7 +287,16 @@ static void test_slow_link(void **state)
     fprintf(stderr, "p2p 2->5 %.1f, 5->2 %.1f, 0->1 %.1f GB/s\n", r.p2p_gbps[2][5],
             r.p2p_gbps[5][2], r.p2p_gbps[0][1]);
     expect_matrix(&r, 8, 370, 1, 2, 5, 0.25);
-    double ratio = r.p2p_gbps[2][5] / r.p2p_gbps[0][1];
+    /* Against the fastest healthy pair: a loaded host only lowers a healthy pair (CI's
+     * sanitizer pass once measured 0->1 at 273 of 362 GB/s, a ratio of 0.34), never the
+     * modelled slow link's time. */
+    double healthy = 0;
+    for (int a = 0; a < 8; a++)
+        for (int b = 0; b < 8; b++)
+            if (a != b && !((a == 2 && b == 5) || (a == 5 && b == 2)) &&
+                r.p2p_gbps[a][b] > healthy)
+                healthy = r.p2p_gbps[a][b];
+    double ratio = r.p2p_gbps[2][5] / healthy;
     assert_true(ratio > 0.2 && ratio < 0.33);
     cps_run_free(&r);
 }
