@@ -59,6 +59,11 @@ typedef struct load_ctx {
      * yet, or an index is named twice, every call is resolved again after the walk. */
     uint32_t comm_at[DIRECT_COMMS];
     int resolve_again;
+    /* The calls counted by comm index for matching (cpa_comm_census), below DIRECT_COMMS;
+     * census_top: one past the highest index named; census_off: one past it was named. */
+    cpa_comm_census census[DIRECT_COMMS];
+    uint32_t census_top;
+    int census_off;
     uint64_t lost_in_records;
     int oom;
 } load_ctx;
@@ -319,6 +324,36 @@ static int call_room(load_ctx *x)
 _Static_assert(CP_OP_ALLREDUCE == 1 && CP_OP_SCATTER + 1 == CP_OP_SEND &&
                CP_OP_SEND + 1 == CP_OP_RECV, "collective and p2p ops are 1..CP_OP_RECV");
 
+/* What matching's census needs of a stored call (match.c's call_kind, less what only the
+ * COMM record decides). */
+static inline void count_call(load_ctx *x, const cp_rec_call *c)
+{
+    if (c->comm_index >= DIRECT_COMMS) {
+        x->census_off = 1;
+        return;
+    }
+    cpa_comm_census *k = &x->census[c->comm_index];
+    if (c->comm_index >= x->census_top) {
+        for (uint32_t i = x->census_top; i <= c->comm_index; i++)
+            x->census[i] = (cpa_comm_census){.first_seq = UINT64_MAX};
+        x->census_top = c->comm_index + 1;
+    }
+    if (c->seq == CPA_SEQ_NONE) {
+        k->nnone++;
+    } else if (c->op == CP_OP_SEND || c->op == CP_OP_RECV) {
+        if (c->peer < 0)
+            k->nnone++;
+        else
+            k->np2p++;
+    } else {
+        k->ncoll++;
+        if (c->seq < k->first_seq)
+            k->first_seq = c->seq;
+        if (c->seq > k->last_seq)
+            k->last_seq = c->seq;
+    }
+}
+
 static int on_call(void *ctx, const cp_rec_call *c)
 {
     load_ctx *x = ctx;
@@ -367,6 +402,7 @@ static int on_call(void *ctx, const cp_rec_call *c)
     k->gpu_timed = 0;
     k->algo = k->proto = k->nchannels = k->nccl = k->timing = 0;
     r->ncalls++;
+    count_call(x, c);
     saw_time(r, c->enter_ns + c->host_ns);
     saw_time(r, c->enter_ns);
     cpa_done_added(&x->done, r);
@@ -680,6 +716,11 @@ static int load_file(cpa_model *wm, cpa_rank *r, const char *path, const cpa_mem
     if (g->truncated && r->last_ns && (!g->first_gap_ns || r->last_ns < g->first_gap_ns))
         g->first_gap_ns = r->last_ns;
     cpa_kernels_sort(r);
+    if (!x.census_off && x.census_top &&
+        (r->census = malloc(x.census_top * sizeof *r->census)) != NULL) {
+        memcpy(r->census, x.census, x.census_top * sizeof *r->census);
+        r->ncensus = x.census_top;
+    }
     resolve_comms(wm, r, x.hang_comm_index, x.resolve_again);
     free(x.hang_comm_index);
     walk_warnings(wm, r, &res);

@@ -205,14 +205,26 @@ static void sort_parts(cpa_part *p, int32_t *a, size_t lo, size_t hi)
     }
 }
 
-/* The census of the first pass: every communicator's sequence range, and per collective
- * call (in walk order) its communicator, later its slot. */
+/* The census: every communicator's sequence range, and for each rank's COMM records (by
+ * position in its comms) the range they belong to; from the loader's counts by comm index
+ * (cpa_rank.census) or, without them, from a walk over the rank's calls. */
 typedef struct census {
     comm_table t;
-    uint32_t *slot;
+    uint32_t **range;  /* per rank, per position in its comms: its range, UINT32_MAX none */
     size_t nc, np;
     int sparse;        /* counting would not do: sort */
 } census;
+
+static void census_free(census *cs, size_t nranks)
+{
+    if (cs->range)
+        for (size_t r = 0; r < nranks; r++)
+            free(cs->range[r]);
+    free(cs->range);
+    free(cs->t.slots);
+    free(cs->t.ranges);
+    memset(cs, 0, sizeof *cs);
+}
 
 /* Places the nc collective calls in out->parts [0, nc) and their operations in out->ops.
  * 1 when their sequence numbers are too sparse to count (nothing done), 0 done, -1 out of
@@ -220,9 +232,8 @@ typedef struct census {
 static int count_collectives(const cpa_model *m, census *cs, cpa_matched *out)
 {
     comm_table *t = &cs->t;
-    uint32_t *slot = cs->slot;
     const size_t nc = cs->nc;
-    uint32_t *order = NULL, *start = NULL, *slot_op = NULL;
+    uint32_t *order = NULL, *start = NULL, *slot_op = NULL, *slot = NULL;
     int32_t *a = NULL;
     int rc = -1;
     if (cs->sparse || nc >= UINT32_MAX)
@@ -248,18 +259,21 @@ static int count_collectives(const cpa_model *m, census *cs, cpa_matched *out)
     }
     start = calloc(nslot + 1, sizeof *start);
     a = malloc((nc ? nc : 1) * sizeof *a);
-    if (!start || !a)
+    slot = malloc((nc ? nc : 1) * sizeof *slot);
+    if (!start || !a || !slot)
         goto done;
     /* Count per slot, then each slot's end; placing the calls last to first moves each end
      * back to its slot's start and keeps every slot's parts in walk (rank, call) order. */
     size_t i = 0;
     for (size_t r = 0; r < m->nranks; r++) {
         const cpa_rank *k = &m->ranks[r];
+        const uint32_t *range = cs->range[r];
         for (size_t c = 0; c < k->ncalls; c++) {
             const cpa_call *call = &k->calls[c];
-            if (call_kind(call, cpa_call_comm(k, call)) != CALL_COLLECTIVE)
+            const cpa_comm *cm = cpa_call_comm(k, call);
+            if (call_kind(call, cm) != CALL_COLLECTIVE)
                 continue;
-            const comm_range *g = &t->ranges[order[slot[i]]];
+            const comm_range *g = &t->ranges[order[range[cm - k->comms]]];
             slot[i] = (uint32_t)(g->base + (call->seq - g->first_seq));
             start[slot[i]]++;
             i++;
@@ -320,20 +334,35 @@ done:
     free(order);
     free(start);
     free(slot_op);
+    free(slot);
     free(a);
     return rc;
 }
 
-/* The first pass over every call: what is matchable, and each communicator's first and
- * last sequence number. Every call's comm_id came from one of its file's COMM records, so
- * the table has room for all of them. */
+/* A collective range [first, last] of rank k's communicator cm (matchable: it has an id). */
+static void census_note(census *cs, const cpa_rank *k, uint32_t *range, const cpa_comm *cm,
+                        uint64_t first, uint64_t last)
+{
+    uint32_t *g = &range[cm - k->comms];
+    if (*g == UINT32_MAX && (*g = comm_find(&cs->t, cm->comm_id)) == UINT32_MAX) {
+        cs->sparse = 1; /* cannot be (the table has room for every COMM record); sort */
+        return;
+    }
+    comm_range *cr = &cs->t.ranges[*g];
+    if (first < cr->first_seq)
+        cr->first_seq = first;
+    if (last > cr->last_seq)
+        cr->last_seq = last;
+}
+
+/* What is matchable, and each communicator's first and last sequence number: from the
+ * loader's counts where it made them (no pass over the calls), else walking them. Every
+ * call's comm_id came from one of its file's COMM records, so the table has room for all. */
 static int take_census(const cpa_model *m, census *cs, uint64_t *unmatchable)
 {
-    size_t total = 0, ncomms = 0;
-    for (size_t r = 0; r < m->nranks; r++) {
-        total += m->ranks[r].ncalls;
+    size_t ncomms = 0;
+    for (size_t r = 0; r < m->nranks; r++)
         ncomms += m->ranks[r].ncomms;
-    }
     size_t nslots = 16;
     while (nslots < 2 * ncomms)
         nslots *= 2;
@@ -341,40 +370,44 @@ static int take_census(const cpa_model *m, census *cs, uint64_t *unmatchable)
     cs->t.ranges = malloc((ncomms ? ncomms : 1) * sizeof *cs->t.ranges);
     cs->t.mask = nslots - 1;
     cs->t.cap = ncomms;
-    cs->slot = malloc((total ? total : 1) * sizeof *cs->slot);
-    if (!cs->t.slots || !cs->t.ranges || !cs->slot)
+    cs->range = calloc(m->nranks ? m->nranks : 1, sizeof *cs->range);
+    if (!cs->t.slots || !cs->t.ranges || !cs->range)
         return -1;
     for (size_t r = 0; r < m->nranks; r++) {
         const cpa_rank *k = &m->ranks[r];
-        uint64_t last_id = 0;
-        uint32_t last = UINT32_MAX;
+        uint32_t *range = cs->range[r] = malloc((k->ncomms ? k->ncomms : 1) * sizeof *range);
+        if (!range)
+            return -1;
+        memset(range, 0xff, (k->ncomms ? k->ncomms : 1) * sizeof *range);
+        if (k->census) {
+            for (size_t i = 0; i < k->ncensus; i++) {
+                const cpa_comm_census *e = &k->census[i];
+                const cpa_comm *cm = cpa_comm_of(k, (uint32_t)i);
+                if (!cm || !cm->comm_id) {
+                    *unmatchable += e->ncoll + e->np2p + e->nnone;
+                    continue;
+                }
+                *unmatchable += e->nnone + (cm->rank < 0 ? e->np2p : 0);
+                cs->np += cm->rank < 0 ? 0 : e->np2p;
+                if (e->ncoll) {
+                    census_note(cs, k, range, cm, e->first_seq, e->last_seq);
+                    cs->nc += e->ncoll;
+                }
+            }
+            continue;
+        }
         for (size_t c = 0; c < k->ncalls; c++) {
             const cpa_call *call = &k->calls[c];
             const cpa_comm *cm = cpa_call_comm(k, call);
             int kind = call_kind(call, cm);
-            if (kind == CALL_UNMATCHABLE) {
+            if (kind == CALL_UNMATCHABLE)
                 (*unmatchable)++;
-                continue;
-            }
-            if (kind == CALL_P2P) {
+            else if (kind == CALL_P2P)
                 cs->np++;
-                continue;
+            else {
+                census_note(cs, k, range, cm, call->seq, call->seq);
+                cs->nc++;
             }
-            if (cm->comm_id != last_id || last == UINT32_MAX) {
-                last = comm_find(&cs->t, cm->comm_id);
-                last_id = cm->comm_id;
-                if (last == UINT32_MAX) { /* cannot be; were it so, sort */
-                    cs->sparse = 1;
-                    last = 0;
-                    continue;
-                }
-            }
-            comm_range *g = &cs->t.ranges[last];
-            if (call->seq < g->first_seq)
-                g->first_seq = call->seq;
-            if (call->seq > g->last_seq)
-                g->last_seq = call->seq;
-            cs->slot[cs->nc++] = last;
         }
     }
     return 0;
@@ -425,10 +458,7 @@ int cpa_match(const cpa_model *m, cpa_matched *out, char *err, size_t errlen)
     int counted = count_collectives(m, &cs, out);
     if (counted < 0)
         goto oom;
-    free(cs.slot);
-    free(cs.t.slots);
-    free(cs.t.ranges);
-    memset(&cs, 0, sizeof cs);
+    census_free(&cs, m->nranks);
     /* Sorted keys: collectives (only when they could not be counted) from the front, p2p
      * from the back. */
     size_t nk = (counted ? nc : 0) + np, kc = 0, kp = 0;
@@ -471,9 +501,7 @@ int cpa_match(const cpa_model *m, cpa_matched *out, char *err, size_t errlen)
     return 0;
 oom:
     free(keys);
-    free(cs.slot);
-    free(cs.t.slots);
-    free(cs.t.ranges);
+    census_free(&cs, m->nranks);
     cpa_matched_free(out);
     snprintf(err, errlen, "out of memory matching operations across ranks");
     return -1;

@@ -60,6 +60,7 @@ void cpa_model_free(cpa_model *m)
         free(m->ranks[i].path);
         free(m->ranks[i].comms);
         free(m->ranks[i].comm_at);
+        free(m->ranks[i].census);
         free(m->ranks[i].calls);
         free(m->ranks[i].nccl_seqs);
         free(m->ranks[i].clocks);

@@ -108,6 +108,15 @@ typedef struct cpa_integrity {
                                 * LOST record's time; the last record before a cut), else 0 */
 } cpa_integrity;
 
+/* The loader's count of one communicator index's calls, for matching (cpa_match), which
+ * would otherwise walk every call once more to learn it. */
+typedef struct cpa_comm_census {
+    uint64_t first_seq, last_seq; /* of its collectives with a seq (ncoll of them) */
+    uint64_t ncoll;
+    uint64_t np2p;   /* sends and receives with a seq and a peer */
+    uint64_t nnone;  /* calls with no seq, sends and receives with no peer: never matched */
+} cpa_comm_census;
+
 typedef struct cpa_rank {
     char *path;
     int32_t rank;          /* header's, superseded by a PROCESS record's when >= 0 */
@@ -144,6 +153,9 @@ typedef struct cpa_rank {
     size_t ncomm_at;
     cpa_call *calls;       /* in file order */
     size_t ncalls;
+    cpa_comm_census *census; /* by comm index below ncensus; NULL: a call named an index past
+                                the loader's table (or the model was not loaded): walk */
+    size_t ncensus;
     uint64_t *nccl_seqs;   /* NCCL's seqNumber by call index, up to the last call an NCCL_OP
                               joined (NULL: none did); CPA_SEQ_NONE none. cpa_call_nccl_seq */
     size_t nnccl_seqs, cap_nccl_seqs;

@@ -269,6 +269,42 @@ static cpa_model *load_or_fail(const char *dir)
     return m;
 }
 
+/* Matching from the loader's counts by comm index (cpa_rank.census) gives what walking
+ * every call gives: the model matched again with the counts hidden. */
+static void assert_census_agrees(cpa_model *m, const cpa_matched *mt)
+{
+    cpa_comm_census **kept = calloc(m->nranks + 1, sizeof *kept);
+    assert_non_null(kept);
+    for (size_t r = 0; r < m->nranks; r++) {
+        kept[r] = m->ranks[r].census;
+        m->ranks[r].census = NULL;
+    }
+    cpa_matched w;
+    char err[256];
+    assert_int_equal(cpa_match(m, &w, err, sizeof err), 0);
+    for (size_t r = 0; r < m->nranks; r++)
+        m->ranks[r].census = kept[r];
+    free(kept);
+    assert_int_equal(w.nops, mt->nops);
+    assert_int_equal(w.nparts, mt->nparts);
+    assert_int_equal(w.unmatchable, mt->unmatchable);
+    for (size_t i = 0; i < mt->nops; i++) {
+        assert_int_equal(w.ops[i].comm_id, mt->ops[i].comm_id);
+        assert_int_equal(w.ops[i].seq, mt->ops[i].seq);
+        assert_int_equal(w.ops[i].op, mt->ops[i].op);
+        assert_int_equal(w.ops[i].first_part, mt->ops[i].first_part);
+        assert_int_equal(w.ops[i].nparts, mt->ops[i].nparts);
+    }
+    for (size_t i = 0; i < mt->nparts; i++) {
+        assert_int_equal(w.parts[i].rank_idx, mt->parts[i].rank_idx);
+        assert_int_equal(w.parts[i].call_idx, mt->parts[i].call_idx);
+    }
+    for (size_t r = 0; r < m->nranks; r++)
+        assert_memory_equal(w.call_op[r], mt->call_op[r],
+                            (m->ranks[r].ncalls ? m->ranks[r].ncalls : 1) * sizeof **w.call_op);
+    cpa_matched_free(&w);
+}
+
 /* Every operation of the job has all its ranks, in rank order, with GPU arrival times. */
 /* What matching says of each call (issue 20: the stages after it read these instead of the
  * calls): every part's call points back at its operation through call_op, every call in no
@@ -295,6 +331,7 @@ static void assert_index_consistent(const cpa_model *m, const cpa_matched *mt)
         for (size_t c = 0; c < m->ranks[r].ncalls; c++)
             indexed += mt->call_op[r][c] != CPA_NO_OP;
     assert_int_equal(indexed, in_ops);
+    assert_census_agrees((cpa_model *)m, mt);
 }
 
 /* The analyzer's sorts and selection against plain references: cpa_sort_kv stable (equal
