@@ -270,8 +270,8 @@ def cmd_trace(a):
                                                                 for v in want.values()))
     if a.ddp_expect:
         figures += check_ddp(a, ddp_expectations(a.ddp_expect), calls, logged)
-    if a.min_calls:
-        op, count, n = a.min_calls.split(":")
+    for want in a.min_calls or []:
+        op, count, n = want.split(":")
         got = sum(1 for c in calls if c["op"] == op and c.get("count") == int(count))
         if got < int(n):
             fail("%d %s calls of count %s in the trace, expected at least %s"
@@ -396,7 +396,8 @@ def main():
     p.add_argument("--timing", choices=("events", "off", "auto", "plugin"), default="auto")
     p.add_argument("--sim-counts", help="collprof-sim's stdout: its count lines")
     p.add_argument("--ddp-expect", help="ddp_train.py's stdout: its expect line")
-    p.add_argument("--min-calls", help="OP:COUNT:N: at least N calls of OP with COUNT")
+    p.add_argument("--min-calls", action="append",
+                   help="OP:COUNT:N: at least N calls of OP with COUNT (repeatable)")
     p.add_argument("--nccl-log", help="glob of NCCL_DEBUG_FILE logs (NCCL_DEBUG_SUBSYS=COLL): "
                    "the trace must hold exactly the calls NCCL logged")
     p.add_argument("--perfetto", help="export the trace to this file and read it back")

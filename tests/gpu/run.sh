@@ -558,6 +558,53 @@ PY
   done
 }
 
+# One nccl-tests program in each timing mode, interleaved, three runs each: NT_FIGURES gets
+# each mode's median time per call, NT_FAILS what went wrong. nccl_table BIN OPS NAME, OPS
+# the --min-calls each traced run must hold (OP:COUNT:N, comma-separated).
+nccl_table() {
+  local bin=$1 want=$2 name=$3 i mode d=$OUT/nccltests base t oop ip timing rc w mc
+  declare -A OOP IP
+  # Interleaved, so that a GPU clock or a neighbour's load changing during the run weighs on
+  # every mode alike.
+  for i in 1 2 3; do
+    for mode in none events off plugin auto; do
+      base=$d/$name-$mode-$i
+      local pre=()
+      [ "$mode" = none ] || pre=(env "LD_PRELOAD=$(preload_value)" "COLLPROF_GPU_TIMING=$mode" "COLLPROF_DIR=$base.trace")
+      run_logged "$base" 600 "${WITH_NCCL[@]}" "${pre[@]}" "$bin" -b 8 -e 8 -g 1 -w 100 -n 5000
+      rc=$?
+      if [ "$rc" != 0 ]; then
+        NT_FAILS="$NT_FAILS $name $mode-$i: exit $rc ($(why "$base"));"
+        continue
+      fi
+      if ! t=$("$PYTHON" "$HERE/gpu_check.py" nccl-tests "$base.out"); then
+        NT_FAILS="$NT_FAILS $name $mode-$i: $t;"
+        continue
+      fi
+      OOP[$mode]="${OOP[$mode]:-} ${t% *}"
+      IP[$mode]="${IP[$mode]:-} ${t#* }"
+      [ "$mode" = none ] || [ "$HAVE_CLI" != 1 ] && continue
+      mc=()
+      for w in ${want//,/ }; do mc+=(--min-calls "$w"); done
+      if ! check_trace --dir "$base.trace" --logs "$base.check-logs" --ranks 1 --timing "$mode" \
+             "${mc[@]}" > "$base.check" 2>&1; then
+        NT_FAILS="$NT_FAILS $name $mode-$i trace: $(tail -n 1 "$base.check");"
+      fi
+    done
+  done
+  NT_FIGURES="$NT_FIGURES $name, median of 3 runs per mode, time per iteration:"
+  for mode in none events off plugin auto; do
+    [ -n "${OOP[$mode]:-}" ] || continue
+    # shellcheck disable=SC2086 # the lists are numbers, split on purpose
+    oop=$("$PYTHON" "$HERE/gpu_check.py" median ${OOP[$mode]})
+    # shellcheck disable=SC2086
+    ip=$("$PYTHON" "$HERE/gpu_check.py" median ${IP[$mode]})
+    timing=$mode
+    [ "$mode" = none ] && timing="no shim"
+    NT_FIGURES="$NT_FIGURES $timing: out-of-place $oop us, in-place $ip us (runs:${OOP[$mode]} /${IP[$mode]});"
+  done
+}
+
 step_nccltests() {
   if [ "$EMULATED" = 1 ]; then
     result SKIP nccltests "emulated mode: all_reduce_perf runs on a GPU only"
@@ -567,9 +614,12 @@ step_nccltests() {
     result SKIP nccltests "NCCL_TESTS is not set (NCCL_TESTS=DIR: a build of nccl-tests, see docs/VALIDATION.md)"
     return
   fi
-  local bin="" i mode d=$OUT/nccltests base fails="" t oop ip figures="" timing rc
+  local bin="" srbin="" d=$OUT/nccltests plugin_done p2p_calls
   for bin in "$NCCL_TESTS/build/all_reduce_perf" "$NCCL_TESTS/all_reduce_perf" ""; do
     [ -x "$bin" ] && break
+  done
+  for srbin in "$NCCL_TESTS/build/sendrecv_perf" "$NCCL_TESTS/sendrecv_perf" ""; do
+    [ -x "$srbin" ] && break
   done
   if [ -z "$bin" ]; then
     result FAIL nccltests "no all_reduce_perf in '$NCCL_TESTS' or '$NCCL_TESTS/build'"
@@ -581,60 +631,39 @@ step_nccltests() {
   fi
   mkdir -p "$d"
   ldd "$bin" > "$d/ldd.txt" 2>&1
-  declare -A OOP IP
-  # Interleaved, so that a GPU clock or a neighbour's load changing during the run weighs on
-  # every mode alike.
-  for i in 1 2 3; do
-    for mode in none events off plugin auto; do
-      base=$d/$mode-$i
-      local pre=()
-      [ "$mode" = none ] || pre=(env "LD_PRELOAD=$(preload_value)" "COLLPROF_GPU_TIMING=$mode" "COLLPROF_DIR=$base.trace")
-      run_logged "$base" 600 "${WITH_NCCL[@]}" "${pre[@]}" "$bin" -b 8 -e 8 -g 1 -w 100 -n 5000
-      rc=$?
-      if [ "$rc" != 0 ]; then
-        fails="$fails $mode-$i: exit $rc ($(why "$base"));"
-        continue
-      fi
-      if ! t=$("$PYTHON" "$HERE/gpu_check.py" nccl-tests "$base.out"); then
-        fails="$fails $mode-$i: $t;"
-        continue
-      fi
-      OOP[$mode]="${OOP[$mode]:-} ${t% *}"
-      IP[$mode]="${IP[$mode]:-} ${t#* }"
-      [ "$mode" = none ] || [ "$HAVE_CLI" != 1 ] && continue
-      # 5000 timed calls in each of out-of-place and in-place, of count 2 (8 bytes of float).
-      if ! check_trace --dir "$base.trace" --logs "$base.check-logs" --ranks 1 --timing "$mode" \
-             --min-calls AllReduce:2:10000 > "$base.check" 2>&1; then
-        fails="$fails $mode-$i trace: $(tail -n 1 "$base.check");"
-      fi
-    done
-  done
-  for mode in none events off plugin auto; do
-    [ -n "${OOP[$mode]:-}" ] || continue
-    # shellcheck disable=SC2086 # the lists are numbers, split on purpose
-    oop=$("$PYTHON" "$HERE/gpu_check.py" median ${OOP[$mode]})
-    # shellcheck disable=SC2086
-    ip=$("$PYTHON" "$HERE/gpu_check.py" median ${IP[$mode]})
-    timing=$mode
-    [ "$mode" = none ] && timing="no shim"
-    figures="$figures $timing: out-of-place $oop us, in-place $ip us (runs:${OOP[$mode]} /${IP[$mode]});"
-  done
+  NT_FIGURES="" NT_FAILS=""
+  # 5000 timed calls in each of out-of-place and in-place, of count 2 (8 bytes of float).
+  nccl_table "$bin" AllReduce:2:10000 all_reduce_perf
   # Whether the real NCCL opened the preloaded shim as its profiler plugin (the emulation's
   # loader is a copy of NCCL's rules; this is the real one). Untimed: NCCL's INFO log is slow.
   run_logged "$d/plugin-log" 120 "${WITH_NCCL[@]}" env "LD_PRELOAD=$(preload_value)" \
     COLLPROF_GPU_TIMING=plugin "COLLPROF_DIR=$d/plugin-log.trace" NCCL_DEBUG=INFO \
     NCCL_DEBUG_SUBSYS=INIT,ENV "$bin" -b 8 -e 8 -g 1 -w 1 -n 10
   if grep -q 'PROFILER/Plugin: Loaded collprof' "$d/plugin-log.out" "$d/plugin-log.err"; then
-    figures="$figures NCCL loaded collprof as its profiler plugin;"
+    NT_FIGURES="$NT_FIGURES NCCL loaded collprof as its profiler plugin;"
   else
-    fails="$fails NCCL did not log 'PROFILER/Plugin: Loaded collprof' (see $d/plugin-log.out);"
+    NT_FAILS="$NT_FAILS NCCL did not log 'PROFILER/Plugin: Loaded collprof' (see $d/plugin-log.out);"
   fi
-  if [ -z "$fails" ] && [ "$HAVE_CLI" != 1 ]; then
-    result SKIP nccltests "ran;$figures traces not read: $BUILD_WHY (they are in $d)"
-  elif [ -z "$fails" ]; then
-    result PASS nccltests "all_reduce_perf -b 8 -e 8, median of 3 runs per mode, time per call:$figures traces (events, run 1): $(tail -n 1 "$d/events-1.check")"
+  # A one-rank communicator's collectives launch no kernel, so NCCL tells the plugin nothing
+  # of them; its send to itself does run NCCL's kernel: sendrecv_perf on one GPU is where the
+  # plugin's GPU times, and what they cost the calling thread, show on a one-GPU machine.
+  if [ -n "$srbin" ]; then
+    nccl_table "$srbin" Send:2:10000,Recv:2:10000 sendrecv_perf
+    if [ "$HAVE_CLI" = 1 ] && [ -d "$d/sendrecv_perf-plugin-1.trace" ]; then
+      "$CLI" dump "$d/sendrecv_perf-plugin-1.trace"/*.cptrace > "$d/sendrecv-plugin-dump.txt" 2>&1
+      p2p_calls=$(grep -c ' CALL \(Send\|Recv\) ' "$d/sendrecv-plugin-dump.txt")
+      plugin_done=$(grep -c ' DONE \(Send\|Recv\) .*timing=plugin' "$d/sendrecv-plugin-dump.txt")
+      NT_FIGURES="$NT_FIGURES sendrecv_perf in plugin mode (run 1): $plugin_done of $p2p_calls sends/receives timed by NCCL's profiler plugin;"
+    fi
   else
-    result FAIL nccltests "$fails$figures"
+    NT_FIGURES="$NT_FIGURES no sendrecv_perf beside all_reduce_perf: the plugin's own GPU times not measured;"
+  fi
+  if [ -z "$NT_FAILS" ] && [ "$HAVE_CLI" != 1 ]; then
+    result SKIP nccltests "ran;$NT_FIGURES traces not read: $BUILD_WHY (they are in $d)"
+  elif [ -z "$NT_FAILS" ]; then
+    result PASS nccltests "-b 8 -e 8 -g 1:$NT_FIGURES traces (events, run 1): $(tail -n 1 "$d/all_reduce_perf-events-1.check")"
+  else
+    result FAIL nccltests "$NT_FAILS$NT_FIGURES"
   fi
 }
 
