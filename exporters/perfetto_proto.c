@@ -22,8 +22,9 @@
  * six message types and read none, protobuf-c would need the generated code of Perfetto's
  * schema (thousands of messages; or a copy of the subset) and a build-time protoc-c, and it
  * builds each message as a struct before packing it, the per-event cost we are removing
- * from the JSON writer. Nested lengths take four bytes, a redundant varint as Perfetto's own
- * protozero writes them, so a message is written in one pass. tests/exporters/perfetto.proto
+ * from the JSON writer. A nested message keeps four bytes for its length, as Perfetto's own
+ * protozero does, so it is written in one pass; at its end the length takes the bytes it
+ * needs and the content moves back (a fifth of the file was padding). tests/exporters/perfetto.proto
  * has the fields used, with Perfetto's numbers; test_perfetto decodes the output with protoc.
  */
 #include <errno.h>
@@ -200,7 +201,9 @@ static void put_string(ppw *w, enc *e, unsigned field, const char *s)
     put_bytes(w, e, field, s, strlen(s));
 }
 
-/* A nested message: its length is filled in at its end, in four bytes. */
+/* A nested message: four bytes are kept for its length, filled in at its end in as few as
+ * it needs (the content moved back: most are an annotation of a few bytes, and four-byte
+ * lengths were a third of the file). */
 static void open_msg(ppw *w, enc *e, unsigned field)
 {
     put_tag(w, e, field, WT_LEN);
@@ -223,8 +226,13 @@ static void close_msg(ppw *w, enc *e)
         errno = EFBIG;
         return;
     }
-    for (int i = 0; i < 4; i++)
-        e->b.b[at + i] = (unsigned char)(((n >> (7 * i)) & 0x7f) | (i < 3 ? 0x80 : 0));
+    size_t k = n < 1u << 7 ? 1 : n < 1u << 14 ? 2 : n < 1u << 21 ? 3 : 4;
+    for (size_t i = 0; i < k; i++)
+        e->b.b[at + i] = (unsigned char)(((n >> (7 * i)) & 0x7f) | (i + 1 < k ? 0x80 : 0));
+    if (k < 4) {
+        memmove(e->b.b + at + k, e->b.b + at + 4, n);
+        e->b.len -= 4 - k;
+    }
 }
 
 /* ---- interning: a string said once on the sequence, then its iid ---- */
