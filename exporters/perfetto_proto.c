@@ -203,7 +203,7 @@ static void put_string(ppw *w, enc *e, unsigned field, const char *s)
 
 /* A nested message: four bytes are kept for its length, filled in at its end in as few as
  * it needs (the content moved back: most are an annotation of a few bytes, and four-byte
- * lengths were a third of the file). */
+ * lengths were a fifth of the file). */
 static void open_msg(ppw *w, enc *e, unsigned field)
 {
     put_tag(w, e, field, WT_LEN);
