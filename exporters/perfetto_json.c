@@ -101,47 +101,10 @@ static void jstr(pw *p, const char *s)
     p->jlen = (size_t)(q - p->jbuf);
 }
 
-/* v's decimal digits written at q, right to left from their known end, two at a time: no
- * copy of a text made elsewhere (those memcpy calls were a tenth of the writer). Returns the
- * end. */
-static inline char *put_u64(char *q, uint64_t v)
-{
-    static const char pairs[201] = "00010203040506070809101112131415161718192021222324252627282930"
-                                   "31323334353637383940414243444546474849505152535455565758596061"
-                                   "62636465666768697071727374757677787980818283848586878889909192"
-                                   "93949596979899";
-    static const uint64_t pow10[20] = {1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull,
-                                       1000000ull, 10000000ull, 100000000ull, 1000000000ull,
-                                       10000000000ull, 100000000000ull, 1000000000000ull,
-                                       10000000000000ull, 100000000000000ull,
-                                       1000000000000000ull, 10000000000000000ull,
-                                       100000000000000000ull, 1000000000000000000ull,
-                                       10000000000000000000ull};
-    /* digits: from the bit length (log10(2) ~ 1233/4096), one comparison to settle */
-    unsigned bits = 64 - (unsigned)__builtin_clzll(v | 1);
-    unsigned n = (bits * 1233) >> 12;
-    n += n < 20 && v >= pow10[n];
-    if (n == 0)
-        n = 1;
-    char *end = q + n;
-    while (v >= 100) {
-        end -= 2;
-        memcpy(end, pairs + 2 * (v % 100), 2);
-        v /= 100;
-    }
-    if (v >= 10) {
-        end -= 2;
-        memcpy(end, pairs + 2 * v, 2);
-    } else {
-        *--end = (char)('0' + v);
-    }
-    return q + n;
-}
-
 static void ju64(pw *p, uint64_t v)
 {
     if (jreserve(p, 20) == 0)
-        p->jlen = (size_t)(put_u64(p->jbuf + p->jlen, v) - p->jbuf);
+        p->jlen = (size_t)(cpr_put_u64(p->jbuf + p->jlen, v) - p->jbuf);
 }
 
 static void ji64(pw *p, int64_t v)
@@ -151,25 +114,14 @@ static void ji64(pw *p, int64_t v)
     char *q = p->jbuf + p->jlen;
     if (v < 0)
         *q++ = '-';
-    p->jlen = (size_t)(put_u64(q, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v) - p->jbuf);
+    p->jlen = (size_t)(cpr_put_u64(q, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v) - p->jbuf);
 }
 
 /* ns as microseconds with three decimals: cpr_fmt_ns_us's text, made in place. */
 static void jus(pw *p, int64_t ns)
 {
-    if (jreserve(p, 32) != 0)
-        return;
-    char *q = p->jbuf + p->jlen;
-    uint64_t v = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
-    if (ns < 0)
-        *q++ = '-';
-    q = put_u64(q, v / 1000);
-    unsigned frac = (unsigned)(v % 1000);
-    *q++ = '.';
-    *q++ = (char)('0' + frac / 100);
-    *q++ = (char)('0' + frac / 10 % 10);
-    *q++ = (char)('0' + frac % 10);
-    p->jlen = (size_t)(q - p->jbuf);
+    if (jreserve(p, 32) == 0)
+        p->jlen = (size_t)(cpr_put_ns_us(p->jbuf + p->jlen, ns) - p->jbuf);
 }
 
 static void jnum3(pw *p, double v)

@@ -22,10 +22,13 @@
  * six message types and read none, protobuf-c would need the generated code of Perfetto's
  * schema (thousands of messages; or a copy of the subset) and a build-time protoc-c, and it
  * builds each message as a struct before packing it, the per-event cost we are removing
- * from the JSON writer. A nested message keeps four bytes for its length, as Perfetto's own
- * protozero does, so it is written in one pass; at its end the length takes the bytes it
- * needs and the content moves back (a fifth of the file was padding). tests/exporters/perfetto.proto
- * has the fields used, with Perfetto's numbers; test_perfetto decodes the output with protoc.
+ * from the JSON writer. A nested message keeps the bytes its length will most likely take
+ * (one for an annotation, two for a slice's begin) and is written in one pass; at its end
+ * the length takes the bytes it needs, the content moved only when that is not what was kept
+ * (four bytes each, as Perfetto's protozero keeps, were a fifth of the file). The rank's
+ * packets are encoded where they are held, and the hot ones (annotations, a slice's end, a
+ * counter) through a cursor after one check of the room. tests/exporters/perfetto.proto has
+ * the fields used, with Perfetto's numbers; test_perfetto decodes the output with protoc.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -74,10 +77,14 @@ typedef struct held_packet {
     uint64_t order;     /* the order made: last tie-break */
 } held_packet;
 
-/* A message being encoded: its bytes and the offsets of its open nested messages' lengths. */
+/* A message being encoded: its bytes and, per open nested message, where its length goes
+ * and the bytes kept for it. */
 typedef struct enc {
     buf b;
-    size_t stack[8];
+    struct {
+        size_t at;
+        uint8_t kept;
+    } stack[8];
     int depth;
 } enc;
 
@@ -95,7 +102,9 @@ struct ppw {
     int failed;
     int first;
     uint64_t events;
-    enc pkt;            /* the packet being made */
+    enc pkt;            /* the rank's packets, held (encoded in place, from `pstart` the one
+                           being made): a packet written as it comes leaves it at its end */
+    size_t pstart;
     enc news;           /* the InternedData its new strings go into, written before it */
     int nnews;
     interned *tab;      /* open addressing, a power of two */
@@ -105,8 +114,14 @@ struct ppw {
         const char *s;
         uint32_t iid;
         uint8_t kind;
-    } by_addr[256];
-    buf held;           /* the rank's packets, encoded */
+    } by_addr[1024];
+    /* the last slots of `tab` that strings at these addresses found: a call's comm and site
+       come from a few buffers whose text seldom changes (hashing them was a tenth of the
+       export); the text is compared before the slot is taken */
+    struct {
+        const char *s;
+        size_t slot;
+    } by_text_addr[64];
     buf ob;             /* what is to be written: a quarter MB at a time (a write a packet
                            was a tenth of the export) */
     held_packet *hp;
@@ -146,17 +161,37 @@ static void out_bytes(ppw *w, const void *p, size_t n)
         out_flush(w);
 }
 
-static inline void put_varint(ppw *w, enc *e, uint64_t v)
+/* The hot paths grow the buffer once for what they write and then write through a cursor. */
+static inline unsigned char *wr_varint(unsigned char *q, uint64_t v)
 {
-    if (grow(w, &e->b, 10) != 0)
-        return;
-    unsigned char *q = e->b.b + e->b.len;
     while (v >= 0x80) {
         *q++ = (unsigned char)(v | 0x80);
         v >>= 7;
     }
     *q++ = (unsigned char)v;
-    e->b.len = (size_t)(q - e->b.b);
+    return q;
+}
+
+static inline size_t varint_len(uint64_t v)
+{
+    size_t k = 1;
+    for (; v >= 0x80; v >>= 7)
+        k++;
+    return k;
+}
+
+static inline unsigned char *wr_fixed64(unsigned char *q, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        *q++ = (unsigned char)(v >> (8 * i));
+    return q;
+}
+
+static inline void put_varint(ppw *w, enc *e, uint64_t v)
+{
+    if (grow(w, &e->b, 10) != 0)
+        return;
+    e->b.len = (size_t)(wr_varint(e->b.b + e->b.len, v) - e->b.b);
 }
 
 static inline void put_tag(ppw *w, enc *e, unsigned field, unsigned wt)
@@ -175,8 +210,7 @@ static void put_fixed64(ppw *w, enc *e, unsigned field, uint64_t v)
     put_tag(w, e, field, WT_I64);
     if (grow(w, &e->b, 8) != 0)
         return;
-    for (int i = 0; i < 8; i++)
-        e->b.b[e->b.len++] = (unsigned char)(v >> (8 * i));
+    e->b.len = (size_t)(wr_fixed64(e->b.b + e->b.len, v) - e->b.b);
 }
 
 static void put_double(ppw *w, enc *e, unsigned field, double d)
@@ -201,38 +235,68 @@ static void put_string(ppw *w, enc *e, unsigned field, const char *s)
     put_bytes(w, e, field, s, strlen(s));
 }
 
-/* A nested message: four bytes are kept for its length, filled in at its end in as few as
- * it needs (the content moved back: most are an annotation of a few bytes, and four-byte
- * lengths were a fifth of the file). */
-static void open_msg(ppw *w, enc *e, unsigned field)
+/* A nested message: `kept` bytes are kept for its length, which is known at its end and
+ * takes the bytes it needs there (the content moved when that is not what was kept: four
+ * bytes each, as Perfetto's protozero keeps, were a fifth of the file, and moving every
+ * message's content back was a tenth of the export). */
+static void open_msg_kept(ppw *w, enc *e, unsigned field, uint8_t kept)
 {
-    put_tag(w, e, field, WT_LEN);
-    if (grow(w, &e->b, 4) != 0 || e->depth >= (int)(sizeof e->stack / sizeof e->stack[0])) {
+    if (grow(w, &e->b, 5 + kept) != 0 || e->depth >= (int)(sizeof e->stack / sizeof e->stack[0])) {
         w->failed = 1;
         return;
     }
-    e->stack[e->depth++] = e->b.len;
-    e->b.len += 4;
+    e->b.len = (size_t)(wr_varint(e->b.b + e->b.len, (uint64_t)field << 3 | WT_LEN) - e->b.b);
+    e->stack[e->depth].at = e->b.len;
+    e->stack[e->depth++].kept = kept;
+    e->b.len += kept;
+}
+
+static void open_msg(ppw *w, enc *e, unsigned field)
+{
+    open_msg_kept(w, e, field, 1);
+}
+
+/* The length of the content at at + kept, in the bytes it needs; 0, or -1 (failed). */
+static int set_len_slow(ppw *w, enc *e, size_t at, size_t kept)
+{
+    size_t n = e->b.len - at - kept;
+    if (n >= 1u << 28) {
+        w->failed = 1;
+        errno = EFBIG;
+        return -1;
+    }
+    size_t k = varint_len(n);
+    if (k != kept) {
+        if (k > kept && grow(w, &e->b, k - kept) != 0)
+            return -1;
+        memmove(e->b.b + at + k, e->b.b + at + kept, n);
+        e->b.len = e->b.len + k - kept;
+    }
+    wr_varint(e->b.b + at, n);
+    return 0;
+}
+
+static inline int set_len(ppw *w, enc *e, size_t at, size_t kept)
+{
+    size_t n = e->b.len - at - kept;
+    if (kept == 1 && n < 0x80) { /* most: an annotation */
+        e->b.b[at] = (unsigned char)n;
+        return 0;
+    }
+    if (kept == 2 && n >= 0x80 && n < 0x4000) { /* a slice's begin */
+        e->b.b[at] = (unsigned char)(n | 0x80);
+        e->b.b[at + 1] = (unsigned char)(n >> 7);
+        return 0;
+    }
+    return set_len_slow(w, e, at, kept);
 }
 
 static void close_msg(ppw *w, enc *e)
 {
     if (w->failed || e->depth <= 0)
         return;
-    size_t at = e->stack[--e->depth];
-    size_t n = e->b.len - at - 4;
-    if (n >= 1u << 28) {
-        w->failed = 1;
-        errno = EFBIG;
-        return;
-    }
-    size_t k = n < 1u << 7 ? 1 : n < 1u << 14 ? 2 : n < 1u << 21 ? 3 : 4;
-    for (size_t i = 0; i < k; i++)
-        e->b.b[at + i] = (unsigned char)(((n >> (7 * i)) & 0x7f) | (i + 1 < k ? 0x80 : 0));
-    if (k < 4) {
-        memmove(e->b.b + at + k, e->b.b + at + 4, n);
-        e->b.len -= 4 - k;
-    }
+    e->depth--;
+    set_len(w, e, e->stack[e->depth].at, e->stack[e->depth].kept);
 }
 
 /* ---- interning: a string said once on the sequence, then its iid ---- */
@@ -264,7 +328,17 @@ static int tab_grow(ppw *w)
     free(w->tab);
     w->tab = t;
     w->captab = cap;
+    memset(w->by_text_addr, 0, sizeof w->by_text_addr); /* the slots moved */
     return 0;
+}
+
+/* A string's slot in a table of n (a power of two) kept by address: a multiplicative hash
+ * (the low bits of literals' addresses, a few bytes apart, collided and evicted each other
+ * in a tenth of the lookups). */
+static inline size_t addr_slot(const char *s, uint8_t kind, size_t n)
+{
+    uint64_t h = ((uint64_t)(uintptr_t)s + kind) * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 40) & (n - 1);
 }
 
 /* The fields of InternedData for each kind, and of the entry's string. */
@@ -277,12 +351,18 @@ static uint32_t intern_text(ppw *w, uint8_t kind, const char *s);
 /* Annotation names and categories are literals, and a slice's name is an op's static name
  * or "wait": their iids are also kept by address, which spares hashing the text each time
  * (15 names an event). */
-static uint32_t intern_static(ppw *w, uint8_t kind, const char *s)
+static uint32_t intern_static_slow(ppw *w, uint8_t kind, const char *s, size_t i);
+
+static inline uint32_t intern_static(ppw *w, uint8_t kind, const char *s)
 {
-    size_t n = sizeof w->by_addr / sizeof w->by_addr[0];
-    size_t i = (((uintptr_t)s >> 3) ^ kind) % n;
+    size_t i = addr_slot(s, kind, sizeof w->by_addr / sizeof w->by_addr[0]);
     if (w->by_addr[i].s == s && w->by_addr[i].kind == kind)
         return w->by_addr[i].iid;
+    return intern_static_slow(w, kind, s, i);
+}
+
+static uint32_t intern_static_slow(ppw *w, uint8_t kind, const char *s, size_t i)
+{
     uint32_t iid = intern_text(w, kind, s);
     w->by_addr[i].s = s;
     w->by_addr[i].kind = kind;
@@ -294,11 +374,20 @@ static uint32_t intern_text(ppw *w, uint8_t kind, const char *s)
 {
     if (2 * (w->ntab + 1) > w->captab && tab_grow(w) != 0)
         return 0;
+    size_t ai = addr_slot(s, kind, sizeof w->by_text_addr / sizeof w->by_text_addr[0]);
+    if (w->by_text_addr[ai].s == s) {
+        const interned *t = &w->tab[w->by_text_addr[ai].slot];
+        if (t->s && t->kind == kind && !strcmp(t->s, s))
+            return t->iid;
+    }
     uint64_t h = str_hash(s, kind);
     size_t k = h & (w->captab - 1);
     for (; w->tab[k].s; k = (k + 1) & (w->captab - 1))
-        if (w->tab[k].hash == h && w->tab[k].kind == kind && !strcmp(w->tab[k].s, s))
+        if (w->tab[k].hash == h && w->tab[k].kind == kind && !strcmp(w->tab[k].s, s)) {
+            w->by_text_addr[ai].s = s;
+            w->by_text_addr[ai].slot = k;
             return w->tab[k].iid;
+        }
     char *copy = strdup(s);
     if (!copy) {
         w->failed = 1;
@@ -308,6 +397,8 @@ static uint32_t intern_text(ppw *w, uint8_t kind, const char *s)
     uint32_t iid = ++w->next_iid[kind];
     w->tab[k] = (interned){copy, h, iid, kind};
     w->ntab++;
+    w->by_text_addr[ai].s = s;
+    w->by_text_addr[ai].slot = k;
     if (!w->nnews++) {
         w->news.b.len = 0;
         w->news.depth = 0;
@@ -334,30 +425,43 @@ static void write_news(ppw *w)
     out_bytes(w, w->news.b.b, w->news.b.len);
 }
 
-/* A TracePacket (the Trace's field 1) opened in w->pkt, which starts empty. */
+/* A TracePacket (the Trace's field 1) opened at the end of w->pkt. A packet that interns
+ * (a slice's begin, an instant) is a hundred bytes or more: two bytes are kept for its
+ * length; one for the others. */
 static void packet_begin(ppw *w, int64_t ts, int interning)
 {
     enc *e = &w->pkt;
-    e->b.len = 0;
     e->depth = 0;
-    open_msg(w, e, TRACE_PACKET);
-    if (ts >= 0)
-        put_uint(w, e, TP_TIMESTAMP, (uint64_t)ts);
-    put_uint(w, e, TP_SEQUENCE_ID, 1);
+    w->pstart = e->b.len;
+    open_msg_kept(w, e, TRACE_PACKET, interning ? 2 : 1);
+    if (grow(w, &e->b, 16) != 0)
+        return;
+    unsigned char *q = e->b.b + e->b.len;
+    if (ts >= 0) {
+        *q++ = TP_TIMESTAMP << 3 | WT_VARINT;
+        q = wr_varint(q, (uint64_t)ts);
+    }
+    *q++ = TP_SEQUENCE_ID << 3 | WT_VARINT;
+    *q++ = 1;
     if (w->first) {
         /* the first packet: a sequence whose interned strings start here */
-        put_uint(w, e, TP_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+        *q++ = TP_SEQUENCE_FLAGS << 3 | WT_VARINT;
+        *q++ = SEQ_INCREMENTAL_STATE_CLEARED;
         w->first = 0;
     } else if (interning) {
-        put_uint(w, e, TP_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+        *q++ = TP_SEQUENCE_FLAGS << 3 | WT_VARINT;
+        *q++ = SEQ_NEEDS_INCREMENTAL_STATE;
     }
+    e->b.len = (size_t)(q - e->b.b);
 }
 
+/* The packet made, written now (after the strings it interned), not held. */
 static void packet_write(ppw *w)
 {
     close_msg(w, &w->pkt);
     write_news(w);
-    out_bytes(w, w->pkt.b.b, w->pkt.b.len);
+    out_bytes(w, w->pkt.b.b + w->pstart, w->pkt.b.len - w->pstart);
+    w->pkt.b.len = w->pstart;
 }
 
 ppw *cpx_ppw_new(FILE *out)
@@ -378,37 +482,79 @@ static int repeats(const pf_arg *a)
 #undef IS_KEY
 }
 
+/* A DebugAnnotation: written through a cursor after one grow (it was a nested message of
+ * puts, each checking the room left: a quarter of the export). Its length almost always takes
+ * one byte. */
 static void annotation(ppw *w, const pf_arg *a)
 {
     enc *e = &w->pkt;
-    open_msg(w, e, TE_DEBUG_ANNOTATIONS);
-    put_uint(w, e, DA_NAME_IID, intern_static(w, IK_ANNOTATION_NAME, a->key));
-    char us[32];
+    uint32_t name = intern_static(w, IK_ANNOTATION_NAME, a->key), sv = 0;
+    const char *text = NULL;
+    size_t tlen = 0;
     switch (a->kind) {
     case PA_STR:
         if (a->s_static)
-            put_uint(w, e, DA_STRING_IID, intern_static(w, IK_STRING_VALUE, a->s));
+            sv = intern_static(w, IK_STRING_VALUE, a->s);
         else if (repeats(a))
-            put_uint(w, e, DA_STRING_IID, intern_text(w, IK_STRING_VALUE, a->s));
+            sv = intern_text(w, IK_STRING_VALUE, a->s);
         else
-            put_string(w, e, DA_STRING, a->s);
+            tlen = strlen(text = a->s);
         break;
-    case PA_U64: put_uint(w, e, DA_UINT, a->u); break;
-    case PA_I64: put_uint(w, e, DA_INT, (uint64_t)a->i); break;
+    default: break;
+    }
+    /* tag and length (up to 5), name (6), a value's tag and varint or fixed64 (12), a
+     * text's length (5), each array value (13) */
+    size_t need = 28 + tlen + (a->kind == PA_INTS ? 13 * a->n : 0);
+    if (grow(w, &e->b, need) != 0)
+        return;
+    unsigned char *q = e->b.b + e->b.len, *lp;
+    *q++ = TE_DEBUG_ANNOTATIONS << 3 | WT_LEN;
+    lp = q++;
+    *q++ = DA_NAME_IID << 3 | WT_VARINT;
+    q = wr_varint(q, name);
+    switch (a->kind) {
+    case PA_STR:
+        if (!text) {
+            q = wr_varint(q, DA_STRING_IID << 3 | WT_VARINT);
+            q = wr_varint(q, sv);
+        } else {
+            *q++ = DA_STRING << 3 | WT_LEN;
+            q = wr_varint(q, tlen);
+            memcpy(q, text, tlen);
+            q += tlen;
+        }
+        break;
     /* the JSON's microseconds with three decimals, as the same text: a double would not
      * keep every nanosecond of a long job's times */
-    case PA_US: put_string(w, e, DA_STRING, cpr_fmt_ns_us(us, a->i)); break;
-    case PA_BOOL: put_uint(w, e, DA_BOOL, a->u != 0); break;
-    case PA_NUM3: put_double(w, e, DA_DOUBLE, a->d); break;
+    case PA_US: {
+        *q++ = DA_STRING << 3 | WT_LEN;
+        unsigned char *sl = q++;
+        q = (unsigned char *)cpr_put_ns_us((char *)q, a->i);
+        *sl = (unsigned char)(q - sl - 1); /* at most 25 */
+        break;
+    }
+    case PA_U64: *q++ = DA_UINT << 3 | WT_VARINT; q = wr_varint(q, a->u); break;
+    case PA_I64: *q++ = DA_INT << 3 | WT_VARINT; q = wr_varint(q, (uint64_t)a->i); break;
+    case PA_BOOL: *q++ = DA_BOOL << 3 | WT_VARINT; *q++ = a->u != 0; break;
+    case PA_NUM3: {
+        uint64_t v;
+        memcpy(&v, &a->d, sizeof v);
+        *q++ = DA_DOUBLE << 3 | WT_I64;
+        q = wr_fixed64(q, v);
+        break;
+    }
     case PA_INTS:
         for (size_t i = 0; i < a->n; i++) {
-            open_msg(w, e, DA_ARRAY_VALUES);
-            put_uint(w, e, DA_INT, (uint64_t)(int64_t)a->v[i]);
-            close_msg(w, e);
+            *q++ = DA_ARRAY_VALUES << 3 | WT_LEN;
+            unsigned char *vl = q++;
+            *q++ = DA_INT << 3 | WT_VARINT;
+            q = wr_varint(q, (uint64_t)(int64_t)a->v[i]);
+            *vl = (unsigned char)(q - vl - 1); /* at most 11 */
         }
         break;
     }
-    close_msg(w, e);
+    e->b.len = (size_t)(q - e->b.b);
+    set_len(w, e, (size_t)(lp - e->b.b), 1);
 }
 
 /* A track event's name and category, interned; name_static: the name is a literal. */
@@ -491,31 +637,84 @@ void cpx_ppw_thread(ppw *w, uint32_t pid, uint32_t tid, const char *name)
  * ahead of it). */
 static void hold(ppw *w, int64_t ts, uint8_t phase, int64_t key2, int64_t key3)
 {
-    close_msg(w, &w->pkt);
+    close_msg(w, &w->pkt); /* nothing when it was written closed */
     write_news(w);
     if (w->failed)
         return;
-    if (cpa_grow((void **)&w->hp, &w->caphp, w->nhp + 1, sizeof *w->hp) != 0) {
+    if (w->nhp == w->caphp &&
+        cpa_grow((void **)&w->hp, &w->caphp, w->nhp + 1, sizeof *w->hp) != 0) {
         w->failed = 1;
         errno = ENOMEM;
         return;
     }
-    if (grow(w, &w->held, w->pkt.b.len) != 0)
+    w->hp[w->nhp++] = (held_packet){ts, key2, key3, phase, w->pstart,
+                                    w->pkt.b.len - w->pstart, w->order++};
+}
+
+/* A TrackEvent of this type on this track opened in the packet. */
+static void track_event(ppw *w, unsigned type, uint64_t track, uint8_t kept)
+{
+    enc *e = &w->pkt;
+    open_msg_kept(w, e, TP_TRACK_EVENT, kept);
+    if (grow(w, &e->b, 16) != 0)
         return;
-    memcpy(w->held.b + w->held.len, w->pkt.b.b, w->pkt.b.len);
-    w->hp[w->nhp++] = (held_packet){ts, key2, key3, phase, w->held.len, w->pkt.b.len, w->order++};
-    w->held.len += w->pkt.b.len;
+    unsigned char *q = e->b.b + e->b.len;
+    *q++ = TE_TYPE << 3 | WT_VARINT;
+    *q++ = (unsigned char)type;
+    *q++ = TE_TRACK_UUID << 3 | WT_VARINT;
+    q = wr_varint(q, track);
+    e->b.len = (size_t)(q - e->b.b);
+}
+
+/* A slice's end or a counter's value, held: a packet of under 128 bytes that interns
+ * nothing, written in one go (through packet_begin, track_event and the puts, each of the
+ * two a call cost what a slice's begin with its annotations did). with_value: a counter. */
+static void small_packet(ppw *w, int64_t ts, unsigned type, uint64_t track, int with_value,
+                         double v, uint8_t phase, int64_t key2, int64_t key3)
+{
+    enc *e = &w->pkt;
+    if (w->first || ts < 0) { /* not on this path: the first packet flags the sequence */
+        packet_begin(w, ts, 0);
+        track_event(w, type, track, 1);
+        if (with_value)
+            put_double(w, e, TE_DOUBLE_COUNTER_VALUE, v);
+        close_msg(w, e);
+        hold(w, ts, phase, key2, key3);
+        return;
+    }
+    if (grow(w, &e->b, 48) != 0)
+        return;
+    w->pstart = e->b.len;
+    e->depth = 0;
+    unsigned char *p0 = e->b.b + e->b.len, *q = p0;
+    *q++ = TRACE_PACKET << 3 | WT_LEN;
+    unsigned char *plen = q++;
+    *q++ = TP_TIMESTAMP << 3 | WT_VARINT;
+    q = wr_varint(q, (uint64_t)ts);
+    *q++ = TP_SEQUENCE_ID << 3 | WT_VARINT;
+    *q++ = 1;
+    *q++ = TP_TRACK_EVENT << 3 | WT_LEN;
+    unsigned char *tlen = q++;
+    *q++ = TE_TYPE << 3 | WT_VARINT;
+    *q++ = (unsigned char)type;
+    *q++ = TE_TRACK_UUID << 3 | WT_VARINT;
+    q = wr_varint(q, track);
+    if (with_value) {
+        uint64_t bits;
+        memcpy(&bits, &v, sizeof bits);
+        q = wr_varint(q, TE_DOUBLE_COUNTER_VALUE << 3 | WT_I64);
+        q = wr_fixed64(q, bits);
+    }
+    *tlen = (unsigned char)(q - tlen - 1); /* each under 48 */
+    *plen = (unsigned char)(q - plen - 1);
+    e->b.len += (size_t)(q - p0);
+    hold(w, ts, phase, key2, key3);
 }
 
 static void counter(ppw *w, const pf_event *e, int64_t ts, double v, uint8_t phase)
 {
-    packet_begin(w, ts, 0);
-    open_msg(w, &w->pkt, TP_TRACK_EVENT);
-    put_uint(w, &w->pkt, TE_TYPE, TYPE_COUNTER);
-    put_uint(w, &w->pkt, TE_TRACK_UUID, uuid_counter(e->tid));
-    put_double(w, &w->pkt, TE_DOUBLE_COUNTER_VALUE, v);
-    close_msg(w, &w->pkt);
-    hold(w, ts, phase, phase ? -(ts + e->dur) : -e->ts, 2);
+    small_packet(w, ts, TYPE_COUNTER, uuid_counter(e->tid), 1, v, phase,
+                 phase ? -(ts + e->dur) : -e->ts, 2);
 }
 
 void cpx_ppw_event(ppw *w, const pf_event *e)
@@ -525,9 +724,8 @@ void cpx_ppw_event(ppw *w, const pf_event *e)
     int instant = e->ph == 'i';
     enc *p = &w->pkt;
     packet_begin(w, e->ts, 1);
-    open_msg(w, p, TP_TRACK_EVENT);
-    put_uint(w, p, TE_TYPE, instant ? TYPE_INSTANT : TYPE_SLICE_BEGIN);
-    put_uint(w, p, TE_TRACK_UUID, instant ? uuid_process(e->pid) : uuid_thread(e->tid));
+    track_event(w, instant ? TYPE_INSTANT : TYPE_SLICE_BEGIN,
+                instant ? uuid_process(e->pid) : uuid_thread(e->tid), 2);
     event_names(w, e->name, e->cat, !instant);
     for (size_t i = 0; i < e->nargs; i++)
         annotation(w, &e->args[i]);
@@ -545,15 +743,11 @@ void cpx_ppw_event(ppw *w, const pf_event *e)
     int64_t te = e->ts + e->dur;
     uint64_t id = w->order;
     hold(w, e->ts, 1, -te, e->dur ? e->is_wait : 4 + 2 * (int64_t)id);
-    packet_begin(w, te, 0);
-    open_msg(w, p, TP_TRACK_EVENT);
-    put_uint(w, p, TE_TYPE, TYPE_SLICE_END);
-    put_uint(w, p, TE_TRACK_UUID, uuid_thread(e->tid));
-    close_msg(w, p);
     if (e->dur)
-        hold(w, te, 0, -e->ts, !e->is_wait);
+        small_packet(w, te, TYPE_SLICE_END, uuid_thread(e->tid), 0, 0, 0, -e->ts, !e->is_wait);
     else
-        hold(w, te, 1, -te, 5 + 2 * (int64_t)id);
+        small_packet(w, te, TYPE_SLICE_END, uuid_thread(e->tid), 0, 0, 1, -te,
+                     5 + 2 * (int64_t)id);
     if (e->busbw_gbps >= 0) {
         counter(w, e, e->ts, e->busbw_gbps, 1);
         counter(w, e, e->ts + e->dur, 0, 0);
@@ -576,57 +770,68 @@ static int cmp_held(const void *x, const void *y)
     return a->order < b->order ? -1 : a->order > b->order;
 }
 
-/* The rank's held packets in cmp_held's order: a stable radix sort by time (they were held
- * in `order`, the last tie-break), then each run of one instant, a few packets, by the rest
- * of the key (qsort through cmp_held was a tenth of the protobuf export). */
-static int sort_held(ppw *w)
+static inline int held_before(const held_packet *hp, const cpa_kv *x, const cpa_kv *y)
 {
-    size_t n = w->nhp;
-    cpa_kv *kv = malloc(2 * n * sizeof *kv);
-    if (!kv)
-        return -1;
-    for (size_t i = 0; i < n; i++)
-        kv[i] = (cpa_kv){(uint64_t)w->hp[i].ts ^ (1ull << 63), i};
-    cpa_sort_kv(kv, kv + n, n);
-    held_packet *sorted = malloc(n * sizeof *sorted);
-    if (!sorted) {
-        free(kv);
-        return -1;
+    return x->key != y->key ? x->key < y->key : cmp_held(&hp[x->val], &hp[y->val]) < 0;
+}
+
+/* kv[0..n) (time key, held index) in cmp_held's order, a total order. A rank's packets come
+ * nearly sorted (a call's end and counters before its wait's begin, a track's calls one after
+ * another): insertion, while it moves under four entries a packet; else a stable radix sort by
+ * time (the packets were held in `order`, the last tie-break) and each run of one instant by
+ * insertion through cmp_held (qsort past 32). The radix for every rank was a seventh of the
+ * export, and qsort through cmp_held before it a tenth. */
+static void sort_held(const held_packet *hp, cpa_kv *kv, cpa_kv *tmp, size_t n)
+{
+    size_t moves = 0, budget = 4 * n;
+    for (size_t i = 1; i < n && moves <= budget; i++) {
+        cpa_kv v = kv[i];
+        size_t j = i;
+        for (; j > 0 && held_before(hp, &v, &kv[j - 1]); j--)
+            kv[j] = kv[j - 1];
+        moves += i - j;
+        kv[j] = v;
     }
+    if (moves <= budget)
+        return;
     for (size_t i = 0; i < n; i++)
-        sorted[i] = w->hp[kv[i].val];
-    free(kv);
+        kv[i] = (cpa_kv){(uint64_t)hp[i].ts ^ (1ull << 63), i};
+    cpa_sort_kv(kv, tmp, n);
     for (size_t lo = 0, hi; lo < n; lo = hi) {
-        for (hi = lo + 1; hi < n && sorted[hi].ts == sorted[lo].ts; hi++)
+        for (hi = lo + 1; hi < n && kv[hi].key == kv[lo].key; hi++)
             ;
-        if (hi - lo > 32) { /* a crowded instant: not one for insertion */
-            qsort(sorted + lo, hi - lo, sizeof *sorted, cmp_held);
-            continue;
-        }
         for (size_t i = lo + 1; i < hi; i++) {
-            held_packet v = sorted[i];
+            cpa_kv v = kv[i];
             size_t j = i;
-            for (; j > lo && cmp_held(&sorted[j - 1], &v) > 0; j--)
-                sorted[j] = sorted[j - 1];
-            sorted[j] = v;
+            for (; j > lo && held_before(hp, &v, &kv[j - 1]); j--)
+                kv[j] = kv[j - 1];
+            kv[j] = v;
         }
     }
-    free(w->hp);
-    w->hp = sorted;
-    w->caphp = n;
-    return 0;
 }
 
 void cpx_ppw_rank_end(ppw *w)
 {
     if (!w || w->failed)
         return;
-    if (w->nhp && sort_held(w) != 0)
-        qsort(w->hp, w->nhp, sizeof *w->hp, cmp_held); /* out of memory for the radix's */
-    for (size_t i = 0; i < w->nhp && !w->failed; i++)
-        out_bytes(w, w->held.b + w->hp[i].off, w->hp[i].len);
+    size_t n = w->nhp;
+    cpa_kv *kv = n ? malloc(2 * n * sizeof *kv) : NULL;
+    if (kv) {
+        for (size_t i = 0; i < n; i++)
+            kv[i] = (cpa_kv){(uint64_t)w->hp[i].ts ^ (1ull << 63), i};
+        sort_held(w->hp, kv, kv + n, n);
+        for (size_t i = 0; i < n && !w->failed; i++) {
+            const held_packet *h = &w->hp[kv[i].val];
+            out_bytes(w, w->pkt.b.b + h->off, h->len);
+        }
+        free(kv);
+    } else if (n) { /* out of memory for the sort's keys */
+        qsort(w->hp, n, sizeof *w->hp, cmp_held);
+        for (size_t i = 0; i < n && !w->failed; i++)
+            out_bytes(w, w->pkt.b.b + w->hp[i].off, w->hp[i].len);
+    }
     w->nhp = 0;
-    w->held.len = 0;
+    w->pkt.b.len = 0;
 }
 
 int cpx_ppw_close(ppw *w, uint64_t *events)
@@ -643,7 +848,6 @@ int cpx_ppw_close(ppw *w, uint64_t *events)
     free(w->tab);
     free(w->pkt.b.b);
     free(w->news.b.b);
-    free(w->held.b);
     free(w->ob.b);
     free(w->hp);
     free(w);

@@ -74,19 +74,8 @@ void cpr_fmt_ranks(char *buf, size_t len, const int32_t *ranks, size_t n)
 
 const char *cpr_fmt_ns_us(char buf[32], int64_t ns)
 {
-    char *q = buf + 32;
-    uint64_t v = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
-    *--q = '\0';
-    for (int i = 0; i < 3; i++, v /= 10)
-        *--q = (char)('0' + v % 10);
-    *--q = '.';
-    do {
-        *--q = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    if (ns < 0)
-        *--q = '-';
-    return q;
+    *cpr_put_ns_us(buf, ns) = '\0';
+    return buf;
 }
 
 void cpr_fmt_comm(char buf[17], uint64_t comm_id)
