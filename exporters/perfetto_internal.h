@@ -36,7 +36,8 @@ typedef struct pf_arg {
 #define PF_MAX_ARGS 40
 typedef struct pf_event {
     char ph;             /* 'X' a slice on a stream's track, 'i' an instant on the rank */
-    const char *name, *cat;
+    const char *name, *cat; /* cat a literal, and a slice's ('X') name: both writers keep
+                               them by address */
     size_t ri;           /* the rank index */
     uint32_t pid, tid;
     int64_t ts, dur;     /* ns since the job's start */
@@ -79,6 +80,13 @@ typedef struct pw {
     uint64_t comm_id;
     char *jbuf;          /* the JSON writer's event text */
     size_t jlen, jcap;
+    /* names that live as long as the program (ops', dtypes', categories), quoted and
+       escaped once, by address */
+    struct {
+        const char *s;
+        char *text;
+        size_t len;
+    } jstatic[128];
     /* call sites cleaned for output, by the model's string they come from: a job has few
      * sites and each call would clean its own again (a sixth of the export's time) */
     struct {

@@ -101,6 +101,31 @@ static void jstr(pw *p, const char *s)
     p->jlen = (size_t)(q - p->jbuf);
 }
 
+/* A name that lives as long as the program (pf_arg's s_static; a slice's name, a category):
+ * its text made by jstr once and copied after (escaping the same few names for every event
+ * was a sixth of the writer). */
+static void jstr_static(pw *p, const char *s)
+{
+    size_t n = sizeof p->jstatic / sizeof p->jstatic[0];
+    size_t i = (size_t)(((uint64_t)(uintptr_t)s * 0x9e3779b97f4a7c15ull) >> 40) & (n - 1);
+    if (p->jstatic[i].s == s) {
+        jraw(p, p->jstatic[i].text, p->jstatic[i].len);
+        return;
+    }
+    size_t at = p->jlen;
+    jstr(p, s);
+    if (p->failed)
+        return;
+    char *t = malloc(p->jlen - at);
+    if (!t)
+        return; /* made again next time */
+    memcpy(t, p->jbuf + at, p->jlen - at);
+    free(p->jstatic[i].text);
+    p->jstatic[i].s = s;
+    p->jstatic[i].text = t;
+    p->jstatic[i].len = p->jlen - at;
+}
+
 static void ju64(pw *p, uint64_t v)
 {
     if (jreserve(p, 20) == 0)
@@ -152,7 +177,7 @@ static void jkey(pw *p, const char *key, size_t len, int first)
 static void jarg(pw *p, const pf_arg *a)
 {
     switch (a->kind) {
-    case PA_STR: jstr(p, a->s); break;
+    case PA_STR: a->s_static ? jstr_static(p, a->s) : jstr(p, a->s); break;
     case PA_U64: ju64(p, a->u); break;
     case PA_I64: ji64(p, a->i); break;
     case PA_US: jus(p, a->i); break;
@@ -188,14 +213,15 @@ static void jflush(pw *p)
 }
 
 /* Each event on a line of its own, after a comma but the first. */
-/* ph: one of perfetto.c's letters, which need no escaping. */
+/* ph: one of perfetto.c's letters, which need no escaping; a slice's name is an op's or
+ * "wait", a literal. */
 static void jhead(pw *p, const char *name, char ph, uint32_t pid, uint32_t tid)
 {
     if (p->first)
         JLIT(p, "\n{\"name\":");
     else
         JLIT(p, ",\n{\"name\":");
-    jstr(p, name);
+    ph == 'X' ? jstr_static(p, name) : jstr(p, name);
     char phs[] = ",\"ph\":\"?\"";
     phs[7] = ph;
     jraw(p, phs, sizeof phs - 1);
@@ -211,7 +237,7 @@ void cpx_pj_event(pw *p, const pf_event *e)
     if (e->ph == 'i')
         JLIT(p, ",\"s\":\"p\"");
     JLIT(p, ",\"cat\":");
-    jstr(p, e->cat);
+    jstr_static(p, e->cat);
     JLIT(p, ",\"ts\":");
     jus(p, e->ts);
     if (e->ph == 'X') {
