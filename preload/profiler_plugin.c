@@ -470,6 +470,17 @@ static void call_add_extra(cp_pcall *p, cp_pev *e)
 
 cp_pcall *cp_pcall_at(uint32_t index) { return index < CP_PCALL_MAX ? &g_mem.calls[index] : NULL; }
 
+void cp_pcall_no_task(uint32_t index)
+{
+    cp_pcall *p = cp_pcall_at(index);
+    if (!p)
+        return;
+    /* parts_expected has one writer, the call's thread, which this is */
+    uint32_t e = atomic_load_explicit(&p->parts_expected, memory_order_relaxed);
+    if (e > 0)
+        atomic_store_explicit(&p->parts_expected, e - 1, memory_order_release);
+}
+
 int cp_pcall_state(cp_pcall *p, cp_pcall_view *v)
 {
     uint32_t expected = atomic_load_explicit(&p->parts_expected, memory_order_acquire);

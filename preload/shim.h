@@ -106,6 +106,7 @@ typedef struct cp_tls_state {
     uint8_t budget_log2;    /* gpu_timing.c, auto mode: events on 1 in 2^k of a comm's seqs */
     uint64_t budget_t0;     /* ticks: the thread's first timed decision */
     uint64_t budget_spent;  /* ticks spent on events by this thread */
+    uint32_t groups_ended;  /* this thread's outermost GroupEnds: which group a call is in */
 } cp_tls_state;
 typedef struct cp_nccl_caller cp_nccl_caller;
 extern CP_TLS cp_tls_state cp_tls;
@@ -274,6 +275,19 @@ typedef struct cp_comm {
     _Atomic uint64_t *recv_seq;
     struct cp_comm *all_next;     /* every comm ever made (kept reachable across fork) */
     cp_nccl_lib *lib;             /* the NCCL that made it, for the shim's own queries */
+    /* the sends to itself and receives from itself of the group under way not yet paired
+       (wrap_coll.c: NCCL drops a pair on one buffer); one thread's group at a time, as NCCL
+       allows a comm no more */
+    struct {
+        const void *thread;       /* &cp_tls of the group's thread */
+        uint32_t group;           /* ... and its groups_ended then */
+        uint8_t n[2];             /* waiting: [0] sends, [1] receives */
+        uint8_t lost;             /* more waited than q holds: no pairing in this group */
+        struct {
+            const void *buf;
+            uint32_t pcall;       /* plugin call index + 1; 0 none */
+        } q[2][4];
+    } self;
 } cp_comm;
 
 /* Lock-free: the comm of a handle, or NULL for one the shim never saw created. */
@@ -414,6 +428,9 @@ enum { CP_PCALL_CAPTURED = 1, /* NCCL said graphCaptured */
        CP_PCALL_V4 = 4 };     /* the comm's plugin API is v4: ungrouped calls only */
 cp_pcall *cp_pcall_at(uint32_t index);
 void cp_pcall_free(cp_pcall *p);
+/* NCCL will start no task for this call, on its own thread after its API event: an in-place
+ * send to itself, dropped at its group's end. Complete once its other tasks are. */
+void cp_pcall_no_task(uint32_t index);
 /* A globaltimer value on this process's CLOCK_MONOTONIC: 0, or -1 while unknown. */
 int cp_plugin_clock(cp_pcall *p, uint64_t gt, uint64_t *host_ns);
 /* Writer, each tick: the clock offset's windows. */

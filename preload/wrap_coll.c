@@ -16,6 +16,7 @@
 #include "preload/shim.h"
 
 #include <errno.h>
+#include <string.h>
 
 #include "common/settings.h"
 
@@ -78,6 +79,45 @@ void cp_record_emit(const cp_call_info *ci)
     cp_ring_commit(ring);
 }
 
+/* NCCL pairs a group's sends to the rank itself with its receives from itself, comm by comm
+ * in call order, and drops a pair whose buffers are one at the group's end (src/enqueue.cc,
+ * scheduleP2pTasksToPlan: "Skip send to self in-place"): no task, no kernel, so NCCL's plugin
+ * never completes either call, which then stayed in flight to the trace's end. A grouped
+ * send or receive to itself that NCCL accepted pairs here with the oldest waiting one of the
+ * other kind; an in-place pair's plugin calls expect no task. */
+static void note_self(cp_comm *c, int is_send, const void *buf, uint32_t pcall)
+{
+    if (c->self.thread != (const void *)&cp_tls || c->self.group != cp_tls.groups_ended) {
+        c->self.thread = &cp_tls; /* a new group: what waited from another is NCCL's error */
+        c->self.group = cp_tls.groups_ended;
+        c->self.n[0] = c->self.n[1] = 0;
+        c->self.lost = 0;
+    }
+    int me = is_send ? 0 : 1, other = !me;
+    size_t cap = sizeof c->self.q[0] / sizeof c->self.q[0][0];
+    if (c->self.lost)
+        return;
+    if (c->self.n[other] > 0) {
+        const void *obuf = c->self.q[other][0].buf;
+        uint32_t opcall = c->self.q[other][0].pcall;
+        memmove(&c->self.q[other][0], &c->self.q[other][1],
+                (size_t)(--c->self.n[other]) * sizeof c->self.q[other][0]);
+        if (obuf == buf) {
+            if (opcall)
+                cp_pcall_no_task(opcall - 1);
+            if (pcall)
+                cp_pcall_no_task(pcall - 1);
+        }
+        return;
+    }
+    if (c->self.n[me] == cap) {
+        c->self.lost = 1;
+        return;
+    }
+    c->self.q[me][c->self.n[me]].buf = buf;
+    c->self.q[me][c->self.n[me]++].pcall = pcall;
+}
+
 /* Everything a collective or p2p call needs after the real call returned. */
 static void record_op(uint8_t op, cp_comm *comm, size_t count, ncclDataType_t dtype,
                       int redop, int peer, cudaStream_t stream, const void *sendbuff,
@@ -132,6 +172,8 @@ static void record_op(uint8_t op, cp_comm *comm, size_t count, ncclDataType_t dt
         if (op == CP_OP_SEND || op == CP_OP_RECV) {
             if (ready && peer >= 0 && peer < c->nranks)
                 ci.seq = seq_next(op == CP_OP_SEND ? &c->send_seq[peer] : &c->recv_seq[peer]);
+            if (gd && ready && peer == c->rank)
+                note_self(c, op == CP_OP_SEND, op == CP_OP_SEND ? sendbuff : recvbuff, pcall);
         } else {
             ci.seq = seq_next(&c->coll_seq);
         }
@@ -307,8 +349,8 @@ ncclResult_t ncclGroupEnd(void)
         return CP_MISSING_RESULT;
     if (!cp_call_begin()) {
         ncclResult_t r = real();
-        if (cp_tls.depth == 0 && cp_tls.group_depth > 0)
-            cp_tls.group_depth--;
+        if (cp_tls.depth == 0 && cp_tls.group_depth > 0 && --cp_tls.group_depth == 0)
+            cp_tls.groups_ended++;
         return r;
     }
     int job_errno = errno;
@@ -321,8 +363,10 @@ ncclResult_t ncclGroupEnd(void)
     errno = job_errno;
     ncclResult_t r = real();
     job_errno = errno;
-    if (outermost)
+    if (outermost) {
         cp_gpu_group_end_after();
+        cp_tls.groups_ended++;
+    }
     if (cp_tls.group_depth > 0)
         cp_tls.group_depth--;
     cp_record_plain(CP_OP_GROUP_END, NULL, CP_SEQ_NONE, 0, t0, gd, r, cp_site_of(ra));

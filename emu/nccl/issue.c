@@ -263,7 +263,8 @@ static cpn_item *item_new(ncclComm_t comm, cpn_join *join, int worker)
 
 /* A one-rank communicator's collectives launch no NCCL kernel (ncclLaunchOneRank): a copy
  * when out of place, nothing in place, and a kernel of its own only for a PreMulSum (ncclAvg
- * on floats included). Its sends and receives to itself do run NCCL's kernel. */
+ * on floats included). Its sends and receives to itself out of place do run NCCL's kernel
+ * (in place NCCL drops them: skip_self_in_place). */
 static const char *one_rank_kernel(const cpn_item *it)
 {
     if (it->np2p)
@@ -316,11 +317,39 @@ static ncclResult_t enqueue(cpn_item *it, CUstream s)
     return ncclSuccess;
 }
 
+/* NCCL pairs a rank's sends to itself with its receives from itself, in call order, and
+ * drops a pair whose buffers are one: nothing to copy, no work in any kernel, no task for a
+ * profiler (src/enqueue.cc scheduleP2pTasksToPlan, "Skip send to self in-place"). Marks them
+ * in skip[], by place in the list; the first SELF_SCAN ops are looked at, a group's few. */
+#define SELF_SCAN 128
+static void skip_self_in_place(ncclComm_t comm, const cpn_op *ops, unsigned char *skip)
+{
+    const cpn_op *at[SELF_SCAN];
+    int n = 0, sends[SELF_SCAN], recvs[SELF_SCAN], ns = 0, nr = 0;
+    for (const cpn_op *o = ops; o && n < SELF_SCAN; o = o->next, n++) {
+        at[n] = o;
+        if (o->root != comm->rank)
+            continue;
+        if (o->kind == CP_OP_SEND)
+            sends[ns++] = n;
+        else if (o->kind == CP_OP_RECV)
+            recvs[nr++] = n;
+    }
+    for (int k = 0; k < ns && k < nr; k++)
+        if (at[sends[k]]->sendbuff == at[recvs[k]]->recvbuff)
+            skip[sends[k]] = skip[recvs[k]] = 1;
+}
+
 ncclResult_t cpn_issue_comm_ops(ncclComm_t comm, cpn_op *ops)
 {
     int ncoll = 0, np2p = 0, nstreams = 0;
     CUstream streams[64];
-    for (cpn_op *o = ops; o; o = o->next) {
+    unsigned char skip[SELF_SCAN] = {0};
+    skip_self_in_place(comm, ops, skip);
+    int idx = 0;
+    for (cpn_op *o = ops; o; o = o->next, idx++) {
+        if (idx < SELF_SCAN && skip[idx])
+            continue;
         if (o->kind == CP_OP_SEND || o->kind == CP_OP_RECV)
             np2p++;
         else
@@ -355,7 +384,10 @@ ncclResult_t cpn_issue_comm_ops(ncclComm_t comm, cpn_op *ops)
     }
     int c = 0, p = ncoll;
     cpn_core *core = comm->core;
-    for (cpn_op *o = ops; o; o = o->next) {
+    idx = 0;
+    for (cpn_op *o = ops; o; o = o->next, idx++) {
+        if (idx < SELF_SCAN && skip[idx])
+            continue;
         int is_p2p = o->kind == CP_OP_SEND || o->kind == CP_OP_RECV;
         cpn_op *dst = &it->ops[is_p2p ? p++ : c++];
         *dst = *o;

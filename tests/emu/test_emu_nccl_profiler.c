@@ -578,6 +578,63 @@ static void captured_and_hung_ops_get_no_kernel_events(void **state)
     unlink(log_path);
 }
 
+/* A rank's sends to itself: a pair in place (one buffer), then one out of place. */
+static int self_pairs(int rank, int nranks, const ncclUniqueId *id, void *arg)
+{
+    (void)arg;
+    CUstream s;
+    if (tn_device(rank, &s))
+        return 1;
+    ncclComm_t comm;
+    TN_NCCL(ncclCommInitRank(&comm, nranks, *id, rank));
+    say_caller(rank);
+    static int32_t a[100], b[100];
+    for (int i = 0; i < 100; i++)
+        a[i] = rank * 1000 + i;
+    TN_NCCL(ncclGroupStart());
+    TN_NCCL(ncclSend(a, 100, ncclInt32, rank, comm, s));
+    TN_NCCL(ncclRecv(a, 100, ncclInt32, rank, comm, s));
+    TN_NCCL(ncclGroupEnd());
+    TN_NCCL(ncclGroupStart());
+    TN_NCCL(ncclSend(a, 100, ncclInt32, rank, comm, s));
+    TN_NCCL(ncclRecv(b, 100, ncclInt32, rank, comm, s));
+    TN_NCCL(ncclGroupEnd());
+    TN_CU(cuStreamSynchronize(s));
+    for (int i = 0; i < 100; i++)
+        TN_CHECK(a[i] == rank * 1000 + i && b[i] == a[i], "a send to itself lost its data");
+    TN_NCCL(ncclCommDestroy(comm));
+    return 0;
+}
+
+/* NCCL drops a send to itself in place with its receive (src/enqueue.cc: "Skip send to self
+ * in-place"): the API events only, no task, no kernel; out of place, a task and channels. */
+static void a_send_to_itself_in_place_makes_no_task(void **state)
+{
+    (void)state;
+    assert_int_equal(run("libnccl-profiler-probe.so", NULL, 2, self_pairs), 0);
+    evlog L = read_log(log_path);
+    int pids[4];
+    assert_int_equal(pids_of(&L, pids, 4), 2);
+    for (int p = 0; p < 2; p++) {
+        int pid = pids[p];
+        long caller = caller_tid(&L, pid), proxy = -1;
+        assert_int_equal(count(&L, pid, "start", ncclProfileP2pApi), 4);
+        assert_int_equal(count(&L, pid, "start", ncclProfileP2p), 2);
+        int channels = 0;
+        for (int i = 0; i < L.n; i++) {
+            const ev *e = &L.e[i];
+            if (e->pid == pid && !strcmp(e->kind, "start") && e->type == ncclProfileP2p) {
+                check_channels(&L, pid, e, caller, &proxy);
+                channels += e->nch;
+            }
+        }
+        assert_int_equal(count(&L, pid, "start", ncclProfileKernelCh), channels);
+        assert_true(channels >= 2);
+    }
+    free(L.e);
+    unlink(log_path);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -600,6 +657,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(one_rank_comm_gets_no_task_events),
         cmocka_unit_test(delayed_rank_starts_its_kernel_late),
         cmocka_unit_test(captured_and_hung_ops_get_no_kernel_events),
+        cmocka_unit_test(a_send_to_itself_in_place_makes_no_task),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

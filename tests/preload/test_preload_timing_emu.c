@@ -322,6 +322,50 @@ static void cupti_mode_times_one_rank_comms_by_events(void **state)
     free_traces();
 }
 
+/* NCCL drops a send to itself in place with its receive at the group's end: no task, so its
+ * plugin never completes either call. They are done (untimed: NCCL ran nothing), not left in
+ * flight to the trace's end; the pair out of place is timed by the plugin. */
+static void a_send_to_itself_in_place_is_done_not_left_in_flight(void **state)
+{
+    (void)state;
+    char dir[4300], dir_env[4400];
+    snprintf(dir, sizeof dir, "%s/self", g_tmp);
+    snprintf(dir_env, sizeof dir_env, "COLLPROF_DIR=%s", dir);
+    const char *env[] = {dir_env, "COLLPROF_GPU_TIMING=plugin", NULL};
+    const char *argv[] = {NULL};
+    st_run_prog(&g_res, "self_p2p_job", 1, env, argv);
+    if (g_res.status != 0)
+        fprintf(stderr, "%#x\n%s%s", g_res.status, g_res.out, g_res.err);
+    assert_int_equal(g_res.status, 0);
+    char **paths;
+    int nf = st_list(dir, &paths);
+    assert_int_equal(nf, 2);
+    for (int i = 0; i < nf; i++)
+        assert_int_equal(st_read_trace(paths[i], &g_t[i]), 0);
+    g_nt = nf;
+    cp_trace_dir_free(paths, nf);
+    for (int r = 0; r < g_nt; r++) {
+        size_t in_place = 0, out_of_place = 0;
+        for (size_t i = 0; i < g_t[r].ncalls; i++) {
+            const cp_rec_call *c = &g_t[r].calls[i];
+            if (!cp_op_is_p2p(c->op))
+                continue;
+            const cp_rec_done *d = done_of(&g_t[r], c);
+            assert_non_null(d);
+            if (c->seq % 2 == 0) { /* each round's first group: one buffer */
+                in_place++;
+                assert_int_equal(d->timing, CP_TIMING_NONE);
+            } else {
+                out_of_place++;
+                assert_int_equal(d->timing, CP_TIMING_PLUGIN);
+            }
+        }
+        assert_int_equal(in_place, 10);
+        assert_int_equal(out_of_place, 10);
+    }
+    free_traces();
+}
+
 /* What a trace says the GPU ran before each call: rank's total ns of `kernel` before the
  * collective (comm_index, seq), summed over the trace. */
 typedef struct before_seen {
@@ -414,6 +458,7 @@ int main(void)
         cmocka_unit_test(cupti_mode_times_every_call_by_its_kernels),
         cmocka_unit_test(cupti_mode_without_cupti_says_so_and_uses_events),
         cmocka_unit_test(cupti_mode_times_one_rank_comms_by_events),
+        cmocka_unit_test(a_send_to_itself_in_place_is_done_not_left_in_flight),
         cmocka_unit_test(cupti_mode_names_the_kernels_before_each_collective),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
