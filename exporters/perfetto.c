@@ -155,8 +155,6 @@ static void pw_release(pw *p)
     free(p->items2);
     free(p->stack);
     free(p->jbuf);
-    for (size_t i = 0; i < sizeof p->jstatic / sizeof p->jstatic[0]; i++)
-        free(p->jstatic[i].text);
 }
 
 /* pid = the rank; a file with no rank, or a rank two files claim, gets one past all ranks,

@@ -84,8 +84,8 @@ typedef struct pw {
        escaped once, by address */
     struct {
         const char *s;
-        char *text;
-        size_t len;
+        uint8_t len;     /* 0: nothing kept (a name longer than text) */
+        char text[47];
     } jstatic[128];
     /* call sites cleaned for output, by the model's string they come from: a job has few
      * sites and each call would clean its own again (a sixth of the export's time) */

@@ -108,22 +108,18 @@ static void jstr_static(pw *p, const char *s)
 {
     size_t n = sizeof p->jstatic / sizeof p->jstatic[0];
     size_t i = (size_t)(((uint64_t)(uintptr_t)s * 0x9e3779b97f4a7c15ull) >> 40) & (n - 1);
-    if (p->jstatic[i].s == s) {
+    if (p->jstatic[i].s == s && p->jstatic[i].len) {
         jraw(p, p->jstatic[i].text, p->jstatic[i].len);
         return;
     }
     size_t at = p->jlen;
     jstr(p, s);
-    if (p->failed)
-        return;
-    char *t = malloc(p->jlen - at);
-    if (!t)
-        return; /* made again next time */
-    memcpy(t, p->jbuf + at, p->jlen - at);
-    free(p->jstatic[i].text);
+    size_t len = p->jlen - at;
+    if (p->failed || len > sizeof p->jstatic[i].text)
+        return; /* made each time */
+    memcpy(p->jstatic[i].text, p->jbuf + at, len);
     p->jstatic[i].s = s;
-    p->jstatic[i].text = t;
-    p->jstatic[i].len = p->jlen - at;
+    p->jstatic[i].len = (uint8_t)len;
 }
 
 static void ju64(pw *p, uint64_t v)

@@ -502,9 +502,9 @@ static void annotation(ppw *w, const pf_arg *a)
         break;
     default: break;
     }
-    /* tag and length (up to 5), name (6), a value's tag and varint or fixed64 (12), a
-     * text's length (5), each array value (13) */
-    size_t need = 28 + tlen + (a->kind == PA_INTS ? 13 * a->n : 0);
+    /* tag and length (2), name (6), a value: a tag (2) and a varint or fixed64 (10), or a
+     * text's tag, length (11) and bytes (a time's at most 21); each array value (13) */
+    size_t need = 48 + tlen + (a->kind == PA_INTS ? 13 * a->n : 0);
     if (grow(w, &e->b, need) != 0)
         return;
     unsigned char *q = e->b.b + e->b.len, *lp;
@@ -779,7 +779,8 @@ static inline int held_before(const held_packet *hp, const cpa_kv *x, const cpa_
  * nearly sorted (a call's end and counters before its wait's begin, a track's calls one after
  * another): insertion, while it moves under four entries a packet; else a stable radix sort by
  * time (the packets were held in `order`, the last tie-break) and each run of one instant by
- * insertion through cmp_held (qsort past 32). The radix for every rank was a seventh of the
+ * insertion through cmp_held, or qsort past 32 (a crowded instant: a damaged trace's calls all
+ * at one time must not take quadratic time). The radix for every rank was a seventh of the
  * export, and qsort through cmp_held before it a tenth. */
 static void sort_held(const held_packet *hp, cpa_kv *kv, cpa_kv *tmp, size_t n)
 {
@@ -797,9 +798,18 @@ static void sort_held(const held_packet *hp, cpa_kv *kv, cpa_kv *tmp, size_t n)
     for (size_t i = 0; i < n; i++)
         kv[i] = (cpa_kv){(uint64_t)hp[i].ts ^ (1ull << 63), i};
     cpa_sort_kv(kv, tmp, n);
+    held_packet *crowd = NULL;
     for (size_t lo = 0, hi; lo < n; lo = hi) {
         for (hi = lo + 1; hi < n && kv[hi].key == kv[lo].key; hi++)
             ;
+        if (hi - lo > 32 && (crowd || (crowd = malloc(n * sizeof *crowd)) != NULL)) {
+            for (size_t i = lo; i < hi; i++)
+                crowd[i - lo] = hp[kv[i].val];
+            qsort(crowd, hi - lo, sizeof *crowd, cmp_held);
+            for (size_t i = lo; i < hi; i++) /* held in `order`: its index from it */
+                kv[i].val = crowd[i - lo].order - hp[0].order;
+            continue;
+        }
         for (size_t i = lo + 1; i < hi; i++) {
             cpa_kv v = kv[i];
             size_t j = i;
@@ -808,6 +818,7 @@ static void sort_held(const held_packet *hp, cpa_kv *kv, cpa_kv *tmp, size_t n)
             kv[j] = v;
         }
     }
+    free(crowd);
 }
 
 void cpx_ppw_rank_end(ppw *w)
