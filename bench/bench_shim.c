@@ -40,7 +40,9 @@
  * and compare with the bare run (no LD_PRELOAD): "Collected" / calls; bench/shim_callgrind.sh
  * does both and prints the difference.
  */
+#ifndef _GNU_SOURCE /* the build defines it; a bench built by hand needs it for CPU_SET */
 #define _GNU_SOURCE
+#endif
 #include <dirent.h>
 #include <dlfcn.h>
 #include <sched.h>
