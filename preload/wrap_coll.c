@@ -80,11 +80,11 @@ void cp_record_emit(const cp_call_info *ci)
 }
 
 /* NCCL pairs a group's sends to the rank itself with its receives from itself, comm by comm
- * in call order, and drops a pair whose buffers are one at the group's end (src/enqueue.cc,
- * scheduleP2pTasksToPlan: "Skip send to self in-place"): no task, no kernel, so NCCL's plugin
- * never completes either call, which then stayed in flight to the trace's end. A grouped
- * send or receive to itself that NCCL accepted pairs here with the oldest waiting one of the
- * other kind; an in-place pair's plugin calls expect no task. */
+ * in the order their tasks were appended, and drops a pair whose buffers are one at the
+ * group's end (src/enqueue.cc, scheduleP2pTasksToPlan: "Skip send to self in-place"): no
+ * task, so NCCL's plugin never completes the calls, which then stayed in flight to the
+ * trace's end. A grouped send or receive to itself that NCCL accepted pairs here with the
+ * oldest waiting one of the other kind; an in-place pair's plugin calls expect no task. */
 static void note_self(cp_comm *c, int is_send, const void *buf, uint32_t pcall)
 {
     if (c->self.thread != (const void *)&cp_tls || c->self.group != cp_tls.groups_ended) {
@@ -116,6 +116,47 @@ static void note_self(cp_comm *c, int is_send, const void *buf, uint32_t pcall)
     }
     c->self.q[me][c->self.n[me]].buf = buf;
     c->self.q[me][c->self.n[me]++].pcall = pcall;
+}
+
+/* The tasks to itself NCCL appends for an accepted call (taskAppend): a Send's or Recv's
+ * own; an AlltoAll's send and receive of this rank's slice; a Gather's send and its root's
+ * receive of its slice, a Scatter's root's send of its slice and its receive, at the root.
+ * An ungrouped call is a group of its own: its pair is its own. */
+static void note_self_tasks(cp_comm *c, uint8_t op, int peer, const char *sb, const char *rb,
+                            uint64_t slice, uint32_t pcall, uint32_t gd)
+{
+    const char *s = NULL, *r = NULL;
+    uint64_t mine = (uint64_t)c->rank * slice;
+    switch (op) {
+    case CP_OP_SEND:
+    case CP_OP_RECV:
+        if (gd && peer == c->rank)
+            note_self(c, op == CP_OP_SEND, op == CP_OP_SEND ? sb : rb, pcall);
+        return;
+    case CP_OP_ALLTOALL:
+        if (sb && rb)
+            s = sb + mine, r = rb + mine;
+        break;
+    case CP_OP_GATHER:
+        if (peer == c->rank && rb)
+            s = sb, r = rb + mine;
+        break;
+    case CP_OP_SCATTER:
+        if (peer == c->rank && sb)
+            s = sb + mine, r = rb;
+        break;
+    default:
+        return;
+    }
+    if (!s || c->nranks < 2) /* a one-rank comm's collective makes no task at all */
+        return;
+    if (gd) {
+        note_self(c, 1, s, pcall);
+        note_self(c, 0, r, pcall);
+    } else if (s == r && pcall) {
+        cp_pcall_no_task(pcall - 1);
+        cp_pcall_no_task(pcall - 1);
+    }
 }
 
 /* Everything a collective or p2p call needs after the real call returned. */
@@ -172,8 +213,6 @@ static void record_op(uint8_t op, cp_comm *comm, size_t count, ncclDataType_t dt
         if (op == CP_OP_SEND || op == CP_OP_RECV) {
             if (ready && peer >= 0 && peer < c->nranks)
                 ci.seq = seq_next(op == CP_OP_SEND ? &c->send_seq[peer] : &c->recv_seq[peer]);
-            if (gd && ready && peer == c->rank)
-                note_self(c, op == CP_OP_SEND, op == CP_OP_SEND ? sendbuff : recvbuff, pcall);
         } else {
             ci.seq = seq_next(&c->coll_seq);
         }
@@ -185,6 +224,8 @@ static void record_op(uint8_t op, cp_comm *comm, size_t count, ncclDataType_t dt
             (inplace == INPLACE_ALLGATHER && ready && s == d + (uint64_t)c->rank * slice) ||
             (inplace == INPLACE_REDUCESCATTER && ready && d == s + (uint64_t)c->rank * slice))
             ci.flags |= CP_CALL_IN_PLACE;
+        if (ready)
+            note_self_tasks(c, op, peer, sendbuff, recvbuff, slice, pcall, gd);
     }
     cp_record_emit(&ci);
     cp_gpu_emit(gm, c ? c->comm_index : CP_COMM_NONE, ci.seq, peer, op);

@@ -317,27 +317,88 @@ static ncclResult_t enqueue(cpn_item *it, CUstream s)
     return ncclSuccess;
 }
 
-/* NCCL pairs a rank's sends to itself with its receives from itself, in call order, and
- * drops a pair whose buffers are one: nothing to copy, no work in any kernel, no task for a
- * profiler (src/enqueue.cc scheduleP2pTasksToPlan, "Skip send to self in-place"). Marks them
- * in skip[], by place in the list; the first SELF_SCAN ops are looked at, a group's few. */
+/* NCCL pairs a rank's sends to itself with its receives from itself, in the order its tasks
+ * were appended, and drops a pair whose buffers are one: nothing to copy, no task for a
+ * profiler (src/enqueue.cc scheduleP2pTasksToPlan, "Skip send to self in-place"). The tasks
+ * are a Send's or Recv's own, or the self pair of an AlltoAll, and of a Gather or Scatter at
+ * its root (taskAppend makes those p2p tasks: an AlltoAll's send and receive for each peer in
+ * turn; a Gather's send first, then its root's receives; a Scatter's root's sends first, then
+ * its receive). A dropped Send or Recv is skipped whole (no work, no kernel): marked in
+ * skip[], by place in the list; a composite op keeps its other peers' work and drops the
+ * pair's two tasks from its profiler plan (drop[]). The first SELF_SCAN ops are looked at,
+ * a group's few. */
 #define SELF_SCAN 128
-static void skip_self_in_place(ncclComm_t comm, const cpn_op *ops, unsigned char *skip)
+typedef struct self_task {
+    int op;          /* its op's place in the list */
+    int task;        /* its index among the op's tasks (taskAppend's order) */
+    const void *buf;
+} self_task;
+
+/* op's tasks to itself, in taskAppend's order: sends into s, receives into r. */
+static void self_tasks(ncclComm_t comm, const cpn_op *o, int at, self_task *s, int *ns,
+                       self_task *r, int *nr)
 {
-    const cpn_op *at[SELF_SCAN];
-    int n = 0, sends[SELF_SCAN], recvs[SELF_SCAN], ns = 0, nr = 0;
-    for (const cpn_op *o = ops; o && n < SELF_SCAN; o = o->next, n++) {
-        at[n] = o;
-        if (o->root != comm->rank)
-            continue;
-        if (o->kind == CP_OP_SEND)
-            sends[ns++] = n;
-        else if (o->kind == CP_OP_RECV)
-            recvs[nr++] = n;
+    int me = comm->rank, n = comm->nranks;
+    size_t chunk = o->count * cpn_dtype_size(o->dtype);
+    const char *sb = o->sendbuff;
+    char *rb = o->recvbuff;
+    switch (o->kind) {
+    case CP_OP_SEND:
+        if (o->root == me)
+            s[(*ns)++] = (self_task){at, 0, sb};
+        break;
+    case CP_OP_RECV:
+        if (o->root == me)
+            r[(*nr)++] = (self_task){at, 0, rb};
+        break;
+    case CP_OP_ALLTOALL:
+        if (n > 1 && sb && rb) {
+            s[(*ns)++] = (self_task){at, 2 * me, sb + (size_t)me * chunk};
+            r[(*nr)++] = (self_task){at, 2 * me + 1, rb + (size_t)me * chunk};
+        }
+        break;
+    case CP_OP_GATHER:
+        if (n > 1 && o->root == me && rb) {
+            s[(*ns)++] = (self_task){at, 0, sb};
+            r[(*nr)++] = (self_task){at, 1 + me, rb + (size_t)me * chunk};
+        }
+        break;
+    case CP_OP_SCATTER:
+        if (n > 1 && o->root == me && sb) {
+            s[(*ns)++] = (self_task){at, me, sb + (size_t)me * chunk};
+            r[(*nr)++] = (self_task){at, n, rb};
+        }
+        break;
+    default:
+        break;
     }
-    for (int k = 0; k < ns && k < nr; k++)
-        if (at[sends[k]]->sendbuff == at[recvs[k]]->recvbuff)
-            skip[sends[k]] = skip[recvs[k]] = 1;
+}
+
+static void skip_self_in_place(ncclComm_t comm, cpn_op *ops, unsigned char *skip)
+{
+    cpn_op *at[SELF_SCAN];
+    self_task s[SELF_SCAN], r[SELF_SCAN];
+    int n = 0, ns = 0, nr = 0;
+    for (cpn_op *o = ops; o; o = o->next) {
+        o->drop[0] = o->drop[1] = -1;
+        if (n < SELF_SCAN) {
+            at[n] = o;
+            self_tasks(comm, o, n, s, &ns, r, &nr);
+            n++;
+        }
+    }
+    for (int k = 0; k < ns && k < nr; k++) {
+        if (s[k].buf != r[k].buf)
+            continue;
+        const self_task *pair[2] = {&s[k], &r[k]};
+        for (int i = 0; i < 2; i++) {
+            cpn_op *o = at[pair[i]->op];
+            if (o->kind == CP_OP_SEND || o->kind == CP_OP_RECV)
+                skip[pair[i]->op] = 1;
+            else
+                o->drop[o->drop[0] < 0 ? 0 : 1] = pair[i]->task;
+        }
+    }
 }
 
 ncclResult_t cpn_issue_comm_ops(ncclComm_t comm, cpn_op *ops)

@@ -347,6 +347,7 @@ typedef struct cpn_op {
     CUstream stream;
     ncclComm_t comm;
     cpn_prof_op *prof;        /* the profiler's tasks (NULL without a plugin); group.c frees */
+    int drop[2];              /* tasks NCCL drops at launch (a self pair in place); -1 none */
     struct cpn_op *next;
 } cpn_op;
 

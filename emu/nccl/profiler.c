@@ -668,7 +668,7 @@ cpn_prof_plan *cpn_prof_plan_new(ncclComm_t comm, cpn_op *ops, int nops)
     int ntasks = 0, persistent = 0;
     for (int i = 0; i < nops; i++)
         if (ops[i].prof) {
-            ntasks += ops[i].prof->ntasks;
+            ntasks += ops[i].prof->ntasks - (ops[i].drop[0] >= 0) - (ops[i].drop[1] >= 0);
             persistent |= ops[i].prof->captured;
         }
     if (ntasks == 0)
@@ -688,6 +688,8 @@ cpn_prof_plan *cpn_prof_plan_new(ncclComm_t comm, cpn_op *ops, int nops)
         if (!ops[i].prof)
             continue;
         for (int k = 0; k < ops[i].prof->ntasks; k++) {
+            if (k == ops[i].drop[0] || k == ops[i].drop[1])
+                continue; /* a self pair in place: NCCL frees its tasks unlaunched */
             prof_task *t = &p->tasks[p->ntasks++];
             *t = ops[i].prof->tasks[k];
             tune(pc, t);

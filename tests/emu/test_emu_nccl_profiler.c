@@ -578,7 +578,9 @@ static void captured_and_hung_ops_get_no_kernel_events(void **state)
     unlink(log_path);
 }
 
-/* A rank's sends to itself: a pair in place (one buffer), then one out of place. */
+/* A rank's sends to itself: a pair in place (one buffer), then one out of place; then the
+ * self pairs NCCL makes of an AlltoAll in place and out of place and of a Gather in place at
+ * its root (rank 0). */
 static int self_pairs(int rank, int nranks, const ncclUniqueId *id, void *arg)
 {
     (void)arg;
@@ -602,12 +604,24 @@ static int self_pairs(int rank, int nranks, const ncclUniqueId *id, void *arg)
     TN_CU(cuStreamSynchronize(s));
     for (int i = 0; i < 100; i++)
         TN_CHECK(a[i] == rank * 1000 + i && b[i] == a[i], "a send to itself lost its data");
+    static int32_t c[200], d[200];
+    TN_NCCL(ncclAlltoAll(c, c, 100, ncclInt32, comm, s));
+    TN_NCCL(ncclAlltoAll(c, d, 100, ncclInt32, comm, s));
+    TN_CU(cuStreamSynchronize(s)); /* the host writes c next */
+    for (int i = 0; i < 100; i++)
+        c[rank * 100 + i] = rank * 1000 + i;
+    TN_NCCL(ncclGather(c + rank * 100, c, 100, ncclInt32, 0, comm, s));
+    TN_CU(cuStreamSynchronize(s));
+    for (int i = 0; rank == 0 && i < 200; i++)
+        TN_CHECK(c[i] == (i / 100) * 1000 + i % 100, "a Gather in place lost its data");
     TN_NCCL(ncclCommDestroy(comm));
     return 0;
 }
 
 /* NCCL drops a send to itself in place with its receive (src/enqueue.cc: "Skip send to self
- * in-place"): the API events only, no task, no kernel; out of place, a task and channels. */
+ * in-place"): the API events only, no task, no kernel; out of place, a task and channels.
+ * An AlltoAll's and a Gather's self pairs are such tasks too: in place, their other tasks
+ * only. */
 static void a_send_to_itself_in_place_makes_no_task(void **state)
 {
     (void)state;
@@ -618,8 +632,14 @@ static void a_send_to_itself_in_place_makes_no_task(void **state)
     for (int p = 0; p < 2; p++) {
         int pid = pids[p];
         long caller = caller_tid(&L, pid), proxy = -1;
-        assert_int_equal(count(&L, pid, "start", ncclProfileP2pApi), 4);
-        assert_int_equal(count(&L, pid, "start", ncclProfileP2p), 2);
+        int rank = -1;
+        for (int i = 0; i < L.n; i++)
+            if (L.e[i].pid == pid && !strcmp(L.e[i].kind, "init"))
+                rank = L.e[i].rank;
+        /* Send/Recv 4 + 2; AlltoAll in place 4 + 2, out of place 4 + 4; the Gather: its send,
+         * and at the root the receives of both ranks, the self pair dropped */
+        assert_int_equal(count(&L, pid, "start", ncclProfileP2pApi), rank == 0 ? 15 : 13);
+        assert_int_equal(count(&L, pid, "start", ncclProfileP2p), 2 + 2 + 4 + 1);
         int channels = 0;
         for (int i = 0; i < L.n; i++) {
             const ev *e = &L.e[i];

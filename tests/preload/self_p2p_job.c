@@ -1,7 +1,9 @@
 /* self_p2p_job: two ranks on the emulated NCCL, each sending to itself in groups: a pair in
  * place (one buffer: NCCL drops it at the group's end, no task, no kernel) and a pair out of
- * place (a kernel), five times, with an AllReduce between. For the shim's handling of calls
- * NCCL's plugin never completes (test_preload_timing_emu). */
+ * place (a kernel), five times, with an AllReduce between; then the self pairs NCCL makes of
+ * an AlltoAll in place (alone and in a group) and of a Gather in place at its root, which
+ * drop two of the call's tasks. For the shim's handling of calls NCCL's plugin never
+ * completes (test_preload_timing_emu). */
 #include <stdint.h>
 #include <stdio.h>
 
@@ -29,6 +31,12 @@ static int work(int rank, int nranks, const ncclUniqueId *id, void *arg)
         TN_NCCL(ncclRecv(b, 100, ncclInt32, rank, comm, s));
         TN_NCCL(ncclGroupEnd());
     }
+    static int32_t c[200];
+    TN_NCCL(ncclAlltoAll(c, c, 100, ncclInt32, comm, s));
+    TN_NCCL(ncclGroupStart());
+    TN_NCCL(ncclAlltoAll(c, c, 100, ncclInt32, comm, s));
+    TN_NCCL(ncclGroupEnd());
+    TN_NCCL(ncclGather(c + rank * 100, c, 100, ncclInt32, 0, comm, s));
     TN_CU(cuStreamSynchronize(s));
     TN_NCCL(ncclCommDestroy(comm));
     return 0;

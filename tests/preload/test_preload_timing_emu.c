@@ -324,7 +324,9 @@ static void cupti_mode_times_one_rank_comms_by_events(void **state)
 
 /* NCCL drops a send to itself in place with its receive at the group's end: no task, so its
  * plugin never completes either call. They are done (untimed: NCCL ran nothing), not left in
- * flight to the trace's end; the pair out of place is timed by the plugin. */
+ * flight to the trace's end; the pair out of place is timed by the plugin. An AlltoAll in
+ * place, alone or grouped, and a Gather in place lose their self pair's two tasks: timed by
+ * the plugin from the others, not left in flight either. */
 static void a_send_to_itself_in_place_is_done_not_left_in_flight(void **state)
 {
     (void)state;
@@ -345,9 +347,16 @@ static void a_send_to_itself_in_place_is_done_not_left_in_flight(void **state)
     g_nt = nf;
     cp_trace_dir_free(paths, nf);
     for (int r = 0; r < g_nt; r++) {
-        size_t in_place = 0, out_of_place = 0;
+        size_t in_place = 0, out_of_place = 0, composite = 0;
         for (size_t i = 0; i < g_t[r].ncalls; i++) {
             const cp_rec_call *c = &g_t[r].calls[i];
+            if (c->op == CP_OP_ALLTOALL || c->op == CP_OP_GATHER) {
+                const cp_rec_done *d = done_of(&g_t[r], c);
+                assert_non_null(d);
+                assert_int_equal(d->timing, CP_TIMING_PLUGIN);
+                composite++;
+                continue;
+            }
             if (!cp_op_is_p2p(c->op))
                 continue;
             const cp_rec_done *d = done_of(&g_t[r], c);
@@ -362,6 +371,7 @@ static void a_send_to_itself_in_place_is_done_not_left_in_flight(void **state)
         }
         assert_int_equal(in_place, 10);
         assert_int_equal(out_of_place, 10);
+        assert_int_equal(composite, 3);
     }
     free_traces();
 }
