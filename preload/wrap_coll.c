@@ -95,7 +95,8 @@ static void note_self(cp_comm *c, int is_send, const void *buf, uint32_t pcall)
     }
     int me = is_send ? 0 : 1, other = !me;
     size_t cap = sizeof c->self.q[0] / sizeof c->self.q[0][0];
-    if (c->self.lost)
+    /* bounds held even if a job broke NCCL's rule and used one comm from two threads */
+    if (c->self.lost || c->self.n[0] > cap || c->self.n[1] > cap)
         return;
     if (c->self.n[other] > 0) {
         const void *obuf = c->self.q[other][0].buf;
@@ -110,7 +111,7 @@ static void note_self(cp_comm *c, int is_send, const void *buf, uint32_t pcall)
         }
         return;
     }
-    if (c->self.n[me] == cap) {
+    if (c->self.n[me] >= cap) {
         c->self.lost = 1;
         return;
     }
