@@ -123,11 +123,15 @@ static void note_self(cp_comm *c, int is_send, const void *buf, uint32_t pcall)
  * own; an AlltoAll's send and receive of this rank's slice; a Gather's send and its root's
  * receive of its slice, a Scatter's root's send of its slice and its receive, at the root.
  * An ungrouped call is a group of its own: its pair is its own. */
-static void note_self_tasks(cp_comm *c, uint8_t op, int peer, const char *sb, const char *rb,
-                            uint64_t slice, uint32_t pcall, uint32_t gd)
+static __attribute__((noinline)) void note_self_tasks(cp_comm *c, uint8_t op, int peer,
+                                                      const char *sb, const char *rb,
+                                                      size_t count, uint8_t dtype,
+                                                      uint32_t pcall, uint32_t gd)
 {
+    if (!atomic_load_explicit(&c->ready, memory_order_acquire)) /* rank unknown */
+        return;
     const char *s = NULL, *r = NULL;
-    uint64_t mine = (uint64_t)c->rank * slice;
+    uint64_t mine = (uint64_t)c->rank * count * cp_dtype_size(dtype);
     switch (op) {
     case CP_OP_SEND:
     case CP_OP_RECV:
@@ -160,11 +164,12 @@ static void note_self_tasks(cp_comm *c, uint8_t op, int peer, const char *sb, co
     }
 }
 
-/* Everything a collective or p2p call needs after the real call returned. */
-static void record_op(uint8_t op, cp_comm *comm, size_t count, ncclDataType_t dtype,
-                      int redop, int peer, cudaStream_t stream, const void *sendbuff,
-                      const void *recvbuff, int inplace, uint64_t enter_ticks, uint32_t gd,
-                      ncclResult_t r, cp_gpu_mark *gm, void *ra)
+/* Everything a collective or p2p call needs after the real call returned; the call's plugin
+ * call (pool index + 1), 0 none. */
+static uint32_t record_op(uint8_t op, cp_comm *comm, size_t count, ncclDataType_t dtype,
+                          int redop, int peer, cudaStream_t stream, const void *sendbuff,
+                          const void *recvbuff, int inplace, uint64_t enter_ticks, uint32_t gd,
+                          ncclResult_t r, cp_gpu_mark *gm, void *ra)
 {
     uint32_t pcall = 0;
     int discard = 0;
@@ -225,14 +230,13 @@ static void record_op(uint8_t op, cp_comm *comm, size_t count, ncclDataType_t dt
             (inplace == INPLACE_ALLGATHER && ready && s == d + (uint64_t)c->rank * slice) ||
             (inplace == INPLACE_REDUCESCATTER && ready && d == s + (uint64_t)c->rank * slice))
             ci.flags |= CP_CALL_IN_PLACE;
-        if (ready)
-            note_self_tasks(c, op, peer, sendbuff, recvbuff, slice, pcall, gd);
     }
     cp_record_emit(&ci);
     cp_gpu_emit(gm, c ? c->comm_index : CP_COMM_NONE, ci.seq, peer, op);
     if (discard)
         cp_gpu_discard_plugin(gm, c ? c->comm_index : CP_COMM_NONE, ci.seq, peer, op,
                               gm->pair >= 0 && cp_nccl_accepted(r));
+    return pcall;
 }
 
 /* The shape every recorded collective and p2p wrapper shares. The return address is read
@@ -256,8 +260,11 @@ static void record_op(uint8_t op, cp_comm *comm, size_t count, ncclDataType_t dt
     ncclResult_t r = real call_args;                                                     \
     job_errno = errno;                                                                   \
     cp_gpu_after(&gm, stream, cp_nccl_accepted(r));                                      \
-    record_op(op, cc, count, dtype, redop, peer, stream, sb, rb, inplace, t0, gd, r, &gm,   \
-              ra);                                                                       \
+    uint32_t pcall_ = record_op(op, cc, count, dtype, redop, peer, stream, sb, rb, inplace, \
+                                t0, gd, r, &gm, ra);                                     \
+    /* the ops with p2p tasks (op is a constant: nothing for the others) */               \
+    if ((op) >= CP_OP_ALLTOALL && (op) <= CP_OP_RECV && cc && cp_nccl_accepted(r))       \
+        note_self_tasks(cc, op, peer, sb, rb, count, dtype_code(dtype), pcall_, gd);     \
     cp_call_end();                                                                       \
     errno = job_errno;                                                                   \
     return r
