@@ -96,20 +96,26 @@ static pf_arg *arg(pf_event *e, const char *key, size_t keylen, uint8_t kind)
         a_->n = (count);                                                                       \
     } while (0)
 
-/* The site's cleaned text, cached by the model's pointer (NULL: out of memory). */
-static const char *site_text(pw *p, const char *site)
+/* The site's cleaned text, cached by the model's pointer, and for the JSON writer that text
+ * quoted and escaped (a call site is most of a call's JSON event, escaped anew for every call
+ * it was); the cache slot, NULL out of memory. */
+static const struct pw_site *site_text(pw *p, const char *site)
 {
     size_t n = sizeof p->sites / sizeof p->sites[0];
     size_t i = ((uintptr_t)site >> 4) % n;
-    if (p->sites[i].key == site)
-        return p->sites[i].text;
-    char *t = cp_text_escape_dup(site, strlen(site));
-    if (!t)
+    struct pw_site *e = &p->sites[i];
+    if (e->key == site)
+        return e;
+    char *t = cp_text_escape_dup(site, strlen(site)), *j = NULL;
+    size_t jl = 0;
+    if (!t || (!p->proto && !(j = cpx_pj_quoted(t, &jl)))) {
+        free(t);
         return NULL;
-    free(p->sites[i].text);
-    p->sites[i].key = site;
-    p->sites[i].text = t;
-    return t;
+    }
+    free(e->text);
+    free(e->json);
+    *e = (struct pw_site){site, t, j, jl};
+    return e;
 }
 
 static int cmp_mm(const void *x, const void *y)
@@ -141,8 +147,10 @@ static int index_mismatches(pw *p)
 static void pw_release(pw *p)
 {
     free(p->mm);
-    for (size_t i = 0; i < sizeof p->sites / sizeof p->sites[0]; i++)
+    for (size_t i = 0; i < sizeof p->sites / sizeof p->sites[0]; i++) {
         free(p->sites[i].text);
+        free(p->sites[i].json);
+    }
     free(p->pid);
     free(p->tid_base);
     free(p->placed);
@@ -526,13 +534,17 @@ static void call_events(pw *p, size_t ri, size_t ci)
     }
     /* strings from the trace, cleaned (cp_text_escape_dup: NULL only out of memory) */
     char *kernels_text = NULL;
-    const char *site = cpa_call_site(r, c), *clean_site;
+    const char *site = cpa_call_site(r, c);
+    const struct pw_site *clean_site;
     if (site) {
         if (!(clean_site = site_text(p, site))) {
             p->failed = 1;
             errno = ENOMEM;
         } else {
-            arg_str(e, "site", clean_site);
+            pf_arg *sa = arg(e, KEY("site"), PA_STR);
+            sa->s = clean_site->text;
+            sa->pre = clean_site->json;
+            sa->prelen = clean_site->json_len;
         }
     }
     char kernels[3 * (CP_KNAME_MAX + 40)];

@@ -27,6 +27,9 @@ typedef struct pf_arg {
     uint8_t s_static;    /* PA_STR: s lives as long as the program (a name table's): the
                             protobuf writer may intern it by address */
     const char *s;
+    const char *pre;     /* PA_STR: s as the JSON writer writes it (quoted, escaped), made
+                            once for many events (a call site's); NULL: made each time */
+    size_t prelen;
     uint64_t u;
     int64_t i;
     double d;
@@ -89,9 +92,11 @@ typedef struct pw {
     } jstatic[128];
     /* call sites cleaned for output, by the model's string they come from: a job has few
      * sites and each call would clean its own again (a sixth of the export's time) */
-    struct {
+    struct pw_site {
         const char *key;
         char *text;
+        char *json;          /* the JSON writer's: text quoted and escaped */
+        size_t json_len;
     } sites[64];
     /* the mismatch rows by (comm, seq), sorted: a call finds its own in a binary search */
     struct pw_mm {
@@ -112,6 +117,9 @@ void cpx_pj_metadata(pw *p, const char *name, uint32_t pid, uint32_t tid, const 
                      const char *str, int64_t num);
 /* Writes what the events left in the buffer and closes the array and the object. */
 void cpx_pj_close(pw *p);
+/* s as a JSON string (quoted, escaped as the events' strings are), NUL-terminated, *len its
+ * length; NULL out of memory. The caller frees it. */
+char *cpx_pj_quoted(const char *s, size_t *len);
 
 /* ---- perfetto_proto.c: Perfetto's own format, TracePacket protobuf ----
  * Each call NULL-safe on a failed writer; failure sticks (errno set). */

@@ -54,16 +54,12 @@ static inline int word_escaped(uint64_t w)
     return ((((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & high) != 0;
 }
 
-/* A JSON string, escaped as json-c escapes it (JSON_C_TO_STRING_NOSLASHESCAPE). Eight bytes
- * at a time while none needs escaping: most of every string (a byte at a time, strings were
- * a fifth of the export). */
-static void jstr(pw *p, const char *s)
+/* s[0..n) as a JSON string at q (room for 2 + 6 n bytes), escaped as json-c escapes it
+ * (JSON_C_TO_STRING_NOSLASHESCAPE); returns the end. Eight bytes at a time while none needs
+ * escaping: most of every string (a byte at a time, strings were a fifth of the export). */
+static char *quote_at(char *q, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
-    size_t n = strlen(s);
-    if (jreserve(p, 2 + 6 * n) != 0)
-        return;
-    char *q = p->jbuf + p->jlen;
     *q++ = '"';
     size_t i = 0;
     while (i < n) {
@@ -98,7 +94,26 @@ static void jstr(pw *p, const char *s)
         }
     }
     *q++ = '"';
-    p->jlen = (size_t)(q - p->jbuf);
+    return q;
+}
+
+static void jstr(pw *p, const char *s)
+{
+    size_t n = strlen(s);
+    if (jreserve(p, 2 + 6 * n) == 0)
+        p->jlen = (size_t)(quote_at(p->jbuf + p->jlen, s, n) - p->jbuf);
+}
+
+char *cpx_pj_quoted(const char *s, size_t *len)
+{
+    size_t n = strlen(s);
+    char *t = malloc(2 + 6 * n + 1);
+    if (!t)
+        return NULL;
+    char *e = quote_at(t, s, n);
+    *e = '\0';
+    *len = (size_t)(e - t);
+    return t;
 }
 
 /* A name that lives as long as the program (pf_arg's s_static; a slice's name, a category):
@@ -173,7 +188,12 @@ static void jkey(pw *p, const char *key, size_t len, int first)
 static void jarg(pw *p, const pf_arg *a)
 {
     switch (a->kind) {
-    case PA_STR: a->s_static ? jstr_static(p, a->s) : jstr(p, a->s); break;
+    case PA_STR:
+        if (a->pre)
+            jraw(p, a->pre, a->prelen);
+        else
+            a->s_static ? jstr_static(p, a->s) : jstr(p, a->s);
+        break;
     case PA_U64: ju64(p, a->u); break;
     case PA_I64: ji64(p, a->i); break;
     case PA_US: jus(p, a->i); break;
