@@ -374,19 +374,27 @@ static void self_tasks(ncclComm_t comm, const cpn_op *o, int at, self_task *s, i
     }
 }
 
-static void skip_self_in_place(ncclComm_t comm, cpn_op *ops, unsigned char *skip)
+/* Also NCCL's check on the same pairs: a send to itself with no receive to pair is
+ * ncclInvalidUsage for the group ("Trying to send to self without a matching recv"), and the
+ * reverse. Returns 1 for a send left alone, -1 for a receive, else 0 (not judged past
+ * SELF_SCAN ops, where a pair may straddle the edge). */
+static int skip_self_in_place(ncclComm_t comm, cpn_op *ops, unsigned char *skip)
 {
     cpn_op *at[SELF_SCAN];
     self_task s[SELF_SCAN], r[SELF_SCAN];
-    int n = 0, ns = 0, nr = 0;
+    int n = 0, ns = 0, nr = 0, all = 1;
     for (cpn_op *o = ops; o; o = o->next) {
         o->drop[0] = o->drop[1] = -1;
         if (n < SELF_SCAN) {
             at[n] = o;
             self_tasks(comm, o, n, s, &ns, r, &nr);
             n++;
+        } else {
+            all = 0;
         }
     }
+    if (all && ns != nr)
+        return ns > nr ? 1 : -1;
     for (int k = 0; k < ns && k < nr; k++) {
         if (s[k].buf != r[k].buf)
             continue;
@@ -399,6 +407,7 @@ static void skip_self_in_place(ncclComm_t comm, cpn_op *ops, unsigned char *skip
                 o->drop[o->drop[0] < 0 ? 0 : 1] = pair[i]->task;
         }
     }
+    return 0;
 }
 
 ncclResult_t cpn_issue_comm_ops(ncclComm_t comm, cpn_op *ops)
@@ -406,7 +415,12 @@ ncclResult_t cpn_issue_comm_ops(ncclComm_t comm, cpn_op *ops)
     int ncoll = 0, np2p = 0, nstreams = 0;
     CUstream streams[64];
     unsigned char skip[SELF_SCAN] = {0};
-    skip_self_in_place(comm, ops, skip);
+    int alone = skip_self_in_place(comm, ops, skip);
+    if (alone) { /* scheduleP2pTasksToPlan: the group fails, nothing of it is launched */
+        cpn_warn(alone > 0 ? "Trying to send to self without a matching recv"
+                           : "Trying to recv to self without a matching send");
+        return ncclInvalidUsage;
+    }
     int idx = 0;
     for (cpn_op *o = ops; o; o = o->next, idx++) {
         if (idx < SELF_SCAN && skip[idx])

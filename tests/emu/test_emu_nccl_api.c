@@ -204,6 +204,45 @@ static void nested_groups_issue_at_the_outermost_end(void **state)
     assert_int_equal(tn_run_ranks(2, groups_rank, NULL, 60), 0);
 }
 
+/* NCCL pairs a group's sends to the rank itself with its receives from itself when it
+ * schedules them: one left alone fails the group with ncclInvalidUsage (src/enqueue.cc,
+ * scheduleP2pTasksToPlan), nothing of it runs; a pair, in place or not, is fine. */
+static int self_alone_rank(int me, int n, const ncclUniqueId *id, void *arg)
+{
+    (void)arg;
+    CUstream s;
+    if (tn_device(me, &s))
+        return 1;
+    ncclComm_t comm;
+    TN_NCCL(ncclCommInitRank(&comm, n, *id, me));
+    static int32_t a[16], b[16];
+    TN_NCCL(ncclGroupStart());
+    TN_NCCL(ncclSend(a, 16, ncclInt32, me, comm, s));
+    TN_CHECK(ncclGroupEnd() == ncclInvalidUsage, "a send to itself alone was accepted");
+    TN_NCCL(ncclGroupStart());
+    TN_NCCL(ncclRecv(b, 16, ncclInt32, me, comm, s));
+    TN_NCCL(ncclSend(a, 16, ncclInt32, me, comm, s));
+    TN_NCCL(ncclRecv(b, 16, ncclInt32, me, comm, s));
+    TN_CHECK(ncclGroupEnd() == ncclInvalidUsage, "a receive from itself alone was accepted");
+    for (int i = 0; i < 16; i++)
+        a[i] = me * 100 + i;
+    TN_NCCL(ncclGroupStart());
+    TN_NCCL(ncclRecv(b, 16, ncclInt32, me, comm, s));
+    TN_NCCL(ncclSend(a, 16, ncclInt32, me, comm, s));
+    TN_NCCL(ncclGroupEnd());
+    TN_CU(cuStreamSynchronize(s));
+    for (int i = 0; i < 16; i++)
+        TN_CHECK(b[i] == me * 100 + i, "b[%d] = %d", i, (int)b[i]);
+    TN_NCCL(ncclCommDestroy(comm));
+    return 0;
+}
+
+static void a_send_to_itself_alone_fails_its_group(void **state)
+{
+    (void)state;
+    assert_int_equal(tn_run_ranks(2, self_alone_rank, NULL, 60), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -211,6 +250,7 @@ int main(void)
         cmocka_unit_test(version_and_error_strings_are_nccls),
         cmocka_unit_test(arguments_are_checked_like_nccl),
         cmocka_unit_test(nested_groups_issue_at_the_outermost_end),
+        cmocka_unit_test(a_send_to_itself_alone_fails_its_group),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
