@@ -284,7 +284,7 @@ typedef struct cp_comm {
         uint8_t n[2];             /* waiting: [0] sends, [1] receives */
         uint8_t lost;             /* more waited than q holds: no pairing in this group */
         struct {
-            const void *buf;
+            uintptr_t buf;        /* the task's GPU address */
             uint32_t pcall;       /* plugin call index + 1; 0 none */
         } q[2][4];
     } self;

@@ -85,7 +85,7 @@ void cp_record_emit(const cp_call_info *ci)
  * task, so NCCL's plugin never completes the calls, which then stayed in flight to the
  * trace's end. A grouped send or receive to itself that NCCL accepted pairs here with the
  * oldest waiting one of the other kind; an in-place pair's plugin calls expect no task. */
-static void note_self(cp_comm *c, int is_send, const void *buf, uint32_t pcall)
+static void note_self(cp_comm *c, int is_send, uintptr_t buf, uint32_t pcall)
 {
     if (c->self.thread != (const void *)&cp_tls || c->self.group != cp_tls.groups_ended) {
         c->self.thread = &cp_tls; /* a new group: what waited from another is NCCL's error */
@@ -99,7 +99,7 @@ static void note_self(cp_comm *c, int is_send, const void *buf, uint32_t pcall)
     if (c->self.lost || c->self.n[0] > cap || c->self.n[1] > cap)
         return;
     if (c->self.n[other] > 0) {
-        const void *obuf = c->self.q[other][0].buf;
+        uintptr_t obuf = c->self.q[other][0].buf;
         uint32_t opcall = c->self.q[other][0].pcall;
         memmove(&c->self.q[other][0], &c->self.q[other][1],
                 (size_t)(--c->self.n[other]) * sizeof c->self.q[other][0]);
@@ -122,16 +122,19 @@ static void note_self(cp_comm *c, int is_send, const void *buf, uint32_t pcall)
 /* The tasks to itself NCCL appends for an accepted call (taskAppend): a Send's or Recv's
  * own; an AlltoAll's send and receive of this rank's slice; a Gather's send and its root's
  * receive of its slice, a Scatter's root's send of its slice and its receive, at the root.
- * An ungrouped call is a group of its own: its pair is its own. */
+ * An ungrouped call is a group of its own: its pair is its own. Addresses as integers: they
+ * are the GPU's, and offsets past an object are no pointer arithmetic C allows. */
 static __attribute__((noinline)) void note_self_tasks(cp_comm *c, uint8_t op, int peer,
-                                                      const char *sb, const char *rb,
-                                                      size_t count, uint8_t dtype,
-                                                      uint32_t pcall, uint32_t gd)
+                                                      const void *sendbuff,
+                                                      const void *recvbuff, size_t count,
+                                                      uint8_t dtype, uint32_t pcall,
+                                                      uint32_t gd)
 {
     if (!atomic_load_explicit(&c->ready, memory_order_acquire)) /* rank unknown */
         return;
-    const char *s = NULL, *r = NULL;
-    uint64_t mine = (uint64_t)c->rank * count * cp_dtype_size(dtype);
+    uintptr_t sb = (uintptr_t)sendbuff, rb = (uintptr_t)recvbuff, s = 0, r = 0;
+    uintptr_t mine = (uintptr_t)((uint64_t)c->rank * count * cp_dtype_size(dtype));
+    int has = 0;
     switch (op) {
     case CP_OP_SEND:
     case CP_OP_RECV:
@@ -139,21 +142,21 @@ static __attribute__((noinline)) void note_self_tasks(cp_comm *c, uint8_t op, in
             note_self(c, op == CP_OP_SEND, op == CP_OP_SEND ? sb : rb, pcall);
         return;
     case CP_OP_ALLTOALL:
-        if (sb && rb)
-            s = sb + mine, r = rb + mine;
+        has = sb && rb;
+        s = sb + mine, r = rb + mine;
         break;
     case CP_OP_GATHER:
-        if (peer == c->rank && rb)
-            s = sb, r = rb + mine;
+        has = peer == c->rank && rb;
+        s = sb, r = rb + mine;
         break;
     case CP_OP_SCATTER:
-        if (peer == c->rank && sb)
-            s = sb + mine, r = rb;
+        has = peer == c->rank && sb;
+        s = sb + mine, r = rb;
         break;
     default:
         return;
     }
-    if (!s || c->nranks < 2) /* a one-rank comm's collective makes no task at all */
+    if (!has || c->nranks < 2) /* a one-rank comm's collective makes no task at all */
         return;
     if (gd) {
         note_self(c, 1, s, pcall);
