@@ -24,6 +24,9 @@
 
 #include "analyzer/analyzer.h"
 
+/* count_collectives places a call this many ahead of the one it prefetches for */
+#define PREFETCH 16
+
 typedef struct mkey {
     uint64_t comm_id;
     uint64_t seq;
@@ -302,6 +305,12 @@ static int count_collectives(const cpa_model *m, census *cs, cpa_matched *out)
                 continue;
             }
             uint32_t at = --start[slot[--i]];
+            /* the part written PREFETCH calls on lies an operation's width away from this
+             * one: its line asked for now (the writes were a stall each) */
+            if (i >= PREFETCH) {
+                __builtin_prefetch(&out->parts[start[slot[i - PREFETCH]] - 1], 1, 0);
+                __builtin_prefetch(&a[start[slot[i - PREFETCH]] - 1], 1, 0);
+            }
             op_of[c] = slot_op[slot[i]];
             out->parts[at] = part_of_call((uint32_t)r, (uint32_t)c, call);
             a[at] = cm->rank;
