@@ -122,7 +122,7 @@ char *cpx_pj_quoted(const char *s, size_t *len)
 static void jstr_static(pw *p, const char *s)
 {
     size_t n = sizeof p->jstatic / sizeof p->jstatic[0];
-    size_t i = (size_t)(((uint64_t)(uintptr_t)s * 0x9e3779b97f4a7c15ull) >> 40) & (n - 1);
+    size_t i = cpx_addr_slot(s, 0, n);
     if (p->jstatic[i].s == s && p->jstatic[i].len) {
         jraw(p, p->jstatic[i].text, p->jstatic[i].len);
         return;

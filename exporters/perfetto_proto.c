@@ -332,15 +332,6 @@ static int tab_grow(ppw *w)
     return 0;
 }
 
-/* A string's slot in a table of n (a power of two) kept by address: a multiplicative hash
- * (the low bits of literals' addresses, a few bytes apart, collided and evicted each other
- * in a tenth of the lookups). */
-static inline size_t addr_slot(const char *s, uint8_t kind, size_t n)
-{
-    uint64_t h = ((uint64_t)(uintptr_t)s + kind) * 0x9e3779b97f4a7c15ull;
-    return (size_t)(h >> 40) & (n - 1);
-}
-
 /* The fields of InternedData for each kind, and of the entry's string. */
 static const unsigned intern_field[IK_KINDS] = {1, 2, 3, 29};
 
@@ -355,7 +346,7 @@ static uint32_t intern_static_slow(ppw *w, uint8_t kind, const char *s, size_t i
 
 static inline uint32_t intern_static(ppw *w, uint8_t kind, const char *s)
 {
-    size_t i = addr_slot(s, kind, sizeof w->by_addr / sizeof w->by_addr[0]);
+    size_t i = cpx_addr_slot(s, kind, sizeof w->by_addr / sizeof w->by_addr[0]);
     if (w->by_addr[i].s == s && w->by_addr[i].kind == kind)
         return w->by_addr[i].iid;
     return intern_static_slow(w, kind, s, i);
@@ -374,7 +365,7 @@ static uint32_t intern_text(ppw *w, uint8_t kind, const char *s)
 {
     if (2 * (w->ntab + 1) > w->captab && tab_grow(w) != 0)
         return 0;
-    size_t ai = addr_slot(s, kind, sizeof w->by_text_addr / sizeof w->by_text_addr[0]);
+    size_t ai = cpx_addr_slot(s, kind, sizeof w->by_text_addr / sizeof w->by_text_addr[0]);
     if (w->by_text_addr[ai].s == s) {
         const interned *t = &w->tab[w->by_text_addr[ai].slot];
         if (t->s && t->kind == kind && !strcmp(t->s, s))

@@ -74,6 +74,18 @@ static inline int tn_device(int dev, CUstream *stream)
     return 0;
 }
 
+/* One group of a send to the rank itself from sb and a receive from itself into rb, n int32
+ * (one buffer: NCCL drops the pair at the group's end). 0, or 1 with the failure said. */
+static inline int tn_self_pair(const int32_t *sb, int32_t *rb, size_t n, int rank,
+                               ncclComm_t comm, CUstream s)
+{
+    TN_NCCL(ncclGroupStart());
+    TN_NCCL(ncclSend(sb, n, ncclInt32, rank, comm, s));
+    TN_NCCL(ncclRecv(rb, n, ncclInt32, rank, comm, s));
+    TN_NCCL(ncclGroupEnd());
+    return 0;
+}
+
 typedef int (*tn_rank_fn)(int rank, int nranks, const ncclUniqueId *id, void *arg);
 
 /* The unique id of the job being run (set in the launcher, inherited by its ranks). */

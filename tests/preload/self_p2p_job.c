@@ -22,14 +22,8 @@ static int work(int rank, int nranks, const ncclUniqueId *id, void *arg)
         a[i] = rank * 1000 + i;
     for (int it = 0; it < 5; it++) {
         TN_NCCL(ncclAllReduce(a, b, 100, ncclInt32, ncclSum, comm, s));
-        TN_NCCL(ncclGroupStart());
-        TN_NCCL(ncclSend(a, 100, ncclInt32, rank, comm, s));
-        TN_NCCL(ncclRecv(a, 100, ncclInt32, rank, comm, s));
-        TN_NCCL(ncclGroupEnd());
-        TN_NCCL(ncclGroupStart());
-        TN_NCCL(ncclSend(a, 100, ncclInt32, rank, comm, s));
-        TN_NCCL(ncclRecv(b, 100, ncclInt32, rank, comm, s));
-        TN_NCCL(ncclGroupEnd());
+        TN_CHECK(tn_self_pair(a, a, 100, rank, comm, s) == 0, "in place");
+        TN_CHECK(tn_self_pair(a, b, 100, rank, comm, s) == 0, "out of place");
     }
     static int32_t c[200];
     TN_NCCL(ncclAlltoAll(c, c, 100, ncclInt32, comm, s));
