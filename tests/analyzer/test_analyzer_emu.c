@@ -353,19 +353,25 @@ static void assert_healthy(const cpa_analysis *a)
 static void straggler_on_the_gpu(void **state)
 {
     (void)state;
-    assert_int_equal(run_sim(ENV("COLLPROF_EMU_DELAY=5:2"),
+    /* 5 ms: the hosts' own spread is noise that moves a whole step at once (each step ends
+     * with the streams drained, and who wakes first from that is the scheduler's pick), so
+     * the median over ten steps' entries is a median of ten draws: under the sanitizers on
+     * two cores it reached 0.7 ms here and past 1 ms on CI, against a 2 ms delay */
+    assert_int_equal(run_sim(ENV("COLLPROF_EMU_DELAY=5:5"),
                              ARGS("--launch", "8", "--pattern", "ddp", "--steps", "10",
                                   "--scale", "0.01")), 0);
     cpa_analysis a;
     analyze(&a);
-    /* 2 ms late: the median lateness says so (the model is exact, timing within µs) */
+    /* 5 ms late: the median lateness says so (the model is exact, timing within µs) */
     if (assert_one_straggler(&a, 5)) {
         const cpa_straggler *r = &a.stragglers.rows[0];
-        assert_true(r->late_us_p50 > 1800 && r->late_us_p50 < 2600);
+        assert_true(r->late_us_p50 > 4800 && r->late_us_p50 < 5600);
         /* why: its host entered on time, its stream started late (the delay holds the GPU) */
         assert_cause(r, CPA_CAUSE_BACKLOG);
-        assert_true(r->gpu_late_us_p50 > 1800 && r->gpu_late_us_p50 < 2600);
-        assert_true(r->host_late_us_p50 < 1000);
+        assert_true(r->gpu_late_us_p50 > 4800 && r->gpu_late_us_p50 < 5600);
+        if (!(r->host_late_us_p50 < r->gpu_late_us_p50 / 2))
+            fail_msg("the host made %.0f us of the %.0f us lateness (median)",
+                     r->host_late_us_p50, r->gpu_late_us_p50);
     }
     assert_nothing_wrong(&a, 0);
     cpa_analysis_free(&a);
