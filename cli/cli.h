@@ -55,13 +55,6 @@ void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * quote); "./" before a leading '-'. malloc'd (free it); NULL out of memory. */
 char *cli_shell_quote(const char *s);
 
-/* For verbs whose engine is not in the tree yet: one line, CP_EXIT_CANNOT_RUN. */
-int cli_not_built(const char *verb);
-
-/* True once stdout has failed (a closed pipe, a full disk): a verb that prints a lot
- * stops early instead of formatting output nobody can receive. */
-int cli_stdout_failed(void);
-
 /* Beside the collprof binary (build tree or installed prefix): the shim, collprof-sim, the
  * folder of the emulation's libraries. 0 and the absolute path in out, or -1. */
 int cli_find_shim(char *out, size_t cap);

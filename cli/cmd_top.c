@@ -14,9 +14,7 @@
 #include "cli/options.h"
 #include "common/settings.h"
 #include "tui/live.h"
-#ifdef COLLPROF_HAVE_TOP_SCREEN
 #include "tui/top.h"
-#endif
 
 static const char top_notes[] =
     "Reads the stats blocks profiled processes publish (COLLPROF_LIVE_DIR, else /dev/shm):\n"
@@ -45,9 +43,9 @@ static void sleep_s(double s)
 
 /* A scan that keeps the rates of the last interval; the empty state when the directory does
  * not exist (it holds no profiled process). 0, or the exit code of a one-line error. */
-static int scan(const char *verb, cpt_live *l)
+static int scan(const char *verb, const cp_settings *set, cpt_live *l)
 {
-    if (cpt_live_scan(l, NULL, geteuid()) != 0 && errno != ENOENT) {
+    if (cpt_live_scan(l, set->live_dir, geteuid()) != 0 && errno != ENOENT) {
         int e = errno;
         return cli_error(verb, CP_EXIT_CANNOT_RUN, "cannot read '%s': %s", l->dir, strerror(e));
     }
@@ -92,22 +90,21 @@ static int write_prometheus(const char *path, const cpt_live *l)
 }
 
 /* top --prometheus FILE: every delay_s until SIGINT/SIGTERM, or once. */
-static int prometheus(const char *verb, const char *path, double delay_s, int once)
+static int prometheus(const char *verb, const cp_settings *set, const char *path,
+                      double delay_s, int once)
 {
     cpt_live l = {0};
-    cp_settings set;
-    cp_settings_load(&set);
-    l.hang_s = set.hang_s;
+    l.hang_s = set->hang_s;
     /* SA_RESTART: a signal during a write must not fail it (EINTR); nanosleep returns
      * EINTR whatever the flag, which ends the wait */
     struct sigaction sa = {.sa_handler = on_stop, .sa_flags = SA_RESTART}, old_int, old_term;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
-    int rc = scan(verb, &l);
+    int rc = scan(verb, set, &l);
     if (!rc && once && l.nranks > 0) { /* rates need two scans */
         sleep_s(delay_s < 0.25 ? delay_s : 0.25);
-        rc = scan(verb, &l);
+        rc = scan(verb, set, &l);
     }
     while (!rc) {
         int e = write_prometheus(path, &l);
@@ -123,7 +120,7 @@ static int prometheus(const char *verb, const char *path, double delay_s, int on
             ;
         if (g_stop)
             break;
-        rc = scan(verb, &l);
+        rc = scan(verb, set, &l);
     }
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
@@ -131,16 +128,14 @@ static int prometheus(const char *verb, const char *path, double delay_s, int on
     return rc ? rc : CP_EXIT_OK;
 }
 
-static int snapshot(const char *verb, double delay_s, int json)
+static int snapshot(const char *verb, const cp_settings *set, double delay_s, int json)
 {
     cpt_live l = {0};
-    cp_settings set;
-    cp_settings_load(&set);
-    l.hang_s = set.hang_s; /* hung as the screen marks it: flagged, or in flight that long */
-    int rc = scan(verb, &l);
+    l.hang_s = set->hang_s; /* hung as the screen marks it: flagged, or in flight that long */
+    int rc = scan(verb, set, &l);
     if (!rc && l.nranks > 0) {
         sleep_s(delay_s < 0.25 ? delay_s : 0.25);
-        rc = scan(verb, &l);
+        rc = scan(verb, set, &l);
     }
     if (rc) {
         cpt_live_free(&l);
@@ -153,10 +148,10 @@ static int snapshot(const char *verb, double delay_s, int json)
     return CP_EXIT_OK;
 }
 
-static int clean(const char *verb)
+static int clean(const char *verb, const cp_settings *set)
 {
     size_t kept;
-    int removed = cpt_live_clean(NULL, geteuid(), &kept);
+    int removed = cpt_live_clean(set->live_dir, geteuid(), &kept);
     if (removed < 0 && errno == ENOENT)
         removed = 0; /* no directory: nothing was left behind */
     else if (removed < 0)
@@ -202,16 +197,13 @@ int cmd_top(int argc, char **argv)
                                prom ? "prometheus" : once ? "once" : "json");
     if (prom && json)
         return cli_usage_error(&c, "--prometheus and --json are two formats: one at a time");
+    cp_settings set;
+    cp_settings_load(&set);
     if (do_clean)
-        return clean(c.verb);
+        return clean(c.verb, &set);
     if (prom)
-        return prometheus(c.verb, prom, delay_s, once);
+        return prometheus(c.verb, &set, prom, delay_s, once);
     if (once || json || !isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO))
-        return snapshot(c.verb, delay_s, json);
-#ifdef COLLPROF_HAVE_TOP_SCREEN
-    return cpt_top_run(NULL, geteuid(), delay_s);
-#else
-    /* the screen is not linked into this build: the snapshot is what there is */
-    return snapshot(c.verb, delay_s, json);
-#endif
+        return snapshot(c.verb, &set, delay_s, json);
+    return cpt_top_run(set.live_dir, geteuid(), delay_s);
 }

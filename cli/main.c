@@ -119,11 +119,6 @@ char *cli_shell_quote(const char *s)
     return q;
 }
 
-int cli_stdout_failed(void)
-{
-    return ferror(stdout);
-}
-
 static void print_help(FILE *out)
 {
     fputs("usage: collprof <command> [<args>]\n"

@@ -9,6 +9,10 @@
 #include <strings.h>
 
 #include "common/log.h"
+#include "common/stats_block.h"
+
+#define CP_STR(x) #x
+#define CP_XSTR(x) CP_STR(x)
 
 /* One row per variable. `parse` returns 0 and stores the value, or returns -1 and leaves
  * `why` saying what a good value looks like; the caller then warns and keeps the default. */
@@ -51,6 +55,16 @@ static int parse_dir(cp_settings *s, const char *text, const char **why)
         return -1;
     }
     strcpy(s->dir, text);
+    return 0;
+}
+
+static int parse_live_dir(cp_settings *s, const char *text, const char **why)
+{
+    if (strlen(text) >= sizeof s->live_dir) {
+        *why = "a path shorter than 4096 bytes";
+        return -1;
+    }
+    strcpy(s->live_dir, text);
     return 0;
 }
 
@@ -212,7 +226,11 @@ static const setting table[] = {
      parse_unwind},
     {"COLLPROF_LIVE", "0|1", "1", "0 disables the /dev/shm stats block that `collprof top` reads",
      parse_live},
-    {"COLLPROF_HANG_S", "SECONDS", "60",
+    {"COLLPROF_LIVE_DIR", "PATH", CP_STATS_DEFAULT_DIR,
+     "the folder of the live stats blocks: the shim makes its block there and `collprof top` "
+     "reads it (for tests, and for tools that must not touch the real /dev/shm)",
+     parse_live_dir},
+    {"COLLPROF_HANG_S", "SECONDS", CP_XSTR(CP_HANG_S_DEFAULT),
      "a collective in flight this long is reported as a suspected hang", parse_hang},
     {"COLLPROF_FLUSH_MS", "1..600000", "200",
      "the trace on disk is never further behind than this", parse_flush},

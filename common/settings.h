@@ -19,6 +19,9 @@ enum cp_gpu_timing {
     CP_GPU_TIMING_PLUGIN = 5, /* NCCL's profiler plugin only: never an event */
 };
 
+/* COLLPROF_HANG_S's default (seconds): the table's and every reader's without settings. */
+#define CP_HANG_S_DEFAULT 60
+
 typedef struct cp_settings {
     char dir[4096];            /* COLLPROF_DIR; empty: the default, chosen by the shim */
     int enable;                /* COLLPROF_ENABLE: 0 pure pass-through */
@@ -29,6 +32,7 @@ typedef struct cp_settings {
     int unwind_glibc;          /* COLLPROF_UNWIND=glibc: never load libunwind */
     unsigned file_mode;        /* COLLPROF_FILE_MODE: trace files' permission bits */
     int live;                  /* COLLPROF_LIVE */
+    char live_dir[4096];       /* COLLPROF_LIVE_DIR: the stats blocks' folder, never empty */
     double hang_s;             /* COLLPROF_HANG_S: > 0 */
     int flush_ms;              /* COLLPROF_FLUSH_MS: 1..600000 */
     int buffer_mb;             /* COLLPROF_BUFFER_MB: 1..4096 */

@@ -61,7 +61,6 @@ typedef struct cp_file_header {
 
 enum cp_file_flags {
     CP_FILE_GPU_TIMING = 1u << 0, /* the writer recorded GPU times (DONE records) */
-    CP_FILE_EMULATED = 1u << 1,   /* written under collprof's emulation */
 };
 
 typedef struct cp_chunk_header {

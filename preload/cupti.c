@@ -100,7 +100,6 @@ static struct other {
 static uint32_t g_nothers[CP_DEVICES];
 static uint32_t g_gen;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic uint64_t g_dropped;
 
 static uint64_t mono_cb(void) { return cp_mono_ns(); }
 
@@ -334,10 +333,6 @@ static void buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, si
     }
     g_gen++;
     pthread_mutex_unlock(&g_mu);
-    size_t dropped = 0;
-    if (g_fn.cuptiActivityGetNumDroppedRecords &&
-        g_fn.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS && dropped)
-        atomic_fetch_add_explicit(&g_dropped, dropped, memory_order_relaxed);
     free(buffer);
 }
 
@@ -497,7 +492,3 @@ int cp_cupti_kname(uint32_t index, cp_rec_kname *out)
     return fresh;
 }
 
-uint64_t cp_cupti_dropped(void)
-{
-    return atomic_load_explicit(&g_dropped, memory_order_relaxed);
-}

@@ -365,7 +365,3 @@ cp_nccl_lib *cp_nccl_first_lib(void)
     return atomic_load_explicit(&g_nlibs, memory_order_acquire) ? &g_libs[0] : NULL;
 }
 
-const char *cp_nccl_lib_path(const cp_nccl_lib *lib)
-{
-    return lib ? lib->path : "";
-}

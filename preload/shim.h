@@ -138,7 +138,6 @@ cp_nccl_lib *cp_nccl_lib_for(const void *return_addr);
 void *cp_nccl_lib_fn(cp_nccl_lib *lib, unsigned fn_index);
 /* The first NCCL any caller reached (the version in the trace header), or NULL. */
 cp_nccl_lib *cp_nccl_first_lib(void);
-const char *cp_nccl_lib_path(const cp_nccl_lib *lib);
 
 static inline void *cp_nccl_cached(const void *return_addr, unsigned fn_index)
 {
@@ -617,8 +616,6 @@ void cp_cupti_flush(int final);
 int cp_cupti_result(uint64_t id, uint64_t *start_ns, uint64_t *end_ns, cp_rec_kernels *before);
 /* Writer: 1 and the KNAME record of a name not written yet (marked written), else 0. */
 int cp_cupti_kname(uint32_t index, cp_rec_kname *out);
-/* Records CUPTI said it dropped (their calls get no DONE times). */
-uint64_t cp_cupti_dropped(void);
 
 /* ---- sites.c ---- */
 #define CP_SITES_MAX 4096
@@ -637,7 +634,6 @@ int cp_site_stack(uint32_t site, void *const **pcs, uint64_t *return_addr);
 /* ---- unwind.c: stacks and frame names (libunwind opened at run time, else glibc) ---- */
 /* At process start, off the NCCL call that may capture the first site. */
 void cp_unwind_load(void);
-int cp_unwind_have_libunwind(void);
 /* The calling thread's return addresses, innermost first; how many. */
 int cp_unwind_backtrace(void **pcs, int max);
 /* The function holding ip and ip's offset in it: 0, or -1 when unnamed. */

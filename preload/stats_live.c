@@ -140,9 +140,7 @@ void cp_live_start(const cp_identity *id, const char *trace_path, uint32_t nccl_
         errno = saved;
         return;
     }
-    /* For tests and tools that must not touch the real /dev/shm (docs/ENVIRONMENT.md). */
-    const char *dir = getenv("COLLPROF_LIVE_DIR");
-    cp_stats_path(g.path, sizeof g.path, dir, b->uid, b->pid);
+    cp_stats_path(g.path, sizeof g.path, s->live_dir, b->uid, b->pid);
     g.map = create_block(g.path);
     if (!g.map) {
         cp_warn("cannot create the live stats block '%s': %s; `collprof top` will not see "

@@ -70,12 +70,6 @@ void cp_unwind_load(void)
     pthread_once(&g_once, load);
 }
 
-int cp_unwind_have_libunwind(void)
-{
-    cp_unwind_load();
-    return g_backtrace != NULL;
-}
-
 int cp_unwind_backtrace(void **pcs, int max)
 {
     cp_unwind_load();

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/settings.h"
+
 static uint64_t mono_ns(void)
 {
     struct timespec ts;
@@ -52,7 +54,7 @@ void cpt_live_free(cpt_live *l)
 
 int cpt_rank_hung(const cpt_live *l, const cpt_rank *r)
 {
-    double hang_s = l->hang_s > 0 ? l->hang_s : 60;
+    double hang_s = l->hang_s > 0 ? l->hang_s : CP_HANG_S_DEFAULT;
     return r->state != CPT_EXITED &&
            (r->hang || (r->inflight_op != CP_OP_NONE && r->inflight_age_s >= hang_s));
 }
@@ -396,8 +398,6 @@ static const cpt_rank *find_prev(const cpt_rank *prev, size_t nprev, const char 
 int cpt_live_scan_at(cpt_live *l, const char *dir, uid_t uid, uint64_t now)
 {
     if (!dir || !*dir)
-        dir = getenv("COLLPROF_LIVE_DIR");
-    if (!dir || !*dir)
         dir = CP_STATS_DEFAULT_DIR;
     snprintf(l->dir, sizeof l->dir, "%s", dir);
     clear_notes(l);
@@ -516,8 +516,6 @@ int cpt_live_scan_at(cpt_live *l, const char *dir, uid_t uid, uint64_t now)
 
 int cpt_live_clean(const char *dir, uid_t uid, size_t *kept)
 {
-    if (!dir || !*dir)
-        dir = getenv("COLLPROF_LIVE_DIR");
     if (!dir || !*dir)
         dir = CP_STATS_DEFAULT_DIR;
     *kept = 0;

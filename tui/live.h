@@ -77,7 +77,7 @@ typedef struct cpt_live {
     size_t ngone, gone_cap;
 } cpt_live;
 
-/* A scan of dir (NULL: COLLPROF_LIVE_DIR, else /dev/shm) for blocks readable by uid (0: root,
+/* A scan of dir (the settings' live_dir; NULL: /dev/shm) for blocks readable by uid (0: root,
  * every owner). The model keeps what the last scan saw, so rates are over the interval. A rank
  * that exits stays listed, exited, for CPT_EXITED_KEEP scans, then is dropped, whether its
  * block is gone (a clean exit unlinks it) or left behind; a block whose process died longer

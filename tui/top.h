@@ -7,7 +7,7 @@
 #include <sys/types.h>
 
 /* Runs the screen on the terminal until q (or SIGINT, SIGTERM, SIGHUP), scanning dir (NULL:
- * COLLPROF_LIVE_DIR, else /dev/shm) for the blocks uid may read (0: all) every delay_s
+ * /dev/shm; `collprof top` gives COLLPROF_LIVE_DIR's) for the blocks uid may read (0: all) every delay_s
  * seconds. The terminal is restored on every way out. Returns 0, or 3 when the terminal
  * cannot be used (one line on stderr). */
 int cpt_top_run(const char *dir, uid_t uid, double delay_s);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/settings.h"
 #include "common/text.h"
 #include "common/trace_format.h"
 
@@ -258,7 +259,7 @@ size_t cpt_settle(const cpt_live *l, cpt_state *s, const size_t *idx, size_t n)
 void cpt_state_init(cpt_state *s, double hang_s, double delay_s)
 {
     memset(s, 0, sizeof *s);
-    s->hang_s = hang_s > 0 ? hang_s : 60;
+    s->hang_s = hang_s > 0 ? hang_s : CP_HANG_S_DEFAULT;
     s->delay_s = delay_s;
 }
 

@@ -197,8 +197,6 @@ int cpn_peer_alive(const cpn_link *l, int rank);
 void cpn_futex_wait(_Atomic uint32_t *w, uint32_t val, int shared, long timeout_ns);
 void cpn_futex_wake(_Atomic uint32_t *w, int shared);
 uint64_t cpn_now_ns(void);   /* CLOCK_MONOTONIC */
-/* Sleeps until `until_ns` (CLOCK_MONOTONIC) or until *abort_word != 0. 1 when aborted. */
-int cpn_sleep_until(_Atomic uint32_t *abort_word, uint64_t until_ns);
 /* Set by the first ncclCommAbort of the process: releases COLLPROF_EMU_HANG's held streams. */
 extern _Atomic uint32_t cpn_hang_release;
 /* Waits on a word of a core (private futex) while it still reads `val`, counted in *waiters

@@ -50,20 +50,3 @@ uint64_t cpn_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-int cpn_sleep_until(_Atomic uint32_t *abort_word, uint64_t until_ns)
-{
-    for (;;) {
-        if (abort_word && atomic_load(abort_word))
-            return 1;
-        uint64_t now = cpn_now_ns();
-        if (now >= until_ns)
-            return 0;
-        uint64_t left = until_ns - now;
-        if (abort_word)
-            cpn_futex_wait(abort_word, 0, 0, (long)(left > 1000000000ull ? 1000000000ull : left));
-        else {
-            struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
-            nanosleep(&ts, NULL);
-        }
-    }
-}

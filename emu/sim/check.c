@@ -32,11 +32,6 @@ size_t sim_dtype_size(ncclDataType_t t)
     return (unsigned)t < ncclNumTypes ? dtypes[t].size : 1;
 }
 
-const char *sim_dtype_name(ncclDataType_t t)
-{
-    return (unsigned)t < ncclNumTypes ? dtypes[t].names[0] : "?";
-}
-
 int sim_dtype_parse(const char *s)
 {
     for (int t = 0; t < ncclNumTypes; t++)
@@ -47,11 +42,6 @@ int sim_dtype_parse(const char *s)
 }
 
 static const char *const redops[ncclNumOps] = { "sum", "prod", "max", "min", "avg" };
-
-const char *sim_redop_name(ncclRedOp_t op)
-{
-    return (unsigned)op < ncclNumOps ? redops[op] : "?";
-}
 
 int sim_redop_parse(const char *s)
 {

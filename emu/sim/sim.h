@@ -209,9 +209,7 @@ void sim_nccl_fail(struct sim *s, ncclResult_t r, const char *call, int comm, in
 
 /* check.c */
 size_t sim_dtype_size(ncclDataType_t t);
-const char *sim_dtype_name(ncclDataType_t t);
 int sim_dtype_parse(const char *s); /* -1 when unknown */
-const char *sim_redop_name(ncclRedOp_t op);
 int sim_redop_parse(const char *s);
 /* Elements the call reads from send and writes to recv, for a communicator of n ranks. */
 size_t sim_send_elems(const struct sim_call *c, int n, int me);
