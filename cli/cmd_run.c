@@ -25,6 +25,7 @@
 
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "common/launcher.h"
 #include "common/settings.h"
 #include "common/trace_format.h"
 #include "common/trace_reader.h"
@@ -42,14 +43,10 @@ static void forward(int sig)
 /* The default INTERFACES.md gives COLLPROF_DIR, decided once here for every rank. */
 static void default_dir(char *out, size_t cap)
 {
-    static const char *const job_vars[] = {"TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "PBS_JOBID",
-                                           "OMPI_MCA_ess_base_jobid"};
-    for (size_t i = 0; i < sizeof job_vars / sizeof job_vars[0]; i++) {
-        const char *v = getenv(job_vars[i]);
-        if (v && *v) {
-            snprintf(out, cap, "collprof-%s", v);
-            return;
-        }
+    const char *job = cp_launcher_job_id();
+    if (job) {
+        snprintf(out, cap, "collprof-%s", job);
+        return;
     }
     time_t t = time(NULL);
     struct tm tm;

@@ -15,7 +15,24 @@
 #ifndef COLLPROF_LAUNCHER_H
 #define COLLPROF_LAUNCHER_H
 
+#include <stdlib.h>
+
 #include "common/nccl_abi.h"
+
+/* The job's id as its launcher gives it (torchrun's run id, Slurm's, PBS's, OpenMPI's job id,
+ * the first set), or NULL: the shim's trace header and `collprof run`'s default directory
+ * read the same list. Inline: the shim links none of this folder's socket code. */
+static inline const char *cp_launcher_job_id(void)
+{
+    static const char *const vars[] = {"TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "PBS_JOBID",
+                                       "OMPI_MCA_ess_base_jobid"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return v;
+    }
+    return NULL;
+}
 
 /* Where messages go; ctx is the caller's. NULL: stderr, one write(2) per line, no prefix. */
 typedef void (*cp_launcher_say_fn)(void *ctx, const char *line);

@@ -463,26 +463,6 @@ static void section_hangs(tw *w, const cpa_analysis *a)
         line(w, PLAIN, "... %zu more hangs (--top N, or --json)", h->nrows - shown);
 }
 
-static void value_text(char *buf, size_t len, int field, int64_t v)
-{
-    switch (field) {
-    case CPA_FIELD_OP:
-        snprintf(buf, len, "%s", v >= 0 && v <= 255 ? cp_op_name((unsigned)v) : "?");
-        break;
-    case CPA_FIELD_DTYPE:
-        snprintf(buf, len, "%s", v >= 0 && v <= 255 ? cp_dtype_name((unsigned)v) : "?");
-        break;
-    case CPA_FIELD_REDOP:
-        snprintf(buf, len, "%s", v >= 0 && v <= 255 ? cp_redop_name((unsigned)v) : "?");
-        break;
-    case CPA_FIELD_COUNT: /* a u64 kept in an int64_t (analyzer.h) */
-        snprintf(buf, len, "%" PRIu64, (uint64_t)v);
-        break;
-    default:
-        snprintf(buf, len, "%" PRId64, v);
-    }
-}
-
 /* The ranks of one mismatch grouped by value (a 1024-rank job must stay on one screen):
  * each value once, its ranks, and the call site of the first of them. */
 static void mismatch_groups(tw *w, const cpa_mismatch *r)
@@ -507,7 +487,7 @@ static void mismatch_groups(tw *w, const cpa_mismatch *r)
         }
         char list[40], val[32], site[96];
         cpr_fmt_ranks(list, sizeof list, ranks, n);
-        value_text(val, sizeof val, r->field, r->values[i].value);
+        cpr_mismatch_value(val, sizeof val, r->field, r->values[i].value);
         cpr_fmt_site(site, sizeof site, r->values[i].site);
         line(w, PLAIN, "  %s %s: %s", n == 1 ? "rank" : "ranks", list, val);
         if (site[0])
@@ -531,12 +511,9 @@ static void section_mismatches(tw *w, const cpa_analysis *a)
     size_t shown = x->nrows < w->top ? x->nrows : w->top;
     for (size_t i = 0; i < shown; i++) {
         const cpa_mismatch *r = &x->rows[i];
-        char comm[17], culprits[48];
-        cpr_fmt_comm(comm, r->comm_id);
-        cpr_fmt_ranks(culprits, sizeof culprits, r->culprit_ranks, r->nculprits);
-        line(w, BAD, "%s differs at seq %" PRIu64 ", comm %s; culprit%s %s",
-             cpa_field_name(r->field), r->seq, comm, r->nculprits == 1 ? "" : "s",
-             r->nculprits ? culprits : "unknown");
+        char head[160];
+        cpr_mismatch_text(head, sizeof head, r);
+        line(w, BAD, "%s", head);
         mismatch_groups(w, r);
     }
     if (total > shown)

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/launcher.h"
 #include "common/trace_hash.h"
 
 static int env_int(const char *name, int32_t *out)
@@ -96,14 +97,10 @@ void cp_identity_load(cp_identity *id)
         break;
     }
 
-    static const char *const job_vars[] = {"TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "PBS_JOBID",
-                                           "OMPI_MCA_ess_base_jobid"};
-    for (size_t i = 0; i < sizeof job_vars / sizeof job_vars[0] && !id->job_id[0]; i++) {
-        const char *v = getenv(job_vars[i]);
-        if (v && *v)
-            snprintf(id->job_id, sizeof id->job_id, "%s", v);
-    }
-    if (!id->job_id[0]) {
+    const char *job = cp_launcher_job_id();
+    if (job) {
+        snprintf(id->job_id, sizeof id->job_id, "%s", job);
+    } else {
         pid_t pg = getpgrp();
         time_t t = process_start(pg);
         if (!t)

@@ -1,8 +1,9 @@
 /* present/: how an analysis is said, the same way in every output that writes words: the
  * text and JSON reports, the exporters and the screens of `view` and `top` (analyzer ->
  * present -> exporters, tui). Op names, exact sizes, rank lists, comm ids, call sites, the op
- * table's rows, a trace's holes, refused calls, why a straggler was late (words.c,
- * stat_row.c, holes.c, refused.c, cause.c) and Prometheus text (prom.c); nothing here
+ * table's rows, a trace's holes, refused calls, mismatches, why a straggler was late
+ * (words.c, stat_row.c, holes.c, refused.c, mismatch.c, cause.c) and Prometheus text
+ * (prom.c); nothing here
  * computes a figure, it only writes one.
  */
 #ifndef COLLPROF_PRESENT_H
@@ -103,6 +104,13 @@ void cpr_fmt_comm(char buf[17], uint64_t comm_id);
 
 /* The call site escaped (common/text.h), cut to its innermost frames; "" unknown. */
 void cpr_fmt_site(char *buf, size_t len, const char *site);
+
+/* A mismatch's headline: "count differs at seq 5, comm 1c08a85a76e33106; culprit 3" (the
+ * culprits "unknown" when none stands out). */
+void cpr_mismatch_text(char *buf, size_t len, const cpa_mismatch *r);
+/* A rank's value of the field that differs: an op's, a dtype's, a redop's name, or the
+ * number (a count unsigned). */
+void cpr_mismatch_value(char *buf, size_t len, int field, int64_t v);
 
 /* The trace's holes in one line, as every output says them: "12 records lost (10 ring_full,
  * 2 at_end), 1 chunk missing; 2 of 8 ranks, the first at +3.214 s (rank 3)"; "" when it has

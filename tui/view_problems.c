@@ -30,18 +30,6 @@ typedef struct pline {
     long entry;   /* the hang or mismatch it belongs to, -1 a section's title */
 } pline;
 
-static void value_text(char *buf, size_t len, int field, int64_t v)
-{
-    if (field == CPA_FIELD_OP)
-        snprintf(buf, len, "%s", v >= 0 && v <= 255 ? cp_op_name((unsigned)v) : "?");
-    else if (field == CPA_FIELD_DTYPE)
-        snprintf(buf, len, "%s", v >= 0 && v <= 255 ? cp_dtype_name((unsigned)v) : "?");
-    else if (field == CPA_FIELD_REDOP)
-        snprintf(buf, len, "%s", v >= 0 && v <= 255 ? cp_redop_name((unsigned)v) : "?");
-    else
-        snprintf(buf, len, "%" PRId64, v);
-}
-
 static int has_rank(const int32_t *v, size_t n, int32_t r)
 {
     for (size_t i = 0; i < n; i++)
@@ -107,16 +95,13 @@ static int problem_lines(const cpv_data *d, const cpv_state *s, pline **out, siz
         const cpa_mismatch *r = &x->rows[i];
         entry = (long)(h->nrows + i);
         size_t op = find_op(a, r->comm_id, r->seq);
-        char comm[17], culprits[48];
-        cpr_fmt_comm(comm, r->comm_id);
-        cpr_fmt_ranks(culprits, sizeof culprits, r->culprit_ranks, r->nculprits);
-        ADD(CPV_BAD, op, "%s differs at seq %" PRIu64 ", comm %s; culprit%s %s",
-            cpa_field_name(r->field), r->seq, comm, r->nculprits == 1 ? "" : "s",
-            r->nculprits ? culprits : "unknown");
+        char head[160];
+        cpr_mismatch_text(head, sizeof head, r);
+        ADD(CPV_BAD, op, "%s", head);
         for (size_t j = 0; j < r->nvalues; j++) {
             const cpa_mismatch_value *mv = &r->values[j];
             char val[32], site[128];
-            value_text(val, sizeof val, r->field, mv->value);
+            cpr_mismatch_value(val, sizeof val, r->field, mv->value);
             cpr_fmt_site(site, sizeof site, mv->site);
             int culprit = has_rank(r->culprit_ranks, r->nculprits, mv->rank);
             ADD(culprit ? CPV_BAD : CPV_NORMAL, op, "  rank %-5d %-12s %s%s%s", (int)mv->rank,
