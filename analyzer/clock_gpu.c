@@ -385,15 +385,9 @@ static size_t segments(const frames *f, uint32_t r, const float *res, const uint
 
 static double seg_at(const cpa_gseg *g, size_t n, uint64_t t)
 {
-    size_t lo = 0, hi = n; /* the last segment starting at or before t */
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (g[mid].t <= t)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return g[lo].corr;
+    size_t lo; /* the last segment starting at or before t (the first when none does) */
+    CP_LOWER_BOUND(lo, n, i, g[i].t <= t);
+    return g[lo ? lo - 1 : 0].corr;
 }
 
 /* Rank r's GPU-timed calls' slack (GPU start on the job time line minus host entry) into

@@ -57,15 +57,8 @@ static inline size_t cpa_clk_segment(const void *base, size_t stride, size_t n, 
                 atomic_store_explicit(finger, (uint32_t)lo, memory_order_relaxed);
             return lo;
         }
-    size_t hi = n;
-    lo = 0;
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (CPA_KEY(mid) <= t)
-            lo = mid;
-        else
-            hi = mid;
-    }
+    CP_LOWER_BOUND(lo, n, i, CPA_KEY(i) <= t);
+    lo = lo ? lo - 1 : 0;
 #undef CPA_KEY
     atomic_store_explicit(finger, (uint32_t)lo, memory_order_relaxed);
     return lo;

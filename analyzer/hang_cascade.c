@@ -28,14 +28,8 @@ static int cmp_where(const void *x, const void *y)
 
 static int has_trace(const cpa_model *m, int32_t rank)
 {
-    size_t lo = 0, hi = m->nranks;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if ((uint32_t)m->ranks[mid].rank < (uint32_t)rank)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;
+    CP_LOWER_BOUND(lo, m->nranks, i, (uint32_t)m->ranks[i].rank < (uint32_t)rank);
     return lo < m->nranks && m->ranks[lo].rank == rank;
 }
 
@@ -80,14 +74,8 @@ static int explain(finder *f, sorted_row *sr)
                 continue;
             }
             where key = {g, 0, 0};
-            size_t lo = 0, hi = n;
-            while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (cmp_where(&w[mid], &key) < 0)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
+            size_t lo;
+            CP_LOWER_BOUND(lo, n, i, cmp_where(&w[i], &key) < 0);
             for (; lo < n && w[lo].rank == g && w[lo].row == i; lo++)
                 ;
             if (lo >= n || w[lo].rank != g) {

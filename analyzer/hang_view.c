@@ -35,14 +35,8 @@ static int cmp_by_idx(const void *x, const void *y)
 
 member *cpa_hg_find_member(const comm_view *cv, int32_t comm_rank, uint32_t rank_idx)
 {
-    size_t lo = 0, hi = cv->nmem;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (cv->mem[mid].comm_rank < comm_rank)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;
+    CP_LOWER_BOUND(lo, cv->nmem, i, cv->mem[i].comm_rank < comm_rank);
     for (; lo < cv->nmem && cv->mem[lo].comm_rank == comm_rank; lo++)
         if (rank_idx == UINT32_MAX || cv->mem[lo].rank_idx == rank_idx)
             return &cv->mem[lo];
@@ -51,53 +45,29 @@ member *cpa_hg_find_member(const comm_view *cv, int32_t comm_rank, uint32_t rank
 
 long cpa_hg_member_of_idx(const comm_view *cv, uint32_t rank_idx)
 {
-    size_t lo = 0, hi = cv->nmem;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (cv->by_idx[mid].rank_idx < rank_idx)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;
+    CP_LOWER_BOUND(lo, cv->nmem, i, cv->by_idx[i].rank_idx < rank_idx);
     return lo < cv->nmem && cv->by_idx[lo].rank_idx == rank_idx ? (long)cv->by_idx[lo].k : -1;
 }
 
 comm_view *cpa_hg_view_of(finder *f, uint64_t comm_id)
 {
-    size_t lo = 0, hi = f->nviews;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (f->views[mid].comm_id < comm_id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;
+    CP_LOWER_BOUND(lo, f->nviews, i, f->views[i].comm_id < comm_id);
     return lo < f->nviews && f->views[lo].comm_id == comm_id ? &f->views[lo] : NULL;
 }
 
 size_t cpa_hg_op_lower(const comm_view *cv, uint64_t seq)
 {
-    size_t lo = 0, hi = cv->nops;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (cv->ops[mid].seq < seq)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;
+    CP_LOWER_BOUND(lo, cv->nops, i, cv->ops[i].seq < seq);
     return lo;
 }
 
 size_t cpa_hg_seen_lower(const comm_view *cv, uint64_t seq)
 {
-    size_t lo = 0, hi = cv->nhs;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (cv->hs[mid].seq < seq)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;
+    CP_LOWER_BOUND(lo, cv->nhs, i, cv->hs[i].seq < seq);
     return lo;
 }
 

@@ -47,18 +47,13 @@ void cpa_kernels_sort(cpa_rank *r)
 
 const cp_rec_kernels *cpa_kernels_of(const cpa_rank *r, const cpa_call *c)
 {
-    size_t lo = 0, hi = r->nkernels;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int k = key_cmp(&r->kernels[mid], c->comm_index, c->op, c->peer, c->seq);
-        if (k == 0)
-            return &r->kernels[mid];
-        if (k < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
+    size_t lo;
+    CP_LOWER_BOUND(lo, r->nkernels, i,
+                   key_cmp(&r->kernels[i], c->comm_index, c->op, c->peer, c->seq) < 0);
+    return lo < r->nkernels &&
+                   key_cmp(&r->kernels[lo], c->comm_index, c->op, c->peer, c->seq) == 0
+               ? &r->kernels[lo]
+               : NULL;
 }
 
 const char *cpa_kname_of(const cpa_rank *r, uint32_t index)

@@ -175,14 +175,8 @@ static int cmp_by_sender(const void *x, const void *y)
 static size_t lower(const dangling *v, size_t n, const dangling *key,
                     int (*cmp)(const void *, const void *))
 {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (cmp(&v[mid], key) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;
+    CP_LOWER_BOUND(lo, n, i, cmp(&v[i], key) < 0);
     return lo;
 }
 

@@ -126,17 +126,9 @@ void cpa_integrity_text(char *buf, size_t len, const cpa_integrity *g, uint64_t 
 long cpa_rank_index(const cpa_model *m, int32_t rank)
 {
     /* Ranks are sorted by rank (load.c); files without one sort first as -1. */
-    size_t lo = 0, hi = m->nranks;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (m->ranks[mid].rank == rank)
-            return (long)mid;
-        if (m->ranks[mid].rank < rank)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return -1;
+    size_t lo;
+    CP_LOWER_BOUND(lo, m->nranks, i, m->ranks[i].rank < rank);
+    return lo < m->nranks && m->ranks[lo].rank == rank ? (long)lo : -1;
 }
 
 /* Hoare's selection, O(n) expected: the clock solver takes medians of every domain's ties on

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/search.h"
 #include "common/trace_format.h"
 
 /* ---- the model: what each rank's file says ---- */
@@ -249,14 +250,8 @@ static inline const cpa_comm *cpa_comm_of(const cpa_rank *r, uint32_t index)
 {
     if (index < r->ncomm_at) /* the loader's table of the indices a file uses, most of them */
         return r->comm_at[index] ? &r->comms[r->comm_at[index] - 1] : NULL;
-    size_t lo = 0, hi = r->ncomms;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (r->comms[mid].index < index)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;
+    CP_LOWER_BOUND(lo, r->ncomms, i, r->comms[i].index < index);
     return lo < r->ncomms && r->comms[lo].index == index ? &r->comms[lo] : NULL;
 }
 

@@ -19,6 +19,7 @@
 #include "cli/cli.h"
 #include "cli/dump_line.h"
 #include "cli/options.h"
+#include "common/search.h"
 #include "common/trace_reader.h"
 
 struct comm_entry {
@@ -146,17 +147,9 @@ static void finish_comm_table(struct file_facts *f)
 
 static const struct comm_entry *find_comm(const struct file_facts *f, uint32_t index)
 {
-    size_t lo = 0, hi = f->ncomms;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (f->comms[mid].index == index)
-            return &f->comms[mid];
-        if (f->comms[mid].index < index)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
+    size_t lo;
+    CP_LOWER_BOUND(lo, f->ncomms, i, f->comms[i].index < index);
+    return lo < f->ncomms && f->comms[lo].index == index ? &f->comms[lo] : NULL;
 }
 
 /* ---- second walk: one formatter per record type ---- */

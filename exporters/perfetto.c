@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/search.h"
 #include "common/text.h"
 #include "present/present.h"
 #include "exporters/exporters.h"
@@ -593,15 +594,10 @@ static void mismatch_instants(pw *p, size_t ri, const cpa_call *c, int64_t ts)
     if (!p->nmm || cp_op_is_p2p(c->op) || c->seq == CPA_SEQ_NONE)
         return;
     uint64_t comm_id = cpa_call_comm_id(&a->model->ranks[ri], c);
-    size_t lo = 0, hi = p->nmm; /* the first key at or after (comm, seq) */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const struct pw_mm *k = &p->mm[mid];
-        if (k->comm_id < comm_id || (k->comm_id == comm_id && k->seq < c->seq))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo; /* the first key at or after (comm, seq) */
+    CP_LOWER_BOUND(lo, p->nmm, i,
+                   p->mm[i].comm_id < comm_id ||
+                       (p->mm[i].comm_id == comm_id && p->mm[i].seq < c->seq));
     int32_t rank = a->model->ranks[ri].rank;
     for (size_t i = lo; i < p->nmm && p->mm[i].comm_id == comm_id && p->mm[i].seq == c->seq;
          i++) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/search.h"
 #include "emu/cuda/cuda_internal.h"
 
 #define ALIGN 256
@@ -29,14 +30,8 @@ static uint64_t g_used[CPEMU_MAX_GPUS];
 /* Index of the allocation containing p, or -1. Caller holds g_mem_mu. */
 static long find_locked(uintptr_t p)
 {
-    size_t lo = 0, hi = g_nallocs;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (g_allocs[mid].base <= p)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo;
+    CP_LOWER_BOUND(lo, g_nallocs, i, g_allocs[i].base <= p);
     if (lo == 0)
         return -1;
     const alloc_rec *a = &g_allocs[lo - 1];
