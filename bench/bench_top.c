@@ -15,6 +15,7 @@
  * `collprof top` refreshes every second by default, so the share of a core is the scan's CPU
  * time over 1 s. The directory is removed at the end. Prints `<name>: <value> <unit>`.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tests/tui/live_test_util.h"
+#include "common/stats_block.h"
 #include "tui/live.h"
 
 static double cpu_s(void)
@@ -37,6 +38,23 @@ static uint64_t mono_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The blocks written into dir, then dir itself. */
+static void rmtree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char p[1024];
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
 }
 
 int main(int argc, char **argv)
@@ -59,14 +77,27 @@ int main(int argc, char **argv)
     for (int r = 0; r < ranks; r++) {
         /* the file names differ; the pid inside is this live process, so every block reads
          * as running (kill(pid, 0) is still made for each) */
-        lt_block_init(&b, (unsigned)getpid(), r, r, ranks, "node0");
+        cp_stats_block_init(&b);
+        b.flags = CP_STATS_GPU_TIMING;
+        b.pid = (uint32_t)getpid();
+        b.uid = (uint32_t)geteuid();
+        b.rank = b.local_rank = b.cuda_dev = r;
+        b.world_size = ranks;
+        b.start_mono_ns = 1000000000ull;
+        snprintf(b.hostname, sizeof b.hostname, "node0");
+        snprintf(b.job_id, sizeof b.job_id, "job42");
         b.update_ns = now;
         b.ops[CP_OP_ALLREDUCE] = (cp_stats_op){.calls = 1000000, .bytes = 1ull << 40,
                                                .host_ns = 5000000000ull,
                                                .gpu_ns = 50000000000ull};
         for (uint64_t s = 0; s < CP_STATS_RECENT; s++) {
             uint64_t start = now - 2000000000ull + s * 1000000 + (uint64_t)r * 1000;
-            lt_push(&b, CP_OP_ALLREDUCE, 0x9f2c, s, 1 << 20, start, start + 300000);
+            cp_stats_recent_append(&b, &(cp_stats_entry){.comm_id = 0x9f2c, .seq = s,
+                                                          .bytes = 1 << 20,
+                                                          .enter_ns = start - 1000,
+                                                          .gpu_start_ns = start,
+                                                          .gpu_end_ns = start + 300000,
+                                                          .peer = -1, .op = CP_OP_ALLREDUCE});
         }
         b.inflight = (cp_stats_inflight){.comm_id = 0x9f2c, .seq = CP_STATS_RECENT,
                                          .since_ns = now, .peer = -1, .op = CP_OP_ALLREDUCE};
@@ -75,14 +106,14 @@ int main(int argc, char **argv)
         FILE *f = fopen(path, "wb");
         if (!f || fwrite(&b, 1, sizeof b, f) != sizeof b || fclose(f) != 0) {
             perror("bench_top: writing a block");
-            lt_rmtree(dir);
+            rmtree(dir);
             return 3;
         }
     }
     FILE *null = fopen("/dev/null", "w");
     if (!null) {
         perror("bench_top: /dev/null");
-        lt_rmtree(dir);
+        rmtree(dir);
         return 3;
     }
 
@@ -122,7 +153,7 @@ int main(int argc, char **argv)
             scans, l.slowest >= 0 ? l.ranks[l.slowest].rank : -1, l.ranks[0].late_judged);
     cpt_live_free(&l);
     fclose(null);
-    lt_rmtree(dir);
+    rmtree(dir);
 
     printf("top.scan_cpu_us_%d_ranks: %.1f us\n", ranks, top * 1e6);
     printf("top.baseline_pread_cpu_us_%d_ranks: %.1f us\n", ranks, base * 1e6);

@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "trace_format.h"
@@ -131,6 +132,33 @@ static inline void cp_stats_write_end(cp_stats_block *b)
 {
     uint64_t s = atomic_load_explicit(&b->seqlock, memory_order_relaxed);
     atomic_store_explicit(&b->seqlock, s + 1, memory_order_release);
+}
+
+/* A writer's new block: zeroes, then the header a reader checks (magic, version, size). */
+static inline void cp_stats_block_init(cp_stats_block *b)
+{
+    memset(b, 0, sizeof *b);
+    memcpy(b->magic, CP_STATS_MAGIC, sizeof b->magic);
+    b->version = CP_STATS_VERSION;
+    b->total_bytes = CP_STATS_BYTES;
+}
+
+/* The ring slot the next entry takes: the oldest one's once the ring is full. */
+static inline unsigned cp_stats_recent_slot(const cp_stats_block *b)
+{
+    return (unsigned)(b->recent_total % CP_STATS_RECENT);
+}
+
+/* Puts e into the ring as the newest entry (a writer does it between write_begin and
+ * write_end); returns its slot. */
+static inline unsigned cp_stats_recent_append(cp_stats_block *b, const cp_stats_entry *e)
+{
+    unsigned i = cp_stats_recent_slot(b);
+    b->recent[i] = *e;
+    b->recent_total++;
+    if (b->recent_count < CP_STATS_RECENT)
+        b->recent_count++;
+    return i;
 }
 
 /* The block's file name in dir: "<dir>/collprof-<uid>-<pid>". */

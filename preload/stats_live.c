@@ -117,9 +117,7 @@ void cp_live_start(const cp_identity *id, const char *trace_path, uint32_t nccl_
     memset(&g, 0, sizeof g);
     g.hang_s = s->hang_s;
     cp_stats_block *b = &g.local;
-    memcpy(b->magic, CP_STATS_MAGIC, sizeof b->magic);
-    b->version = CP_STATS_VERSION;
-    b->total_bytes = CP_STATS_BYTES;
+    cp_stats_block_init(b);
     b->pid = (uint32_t)getpid();
     b->uid = (uint32_t)geteuid();
     b->rank = id->rank;
@@ -205,20 +203,17 @@ static void index_remove(unsigned hole)
 static void recent_push(const cp_rec_call *c)
 {
     cp_stats_block *b = &g.local;
-    unsigned i = (unsigned)(b->recent_total % CP_STATS_RECENT);
+    unsigned i = cp_stats_recent_slot(b);
     if (b->recent_count == CP_STATS_RECENT) {
         int old = index_slot_of(i); /* the entry this one overwrites leaves the index */
         if (old >= 0)
             index_remove((unsigned)old);
     }
-    b->recent[i] = (cp_stats_entry){
+    cp_stats_recent_append(b, &(cp_stats_entry){
         .comm_id = comm_id_of(c->comm_index), .seq = c->seq,
         .bytes = c->count * cp_dtype_size(c->dtype), .enter_ns = c->enter_ns,
-        .peer = c->peer, .op = c->op};
+        .peer = c->peer, .op = c->op});
     g.recent_comm_index[i] = c->comm_index;
-    b->recent_total++;
-    if (b->recent_count < CP_STATS_RECENT)
-        b->recent_count++;
     /* the newest entry of a key wins: an older one with the same key is replaced */
     unsigned k = key_slot(c->comm_index, c->seq, c->peer, c->op);
     while (g.recent_index[k] &&

@@ -12,7 +12,6 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "common/trace_format.h"
 #include "emu/common/emu_log.h"
 #include "emu/common/topo_ext.h"
 
@@ -281,7 +280,7 @@ double cpemu_model_ns(const cpemu_topo *t, int op, uint64_t bytes, const cpemu_p
     }
     /* GB/s is bytes per ns: S / B is already in ns. */
     double B = 0, alpha_ns = 0;
-    int hops = op == CP_OP_SEND || op == CP_OP_RECV ? 1 : n;
+    int hops = op == CPEMU_OP_SEND || op == CPEMU_OP_RECV ? 1 : n;
     for (int i = 0; i < hops; i++) {
         const cpemu_place *a = &ranks[i], *b = &ranks[(i + 1) % n];
         cpemu_link l = cpemu_topo_link(t, a->host, a->dev, b->host, b->dev);
@@ -294,14 +293,14 @@ double cpemu_model_ns(const cpemu_topo *t, int op, uint64_t bytes, const cpemu_p
         B = 1e-9;
     double steps = n - 1;
     switch (op) {
-    case CP_OP_ALLREDUCE:
+    case CPEMU_OP_ALLREDUCE:
         return S * 2.0 * steps / n / B + 2.0 * steps * alpha_ns;
-    case CP_OP_ALLGATHER: case CP_OP_REDUCESCATTER: case CP_OP_ALLTOALL:
-    case CP_OP_GATHER: case CP_OP_SCATTER:
+    case CPEMU_OP_ALLGATHER: case CPEMU_OP_REDUCESCATTER: case CPEMU_OP_ALLTOALL:
+    case CPEMU_OP_GATHER: case CPEMU_OP_SCATTER:
         return S * steps / n / B + steps * alpha_ns;
-    case CP_OP_BROADCAST: case CP_OP_REDUCE:
+    case CPEMU_OP_BROADCAST: case CPEMU_OP_REDUCE:
         return S / B + steps * alpha_ns;
-    case CP_OP_SEND: case CP_OP_RECV:
+    case CPEMU_OP_SEND: case CPEMU_OP_RECV:
         return S / B + alpha_ns;
     default:
         return S / B + alpha_ns;

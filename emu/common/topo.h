@@ -99,7 +99,7 @@ cpemu_link cpemu_topo_link(const cpemu_topo *t, int host_a, int dev_a, int host_
 
 /* The model's duration of one operation, ns: a ring over the ranks in the given order, bounded
  * by its slowest link (NET links carry all NICs of a host in parallel, or socket_gbps).
- * op is a cp_op (common/trace_format.h); bytes is nccl-tests' S for that op (e.g. count*size
+ * op is an enum cpemu_op; bytes is nccl-tests' S for that op (e.g. count*size
  * for AllReduce, count*size*n for AllGather). For Send/Recv pass the two ends only (n = 2).
  *   AllReduce:                   S*2(n-1)/n / B + 2(n-1)*alpha
  *   AllGather, ReduceScatter,
@@ -108,6 +108,21 @@ cpemu_link cpemu_topo_link(const cpemu_topo *t, int host_a, int dev_a, int host_
  *   Send/Recv:                   S / B(a,b) + alpha
  *   n == 1:                      S / (local copy bandwidth) + alpha
  * so busbw (nccl-tests' definition) tends to B for large S. */
+/* The emulation's operations, its own names for what NCCL runs: the trace format's CP_OP_* are
+ * collprof's and change with it, never with NCCL. The numbers are NCCL's order of its API. */
+enum cpemu_op {
+    CPEMU_OP_ALLREDUCE = 1,
+    CPEMU_OP_BROADCAST,
+    CPEMU_OP_REDUCE,
+    CPEMU_OP_ALLGATHER,
+    CPEMU_OP_REDUCESCATTER,
+    CPEMU_OP_ALLTOALL,
+    CPEMU_OP_GATHER,
+    CPEMU_OP_SCATTER,
+    CPEMU_OP_SEND,
+    CPEMU_OP_RECV,
+};
+
 typedef struct cpemu_place { int host; int dev; } cpemu_place;
 double cpemu_model_ns(const cpemu_topo *t, int op, uint64_t bytes, const cpemu_place *ranks,
                       int n);

@@ -7,7 +7,6 @@
  */
 #include <string.h>
 
-#include "common/trace_format.h"
 #include "emu/nccl/nccl_emu.h"
 
 /* NCCL's ncclBcast calls its public ncclBroadcast, so an interposer sees that call too. */
@@ -121,13 +120,13 @@ static int min_compute_capability(const ncclComm_t comm)
 
 static ncclResult_t task_append(cpn_op *op)
 {
-    if (op->kind != CP_OP_SEND && op->kind != CP_OP_RECV) {
+    if (op->kind != CPEMU_OP_SEND && op->kind != CPEMU_OP_RECV) {
         if (op->count == 0)
             return ncclSuccess;   /* NCCL discards empty collectives */
         int fp8 = op->dtype == ncclFloat8e4m3 || op->dtype == ncclFloat8e5m2;
-        int moves_only = op->kind == CP_OP_ALLGATHER || op->kind == CP_OP_BROADCAST ||
-                         op->kind == CP_OP_ALLTOALL || op->kind == CP_OP_SCATTER ||
-                         op->kind == CP_OP_GATHER;
+        int moves_only = op->kind == CPEMU_OP_ALLGATHER || op->kind == CPEMU_OP_BROADCAST ||
+                         op->kind == CPEMU_OP_ALLTOALL || op->kind == CPEMU_OP_SCATTER ||
+                         op->kind == CPEMU_OP_GATHER;
         if (fp8 && !moves_only && min_compute_capability(op->comm) < 90) {
             cpn_warn("FP8 reduction support begins with sm90 capable devices.");
             return ncclInvalidArgument;
@@ -208,7 +207,7 @@ ncclResult_t cpn_impl_ncclAllReduce(const void *sendbuff, void *recvbuff, size_t
                                     ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                     cudaStream_t stream)
 {
-    return call(CP_OP_ALLREDUCE, "AllReduce", sendbuff, recvbuff, count, datatype, op, 0, comm,
+    return call(CPEMU_OP_ALLREDUCE, "AllReduce", sendbuff, recvbuff, count, datatype, op, 0, comm,
                 stream);
 }
 
@@ -216,7 +215,7 @@ ncclResult_t cpn_impl_ncclBroadcast(const void *sendbuff, void *recvbuff, size_t
                                     ncclDataType_t datatype, int root, ncclComm_t comm,
                                     cudaStream_t stream)
 {
-    return call(CP_OP_BROADCAST, "Broadcast", sendbuff, recvbuff, count, datatype, ncclSum, root,
+    return call(CPEMU_OP_BROADCAST, "Broadcast", sendbuff, recvbuff, count, datatype, ncclSum, root,
                 comm, stream);
 }
 
@@ -230,14 +229,14 @@ ncclResult_t cpn_impl_ncclReduce(const void *sendbuff, void *recvbuff, size_t co
                                  ncclDataType_t datatype, ncclRedOp_t op, int root,
                                  ncclComm_t comm, cudaStream_t stream)
 {
-    return call(CP_OP_REDUCE, "Reduce", sendbuff, recvbuff, count, datatype, op, root, comm,
+    return call(CPEMU_OP_REDUCE, "Reduce", sendbuff, recvbuff, count, datatype, op, root, comm,
                 stream);
 }
 
 ncclResult_t cpn_impl_ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                                     ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
-    return call(CP_OP_ALLGATHER, "AllGather", sendbuff, recvbuff, sendcount, datatype, ncclSum,
+    return call(CPEMU_OP_ALLGATHER, "AllGather", sendbuff, recvbuff, sendcount, datatype, ncclSum,
                 0, comm, stream);
 }
 
@@ -245,14 +244,14 @@ ncclResult_t cpn_impl_ncclReduceScatter(const void *sendbuff, void *recvbuff, si
                                         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                         cudaStream_t stream)
 {
-    return call(CP_OP_REDUCESCATTER, "ReduceScatter", sendbuff, recvbuff, recvcount, datatype,
+    return call(CPEMU_OP_REDUCESCATTER, "ReduceScatter", sendbuff, recvbuff, recvcount, datatype,
                 op, 0, comm, stream);
 }
 
 ncclResult_t cpn_impl_ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                                    ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
-    return call(CP_OP_ALLTOALL, "AlltoAll", sendbuff, recvbuff, count, datatype, ncclSum, 0, comm,
+    return call(CPEMU_OP_ALLTOALL, "AlltoAll", sendbuff, recvbuff, count, datatype, ncclSum, 0, comm,
                 stream);
 }
 
@@ -260,7 +259,7 @@ ncclResult_t cpn_impl_ncclGather(const void *sendbuff, void *recvbuff, size_t co
                                  ncclDataType_t datatype, int root, ncclComm_t comm,
                                  cudaStream_t stream)
 {
-    return call(CP_OP_GATHER, "Gather", sendbuff, recvbuff, count, datatype, ncclSum, root, comm,
+    return call(CPEMU_OP_GATHER, "Gather", sendbuff, recvbuff, count, datatype, ncclSum, root, comm,
                 stream);
 }
 
@@ -268,18 +267,18 @@ ncclResult_t cpn_impl_ncclScatter(const void *sendbuff, void *recvbuff, size_t c
                                   ncclDataType_t datatype, int root, ncclComm_t comm,
                                   cudaStream_t stream)
 {
-    return call(CP_OP_SCATTER, "Scatter", sendbuff, recvbuff, count, datatype, ncclSum, root,
+    return call(CPEMU_OP_SCATTER, "Scatter", sendbuff, recvbuff, count, datatype, ncclSum, root,
                 comm, stream);
 }
 
 ncclResult_t cpn_impl_ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype,
                                int peer, ncclComm_t comm, cudaStream_t stream)
 {
-    return call(CP_OP_SEND, "Send", sendbuff, NULL, count, datatype, ncclSum, peer, comm, stream);
+    return call(CPEMU_OP_SEND, "Send", sendbuff, NULL, count, datatype, ncclSum, peer, comm, stream);
 }
 
 ncclResult_t cpn_impl_ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
                                ncclComm_t comm, cudaStream_t stream)
 {
-    return call(CP_OP_RECV, "Recv", NULL, recvbuff, count, datatype, ncclSum, peer, comm, stream);
+    return call(CPEMU_OP_RECV, "Recv", NULL, recvbuff, count, datatype, ncclSum, peer, comm, stream);
 }

@@ -16,7 +16,6 @@
  */
 #include <string.h>
 
-#include "common/trace_format.h"
 #include "emu/nccl/nccl_emu.h"
 
 typedef struct coll_ctx {
@@ -201,8 +200,8 @@ void cpn_exec_local(const cpn_op *op, uint64_t scalar)
 {
     /* NCCL's ncclLaunchOneRank: the op's pre- and post-operation applied to one input */
     size_t es = cpn_dtype_size(op->dtype);
-    int reduces = op->kind == CP_OP_ALLREDUCE || op->kind == CP_OP_REDUCE ||
-                  op->kind == CP_OP_REDUCESCATTER;
+    int reduces = op->kind == CPEMU_OP_ALLREDUCE || op->kind == CPEMU_OP_REDUCE ||
+                  op->kind == CPEMU_OP_REDUCESCATTER;
     if (reduces) {
         cpn_reduce_first(op->recvbuff, op->sendbuff, op->count, op->dtype, &op->red, scalar);
         cpn_reduce_finish(op->recvbuff, op->count, op->dtype, &op->red);
@@ -221,14 +220,14 @@ int cpn_exec_coll(cpn_core *core, const cpn_op *op, uint64_t *t)
         cpn_exec_local(op, c.scalar);
     } else {
         switch (op->kind) {
-        case CP_OP_ALLREDUCE: w = do_reduce(&c, 1); break;
-        case CP_OP_REDUCE: w = do_reduce(&c, 0); break;
-        case CP_OP_BROADCAST: w = do_broadcast(&c); break;
-        case CP_OP_ALLGATHER: w = do_gather(&c, -1); break;
-        case CP_OP_GATHER: w = do_gather(&c, op->root); break;
-        case CP_OP_REDUCESCATTER: w = do_exchange(&c, 1); break;
-        case CP_OP_ALLTOALL: w = do_exchange(&c, 0); break;
-        case CP_OP_SCATTER: w = do_scatter(&c); break;
+        case CPEMU_OP_ALLREDUCE: w = do_reduce(&c, 1); break;
+        case CPEMU_OP_REDUCE: w = do_reduce(&c, 0); break;
+        case CPEMU_OP_BROADCAST: w = do_broadcast(&c); break;
+        case CPEMU_OP_ALLGATHER: w = do_gather(&c, -1); break;
+        case CPEMU_OP_GATHER: w = do_gather(&c, op->root); break;
+        case CPEMU_OP_REDUCESCATTER: w = do_exchange(&c, 1); break;
+        case CPEMU_OP_ALLTOALL: w = do_exchange(&c, 0); break;
+        case CPEMU_OP_SCATTER: w = do_scatter(&c); break;
         default: break;
         }
         /* every collective waits for all peers, even one with nothing to move */

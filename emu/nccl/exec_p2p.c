@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/trace_format.h"
 #include "emu/nccl/nccl_emu.h"
 #include "emu/nccl/shm_layout.h"
 
@@ -37,7 +36,7 @@ static uint64_t pair_end(cpn_core *core, const p2p_state *st, uint64_t start)
     cpemu_place ends[2];
     ends[0] = core->places[st->send ? core->rank : st->peer];
     ends[1] = core->places[st->send ? st->peer : core->rank];
-    return start + (uint64_t)cpemu_model_ns(&core->topo, CP_OP_SEND, st->bytes, ends, 2);
+    return start + (uint64_t)cpemu_model_ns(&core->topo, CPEMU_OP_SEND, st->bytes, ends, 2);
 }
 
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
@@ -145,7 +144,7 @@ int cpn_exec_p2p(cpn_core *core, cpn_op **ops, int nops, uint64_t *t)
         return CPN_WAIT_ABORTED;
     for (int i = 0; i < nops; i++) {
         st[i].op = ops[i];
-        st[i].send = ops[i]->kind == CP_OP_SEND;
+        st[i].send = ops[i]->kind == CPEMU_OP_SEND;
         st[i].peer = ops[i]->root;
         st[i].bytes = ops[i]->count * cpn_dtype_size(ops[i]->dtype);
         st[i].msg = st[i].send ? core->p2p_sent[st[i].peer]++ : core->p2p_recvd[st[i].peer]++;

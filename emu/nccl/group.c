@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/trace_format.h"
 #include "emu/nccl/nccl_emu.h"
 
 typedef struct group_job {
@@ -251,7 +250,7 @@ static double simulate(group_job *j, double *us)
     double total = 0;
     int any = 0;
     for (cpn_op *o = j->ops; o; o = o->next) {
-        if (!o->comm->core || o->kind == CP_OP_SEND || o->kind == CP_OP_RECV)
+        if (!o->comm->core || o->kind == CPEMU_OP_SEND || o->kind == CPEMU_OP_RECV)
             continue;
         total += cpn_op_model_ns(o->comm->core, o) / 1e3;
         any = 1;

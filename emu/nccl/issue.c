@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/trace_format.h"
 #include "emu/common/emu_stream.h"
 #include "emu/nccl/nccl_emu.h"
 
@@ -235,8 +234,8 @@ double cpn_op_model_ns(const cpn_core *core, const cpn_op *op)
     size_t bytes = op->count * cpn_dtype_size(op->dtype);
     int n = core->nranks;
     switch (op->kind) {
-    case CP_OP_ALLGATHER: case CP_OP_REDUCESCATTER: case CP_OP_ALLTOALL:
-    case CP_OP_GATHER: case CP_OP_SCATTER:
+    case CPEMU_OP_ALLGATHER: case CPEMU_OP_REDUCESCATTER: case CPEMU_OP_ALLTOALL:
+    case CPEMU_OP_GATHER: case CPEMU_OP_SCATTER:
         bytes *= (size_t)n;   /* nccl-tests' S: the whole buffer */
         break;
     default:
@@ -271,8 +270,8 @@ static const char *one_rank_kernel(const cpn_item *it)
         return "ncclDevKernel_SendRecv";
     for (int i = 0; i < it->ncoll; i++) {
         const cpn_op *o = &it->ops[i];
-        int reduces = o->kind == CP_OP_ALLREDUCE || o->kind == CP_OP_REDUCE ||
-                      o->kind == CP_OP_REDUCESCATTER;
+        int reduces = o->kind == CPEMU_OP_ALLREDUCE || o->kind == CPEMU_OP_REDUCE ||
+                      o->kind == CPEMU_OP_REDUCESCATTER;
         if (reduces && o->red.kind == CPN_RED_PREMULSUM)
             return "oneRankReduce";
     }
@@ -291,13 +290,13 @@ static const char *kernel_name(const cpn_item *it)
     if (it->ncoll + it->np2p != 1)
         return it->ncoll ? "ncclDevKernel_Generic" : "ncclDevKernel_SendRecv";
     switch (it->ops[0].kind) {
-    case CP_OP_ALLREDUCE: return "ncclDevKernel_AllReduce";
-    case CP_OP_BROADCAST: return "ncclDevKernel_Broadcast";
-    case CP_OP_REDUCE: return "ncclDevKernel_Reduce";
-    case CP_OP_ALLGATHER: return "ncclDevKernel_AllGather";
-    case CP_OP_REDUCESCATTER: return "ncclDevKernel_ReduceScatter";
-    case CP_OP_SEND:
-    case CP_OP_RECV: return "ncclDevKernel_SendRecv";
+    case CPEMU_OP_ALLREDUCE: return "ncclDevKernel_AllReduce";
+    case CPEMU_OP_BROADCAST: return "ncclDevKernel_Broadcast";
+    case CPEMU_OP_REDUCE: return "ncclDevKernel_Reduce";
+    case CPEMU_OP_ALLGATHER: return "ncclDevKernel_AllGather";
+    case CPEMU_OP_REDUCESCATTER: return "ncclDevKernel_ReduceScatter";
+    case CPEMU_OP_SEND:
+    case CPEMU_OP_RECV: return "ncclDevKernel_SendRecv";
     default: return "ncclDevKernel_Generic";
     }
 }
@@ -343,27 +342,27 @@ static void self_tasks(ncclComm_t comm, const cpn_op *o, int at, self_task *s, i
     const char *sb = o->sendbuff;
     char *rb = o->recvbuff;
     switch (o->kind) {
-    case CP_OP_SEND:
+    case CPEMU_OP_SEND:
         if (o->root == me)
             s[(*ns)++] = (self_task){at, 0, sb};
         break;
-    case CP_OP_RECV:
+    case CPEMU_OP_RECV:
         if (o->root == me)
             r[(*nr)++] = (self_task){at, 0, rb};
         break;
-    case CP_OP_ALLTOALL:
+    case CPEMU_OP_ALLTOALL:
         if (n > 1 && sb && rb) {
             s[(*ns)++] = (self_task){at, 2 * me, sb + (size_t)me * chunk};
             r[(*nr)++] = (self_task){at, 2 * me + 1, rb + (size_t)me * chunk};
         }
         break;
-    case CP_OP_GATHER:
+    case CPEMU_OP_GATHER:
         if (n > 1 && o->root == me && rb) {
             s[(*ns)++] = (self_task){at, 0, sb};
             r[(*nr)++] = (self_task){at, 1 + me, rb + (size_t)me * chunk};
         }
         break;
-    case CP_OP_SCATTER:
+    case CPEMU_OP_SCATTER:
         if (n > 1 && o->root == me && sb) {
             s[(*ns)++] = (self_task){at, me, sb + (size_t)me * chunk};
             r[(*nr)++] = (self_task){at, n, rb};
@@ -401,7 +400,7 @@ static int skip_self_in_place(ncclComm_t comm, cpn_op *ops, unsigned char *skip)
         const self_task *pair[2] = {&s[k], &r[k]};
         for (int i = 0; i < 2; i++) {
             cpn_op *o = at[pair[i]->op];
-            if (o->kind == CP_OP_SEND || o->kind == CP_OP_RECV)
+            if (o->kind == CPEMU_OP_SEND || o->kind == CPEMU_OP_RECV)
                 skip[pair[i]->op] = 1;
             else
                 o->drop[o->drop[0] < 0 ? 0 : 1] = pair[i]->task;
@@ -425,7 +424,7 @@ ncclResult_t cpn_issue_comm_ops(ncclComm_t comm, cpn_op *ops)
     for (cpn_op *o = ops; o; o = o->next, idx++) {
         if (idx < SELF_SCAN && skip[idx])
             continue;
-        if (o->kind == CP_OP_SEND || o->kind == CP_OP_RECV)
+        if (o->kind == CPEMU_OP_SEND || o->kind == CPEMU_OP_RECV)
             np2p++;
         else
             ncoll++;
@@ -463,7 +462,7 @@ ncclResult_t cpn_issue_comm_ops(ncclComm_t comm, cpn_op *ops)
     for (cpn_op *o = ops; o; o = o->next, idx++) {
         if (idx < SELF_SCAN && skip[idx])
             continue;
-        int is_p2p = o->kind == CP_OP_SEND || o->kind == CP_OP_RECV;
+        int is_p2p = o->kind == CPEMU_OP_SEND || o->kind == CPEMU_OP_RECV;
         cpn_op *dst = &it->ops[is_p2p ? p++ : c++];
         *dst = *o;
         dst->next = NULL;

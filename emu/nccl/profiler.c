@@ -25,7 +25,6 @@
 #include <unistd.h>
 
 #include "common/nccl_profiler_abi.h"
-#include "common/trace_format.h"
 #include "emu/nccl/nccl_emu.h"
 
 CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus);
@@ -263,7 +262,7 @@ static void prof_log(int level, unsigned long flags, const char *file, int line,
 
 /* ---- per communicator: init and finalize (init.cc, profiler.cc) ---- */
 
-#define PROF_FUNCS (CP_OP_RECV + 1)
+#define PROF_FUNCS (CPEMU_OP_RECV + 1)
 
 struct cpn_prof_comm {
     _Atomic int refs;            /* the comm's, and each unit's kernel plan */
@@ -342,16 +341,16 @@ void cpn_prof_comm_fini(ncclComm_t comm)
 static const char *func_name(int kind)
 {
     switch (kind) {
-    case CP_OP_ALLGATHER: return "AllGather";
-    case CP_OP_ALLREDUCE: return "AllReduce";
-    case CP_OP_ALLTOALL: return "AlltoAll";
-    case CP_OP_BROADCAST: return "Broadcast";
-    case CP_OP_GATHER: return "Gather";
-    case CP_OP_RECV: return "Recv";
-    case CP_OP_REDUCE: return "Reduce";
-    case CP_OP_REDUCESCATTER: return "ReduceScatter";
-    case CP_OP_SCATTER: return "Scatter";
-    case CP_OP_SEND: return "Send";
+    case CPEMU_OP_ALLGATHER: return "AllGather";
+    case CPEMU_OP_ALLREDUCE: return "AllReduce";
+    case CPEMU_OP_ALLTOALL: return "AlltoAll";
+    case CPEMU_OP_BROADCAST: return "Broadcast";
+    case CPEMU_OP_GATHER: return "Gather";
+    case CPEMU_OP_RECV: return "Recv";
+    case CPEMU_OP_REDUCE: return "Reduce";
+    case CPEMU_OP_REDUCESCATTER: return "ReduceScatter";
+    case CPEMU_OP_SCATTER: return "Scatter";
+    case CPEMU_OP_SEND: return "Send";
     default: return "Invalid";
     }
 }
@@ -530,14 +529,14 @@ static void append_task(cpn_prof_op *po, const cpn_op *op, int coll, int func,
 void cpn_prof_task_append(cpn_op *op)
 {
     ncclComm_t comm = op->comm;
-    int p2p = op->kind == CP_OP_SEND || op->kind == CP_OP_RECV;
+    int p2p = op->kind == CPEMU_OP_SEND || op->kind == CPEMU_OP_RECV;
     /* a one-rank communicator runs a collective as ncclLaunchOneRank: no task, no event */
     if (!p2p && comm->nranks == 1)
         return;
     int n = comm->nranks, ntasks = 1;
-    if (op->kind == CP_OP_ALLTOALL)
+    if (op->kind == CPEMU_OP_ALLTOALL)
         ntasks = 2 * n;
-    else if (op->kind == CP_OP_GATHER || op->kind == CP_OP_SCATTER)
+    else if (op->kind == CPEMU_OP_GATHER || op->kind == CPEMU_OP_SCATTER)
         ntasks = 1 + (comm->rank == op->root ? n : 0);
     cpn_prof_op *po = calloc(1, sizeof *po + (size_t)ntasks * sizeof(prof_task));
     if (!po)
@@ -550,42 +549,42 @@ void cpn_prof_task_append(cpn_op *op)
     const char *sb = op->sendbuff;
     char *rb = op->recvbuff;
     switch (op->kind) {
-    case CP_OP_SEND:
-        append_task(po, op, 0, CP_OP_SEND, NULL, (void *)sb, op->count, op->dtype, op->root);
+    case CPEMU_OP_SEND:
+        append_task(po, op, 0, CPEMU_OP_SEND, NULL, (void *)sb, op->count, op->dtype, op->root);
         break;
-    case CP_OP_RECV:
-        append_task(po, op, 0, CP_OP_RECV, NULL, rb, op->count, op->dtype, op->root);
+    case CPEMU_OP_RECV:
+        append_task(po, op, 0, CPEMU_OP_RECV, NULL, rb, op->count, op->dtype, op->root);
         break;
-    case CP_OP_ALLTOALL:
+    case CPEMU_OP_ALLTOALL:
         /* NCCL 2.28 turns these into p2p tasks (taskAppend), each its own P2pApi event */
         for (int r = 0; r < n; r++) {
             size_t off = (size_t)r * op->count * es;
-            append_task(po, op, 0, CP_OP_SEND, NULL, (void *)(sb ? sb + off : NULL), op->count,
+            append_task(po, op, 0, CPEMU_OP_SEND, NULL, (void *)(sb ? sb + off : NULL), op->count,
                         op->dtype, r);
-            append_task(po, op, 0, CP_OP_RECV, NULL, rb ? rb + off : NULL, op->count, op->dtype,
+            append_task(po, op, 0, CPEMU_OP_RECV, NULL, rb ? rb + off : NULL, op->count, op->dtype,
                         r);
         }
         break;
-    case CP_OP_GATHER:
-        append_task(po, op, 0, CP_OP_SEND, NULL, (void *)sb, op->count, op->dtype, op->root);
+    case CPEMU_OP_GATHER:
+        append_task(po, op, 0, CPEMU_OP_SEND, NULL, (void *)sb, op->count, op->dtype, op->root);
         if (comm->rank == op->root)
             for (int r = 0; r < n; r++)
-                append_task(po, op, 0, CP_OP_RECV, NULL,
+                append_task(po, op, 0, CPEMU_OP_RECV, NULL,
                             rb ? rb + (size_t)r * op->count * es : NULL, op->count, op->dtype, r);
         break;
-    case CP_OP_SCATTER:
+    case CPEMU_OP_SCATTER:
         if (comm->rank == op->root)
             for (int r = 0; r < n; r++)
-                append_task(po, op, 0, CP_OP_SEND, NULL,
+                append_task(po, op, 0, CPEMU_OP_SEND, NULL,
                             (void *)(sb ? sb + (size_t)r * op->count * es : NULL), op->count,
                             op->dtype, r);
-        append_task(po, op, 0, CP_OP_RECV, NULL, rb, op->count, op->dtype, op->root);
+        append_task(po, op, 0, CPEMU_OP_RECV, NULL, rb, op->count, op->dtype, op->root);
         break;
     default: {
         /* collTaskAppend: AllGather and Broadcast count bytes, as ncclInt8 */
         size_t count = op->count;
         int dtype = op->dtype;
-        if (op->kind == CP_OP_ALLGATHER || op->kind == CP_OP_BROADCAST) {
+        if (op->kind == CPEMU_OP_ALLGATHER || op->kind == CPEMU_OP_BROADCAST) {
             count *= es;
             dtype = ncclInt8;
         }
@@ -652,7 +651,7 @@ static void tune(const cpn_prof_comm *pc, prof_task *t)
     int ll128 = !ll && pc->nnodes == 1 && pc->nvlink_ring && bytes < (4u << 20);
     t->proto = ll ? "LL" : ll128 ? "LL128" : "SIMPLE";
     t->nwarps = ll ? 16 : 8;
-    int tree = pc->nnodes > 1 && t->func == CP_OP_ALLREDUCE && !ll && bytes < (32u << 20);
+    int tree = pc->nnodes > 1 && t->func == CPEMU_OP_ALLREDUCE && !ll && bytes < (32u << 20);
     t->algo = tree ? "TREE" : "RING";
     size_t want = (bytes + (128u << 10) - 1) / (128u << 10);
     int nch = pc->nchannels < CPN_PROF_MAX_CH ? pc->nchannels : CPN_PROF_MAX_CH;

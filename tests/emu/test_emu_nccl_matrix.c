@@ -11,7 +11,7 @@
 
 #include <math.h>
 
-#include "common/trace_format.h"
+#include "emu/common/topo.h"
 #include "tests/emu/test_emu_nccl_util.h"
 
 /* The element codec under test elsewhere (test_emu_nccl_kernels); inputs are small
@@ -162,9 +162,9 @@ static int one(ncclComm_t comm, CUstream s, int me, int n, int coll, int dt, int
 {
     size_t es = cpn_dtype_size(dt);
     int root = n - 1;
-    int blocks = coll == CP_OP_REDUCESCATTER || coll == CP_OP_ALLTOALL ||
-                 (coll == CP_OP_SCATTER) ? n : 1;
-    int out_blocks = coll == CP_OP_ALLGATHER || coll == CP_OP_ALLTOALL || coll == CP_OP_GATHER ? n : 1;
+    int blocks = coll == CPEMU_OP_REDUCESCATTER || coll == CPEMU_OP_ALLTOALL ||
+                 (coll == CPEMU_OP_SCATTER) ? n : 1;
+    int out_blocks = coll == CPEMU_OP_ALLGATHER || coll == CPEMU_OP_ALLTOALL || coll == CPEMU_OP_GATHER ? n : 1;
     size_t in_n = count * (size_t)blocks, out_n = count * (size_t)out_blocks;
     size_t big = in_n > out_n ? in_n : out_n;
     char *buf = calloc(big, es), *sbuf = calloc(in_n, es), *rbuf = calloc(out_n, es);
@@ -176,23 +176,23 @@ static int one(ncclComm_t comm, CUstream s, int me, int n, int coll, int dt, int
         /* where NCCL defines each in-place call's input and output */
         char *mine = buf + (size_t)me * count * es;
         sendp = recvp = buf;
-        if (coll == CP_OP_ALLGATHER || (coll == CP_OP_GATHER && me == root))
+        if (coll == CPEMU_OP_ALLGATHER || (coll == CPEMU_OP_GATHER && me == root))
             sendp = mine;
-        else if (coll == CP_OP_REDUCESCATTER || (coll == CP_OP_SCATTER && me == root))
+        else if (coll == CPEMU_OP_REDUCESCATTER || (coll == CPEMU_OP_SCATTER && me == root))
             recvp = mine;
     }
     fill(sendp, dt, me, in_n);
     ncclDataType_t t = (ncclDataType_t)dt;
     ncclResult_t rc = ncclSuccess;
     switch (coll) {
-    case CP_OP_ALLREDUCE: rc = ncclAllReduce(sendp, recvp, count, t, op, comm, s); break;
-    case CP_OP_REDUCE: rc = ncclReduce(sendp, recvp, count, t, op, root, comm, s); break;
-    case CP_OP_BROADCAST: rc = ncclBroadcast(sendp, recvp, count, t, root, comm, s); break;
-    case CP_OP_ALLGATHER: rc = ncclAllGather(sendp, recvp, count, t, comm, s); break;
-    case CP_OP_REDUCESCATTER: rc = ncclReduceScatter(sendp, recvp, count, t, op, comm, s); break;
-    case CP_OP_ALLTOALL: rc = ncclAlltoAll(sendp, recvp, count, t, comm, s); break;
-    case CP_OP_GATHER: rc = ncclGather(sendp, recvp, count, t, root, comm, s); break;
-    case CP_OP_SCATTER: rc = ncclScatter(sendp, recvp, count, t, root, comm, s); break;
+    case CPEMU_OP_ALLREDUCE: rc = ncclAllReduce(sendp, recvp, count, t, op, comm, s); break;
+    case CPEMU_OP_REDUCE: rc = ncclReduce(sendp, recvp, count, t, op, root, comm, s); break;
+    case CPEMU_OP_BROADCAST: rc = ncclBroadcast(sendp, recvp, count, t, root, comm, s); break;
+    case CPEMU_OP_ALLGATHER: rc = ncclAllGather(sendp, recvp, count, t, comm, s); break;
+    case CPEMU_OP_REDUCESCATTER: rc = ncclReduceScatter(sendp, recvp, count, t, op, comm, s); break;
+    case CPEMU_OP_ALLTOALL: rc = ncclAlltoAll(sendp, recvp, count, t, comm, s); break;
+    case CPEMU_OP_GATHER: rc = ncclGather(sendp, recvp, count, t, root, comm, s); break;
+    case CPEMU_OP_SCATTER: rc = ncclScatter(sendp, recvp, count, t, root, comm, s); break;
     }
     TN_CHECK(rc == ncclSuccess, "coll %d dtype %d red %d -> %d: %s", coll, dt, red, rc,
              ncclGetLastError(comm));
@@ -205,26 +205,26 @@ static int one(ncclComm_t comm, CUstream s, int me, int n, int coll, int dt, int
     for (size_t i = 0; i < count && !bad; i++) {
         double tol, want;
         switch (coll) {
-        case CP_OP_ALLREDUCE:
-        case CP_OP_REDUCE:
+        case CPEMU_OP_ALLREDUCE:
+        case CPEMU_OP_REDUCE:
             want = reference(dt, red, n, i, scalar, &tol);
-            if (coll == CP_OP_ALLREDUCE || me == root)
+            if (coll == CPEMU_OP_ALLREDUCE || me == root)
                 bad = expect(recvp, i, dt, want, tol, what);
             break;
-        case CP_OP_REDUCESCATTER:
+        case CPEMU_OP_REDUCESCATTER:
             want = reference(dt, red, n, (size_t)me * count + i, scalar, &tol);
             bad = expect(recvp, i, dt, want, tol, what);
             break;
-        case CP_OP_BROADCAST:
+        case CPEMU_OP_BROADCAST:
             bad = expect(recvp, i, dt, input(dt, root, i), 0, what);
             break;
-        case CP_OP_SCATTER:
+        case CPEMU_OP_SCATTER:
             bad = expect(recvp, i, dt, input(dt, root, (size_t)me * count + i), 0, what);
             break;
         default:
             for (int j = 0; j < n && !bad; j++) {
-                size_t src = coll == CP_OP_ALLTOALL ? (size_t)me * count + i : i;
-                if (coll != CP_OP_GATHER || me == root)
+                size_t src = coll == CPEMU_OP_ALLTOALL ? (size_t)me * count + i : i;
+                if (coll != CPEMU_OP_GATHER || me == root)
                     bad = expect(recvp, (size_t)j * count + i, dt, input(dt, j, src), 0, what);
             }
         }
@@ -243,15 +243,15 @@ static int matrix_rank(int me, int n, const ncclUniqueId *id, void *arg)
         return 1;
     ncclComm_t comm;
     TN_NCCL(ncclCommInitRank(&comm, n, *id, me));
-    static const int colls[] = {CP_OP_ALLREDUCE, CP_OP_REDUCE, CP_OP_REDUCESCATTER,
-                                CP_OP_BROADCAST, CP_OP_ALLGATHER, CP_OP_ALLTOALL,
-                                CP_OP_GATHER, CP_OP_SCATTER};
+    static const int colls[] = {CPEMU_OP_ALLREDUCE, CPEMU_OP_REDUCE, CPEMU_OP_REDUCESCATTER,
+                                CPEMU_OP_BROADCAST, CPEMU_OP_ALLGATHER, CPEMU_OP_ALLTOALL,
+                                CPEMU_OP_GATHER, CPEMU_OP_SCATTER};
     for (size_t c = 0; c < sizeof colls / sizeof colls[0]; c++) {
         int coll = colls[c];
         if (j->coll && coll != j->coll)
             continue;
-        int reduces = coll == CP_OP_ALLREDUCE || coll == CP_OP_REDUCE ||
-                      coll == CP_OP_REDUCESCATTER;
+        int reduces = coll == CPEMU_OP_ALLREDUCE || coll == CPEMU_OP_REDUCE ||
+                      coll == CPEMU_OP_REDUCESCATTER;
         for (int dt = 0; dt < ncclNumTypes; dt++)
             for (int red = 0; red < (reduces ? NRED : 1); red++)
                 for (int inplace = 0; inplace < 2; inplace++)
@@ -282,8 +282,8 @@ static int large_rank(int me, int n, const ncclUniqueId *id, void *arg)
     ncclComm_t comm;
     TN_NCCL(ncclCommInitRank(&comm, n, *id, me));
     /* past one staging slot (256 KiB): several pieces, uneven last piece */
-    static const int colls[] = {CP_OP_ALLREDUCE, CP_OP_REDUCESCATTER, CP_OP_ALLGATHER,
-                                CP_OP_ALLTOALL, CP_OP_BROADCAST, CP_OP_SCATTER};
+    static const int colls[] = {CPEMU_OP_ALLREDUCE, CPEMU_OP_REDUCESCATTER, CPEMU_OP_ALLGATHER,
+                                CPEMU_OP_ALLTOALL, CPEMU_OP_BROADCAST, CPEMU_OP_SCATTER};
     for (size_t c = 0; c < sizeof colls / sizeof colls[0]; c++)
         for (int inplace = 0; inplace < 2; inplace++)
             if (one(comm, s, me, n, colls[c], ncclFloat32, RED_SUM, inplace, 100003) ||

@@ -12,7 +12,6 @@
 
 #include <math.h>
 
-#include "common/trace_format.h"
 #include "emu/common/topo.h"
 #include "tests/emu/test_emu_nccl_util.h"
 
@@ -200,7 +199,7 @@ static int model_rank(int me, int n, const ncclUniqueId *id, void *arg)
         TN_CU(cuEventRecord(ev[i], s));
     }
     TN_CU(cuStreamSynchronize(s));
-    double want = expected_ms(m, CP_OP_ALLREDUCE, j->bytes, j->ib_disabled);
+    double want = expected_ms(m, CPEMU_OP_ALLREDUCE, j->bytes, j->ib_disabled);
     double got[2] = {INFINITY, INFINITY};
     for (int i = 0; i < NCHAIN; i++) {
         double d = elapsed_ms(ev[i], ev[i + 1]);
@@ -274,10 +273,10 @@ static void a_slow_link_and_the_socket_fallback_slow_collectives_down(void **sta
         cpemu_place p[8];
         for (int r = 0; r < 8; r++)
             p[r] = (cpemu_place){0, r};
-        bw_slow = cpemu_model_ns(&t, CP_OP_ALLREDUCE, 1ull << 32, p, 8);
+        bw_slow = cpemu_model_ns(&t, CPEMU_OP_ALLREDUCE, 1ull << 32, p, 8);
         unsetenv("COLLPROF_EMU_SLOW_LINK");
         cpemu_topo_load(&t, err, sizeof err);
-        bw_fast = cpemu_model_ns(&t, CP_OP_ALLREDUCE, 1ull << 32, p, 8);
+        bw_fast = cpemu_model_ns(&t, CPEMU_OP_ALLREDUCE, 1ull << 32, p, 8);
     }
     assert_true(fabs(bw_slow / bw_fast - 4.0) < 0.05);
 }

@@ -11,7 +11,6 @@
 
 #include <cmocka.h>
 
-#include "common/trace_format.h"
 #include "emu/common/topo.h"
 #include "emu/common/topo_ext.h"
 
@@ -227,26 +226,26 @@ static void model_matches_the_link_bandwidths(void **state)
     for (int i = 0; i < 8; i++)
         r[i] = (cpemu_place){0, i};
     uint64_t gib = 1ull << 30;
-    double ns = cpemu_model_ns(&g_t, CP_OP_ALLREDUCE, gib, r, 8);
+    double ns = cpemu_model_ns(&g_t, CPEMU_OP_ALLREDUCE, gib, r, 8);
     double bw = allreduce_busbw(gib, 8, ns);
     assert_true(bw > 370 * 0.99 && bw <= 370);
     /* Exactly the header's formula. */
     assert_true(ns == (double)gib * 2 * 7 / 8 / 370.0 + 2 * 7 * 1000.0);
-    assert_true(cpemu_model_ns(&g_t, CP_OP_ALLGATHER, gib, r, 8) ==
+    assert_true(cpemu_model_ns(&g_t, CPEMU_OP_ALLGATHER, gib, r, 8) ==
                 (double)gib * 7 / 8 / 370.0 + 7 * 1000.0);
-    assert_true(cpemu_model_ns(&g_t, CP_OP_BROADCAST, gib, r, 8) == (double)gib / 370.0 + 7000.0);
-    assert_true(cpemu_model_ns(&g_t, CP_OP_SEND, 1000, r, 2) == 1000 / 370.0 + 1000.0);
+    assert_true(cpemu_model_ns(&g_t, CPEMU_OP_BROADCAST, gib, r, 8) == (double)gib / 370.0 + 7000.0);
+    assert_true(cpemu_model_ns(&g_t, CPEMU_OP_SEND, 1000, r, 2) == 1000 / 370.0 + 1000.0);
     /* Small messages are latency bound. */
-    assert_true(cpemu_model_ns(&g_t, CP_OP_ALLREDUCE, 8, r, 8) > 14000.0);
+    assert_true(cpemu_model_ns(&g_t, CPEMU_OP_ALLREDUCE, 8, r, 8) > 14000.0);
     /* One rank: a local copy. */
-    assert_true(cpemu_model_ns(&g_t, CP_OP_ALLREDUCE, gib, r, 1) < ns);
+    assert_true(cpemu_model_ns(&g_t, CPEMU_OP_ALLREDUCE, gib, r, 1) < ns);
 
     load_with("COLLPROF_EMU_SLOW_LINK", "2-3:0.5", 0);
-    bw = allreduce_busbw(gib, 8, cpemu_model_ns(&g_t, CP_OP_ALLREDUCE, gib, r, 8));
+    bw = allreduce_busbw(gib, 8, cpemu_model_ns(&g_t, CPEMU_OP_ALLREDUCE, gib, r, 8));
     assert_true(bw > 185 * 0.99 && bw <= 185);
     /* A pair that is not a ring neighbour does not bound the ring; a send over it is slow. */
-    assert_true(cpemu_model_ns(&g_t, CP_OP_SEND, gib, (cpemu_place[]){{0, 2}, {0, 3}}, 2) >
-                1.9 * cpemu_model_ns(&g_t, CP_OP_SEND, gib, (cpemu_place[]){{0, 1}, {0, 2}}, 2));
+    assert_true(cpemu_model_ns(&g_t, CPEMU_OP_SEND, gib, (cpemu_place[]){{0, 2}, {0, 3}}, 2) >
+                1.9 * cpemu_model_ns(&g_t, CPEMU_OP_SEND, gib, (cpemu_place[]){{0, 1}, {0, 2}}, 2));
     unsetenv("COLLPROF_EMU_SLOW_LINK");
 
     /* Two hosts over IB: 8 NICs x 48 GB/s do not bound an NVLink ring... */
@@ -257,13 +256,13 @@ static void model_matches_the_link_bandwidths(void **state)
     cpemu_link net = cpemu_topo_link(&g_t, 0, 7, 1, 0);
     assert_int_equal(net.kind, CPEMU_LINK_NET);
     assert_true(net.gbps == 384.0 && net.alpha_us == 5.0);
-    bw = allreduce_busbw(gib, 16, cpemu_model_ns(&g_t, CP_OP_ALLREDUCE, gib, r, 16));
+    bw = allreduce_busbw(gib, 16, cpemu_model_ns(&g_t, CPEMU_OP_ALLREDUCE, gib, r, 16));
     assert_true(bw > 370 * 0.97 && bw <= 370);
     /* ...sockets cap it at 5 GB/s. */
     load_with("COLLPROF_EMU_NET", "socket", 0);
     net = cpemu_topo_link(&g_t, 0, 7, 1, 0);
     assert_true(net.gbps == 5.0 && net.alpha_us == 20.0);
-    bw = allreduce_busbw(gib, 16, cpemu_model_ns(&g_t, CP_OP_ALLREDUCE, gib, r, 16));
+    bw = allreduce_busbw(gib, 16, cpemu_model_ns(&g_t, CPEMU_OP_ALLREDUCE, gib, r, 16));
     assert_true(bw > 5 * 0.99 && bw <= 5);
     /* A topology without IB falls back to sockets too. */
     unsetenv("COLLPROF_EMU_NET");

@@ -16,10 +16,7 @@
 static inline void lt_block_init(cp_stats_block *b, unsigned pid, int rank, int local_rank,
                                  int world, const char *host)
 {
-    memset(b, 0, sizeof *b);
-    memcpy(b->magic, CP_STATS_MAGIC, sizeof b->magic);
-    b->version = CP_STATS_VERSION;
-    b->total_bytes = CP_STATS_BYTES;
+    cp_stats_block_init(b);
     b->flags = CP_STATS_GPU_TIMING;
     b->pid = pid;
     b->uid = (uint32_t)geteuid();
@@ -36,14 +33,10 @@ static inline void lt_block_init(cp_stats_block *b, unsigned pid, int rank, int 
 static inline void lt_push(cp_stats_block *b, uint8_t op, uint64_t comm, uint64_t seq,
                            uint64_t bytes, uint64_t gpu_start, uint64_t gpu_end)
 {
-    unsigned i = (unsigned)(b->recent_total % CP_STATS_RECENT);
-    b->recent[i] = (cp_stats_entry){.comm_id = comm, .seq = seq, .bytes = bytes,
-                                    .enter_ns = gpu_start ? gpu_start - 1000 : 0,
-                                    .gpu_start_ns = gpu_start, .gpu_end_ns = gpu_end,
-                                    .peer = -1, .op = op};
-    b->recent_total++;
-    if (b->recent_count < CP_STATS_RECENT)
-        b->recent_count++;
+    cp_stats_recent_append(b, &(cp_stats_entry){.comm_id = comm, .seq = seq, .bytes = bytes,
+                                                .enter_ns = gpu_start ? gpu_start - 1000 : 0,
+                                                .gpu_start_ns = gpu_start,
+                                                .gpu_end_ns = gpu_end, .peer = -1, .op = op});
 }
 
 /* Writes b as dir/collprof-<uid>-<pid>: 0 or -1. */
