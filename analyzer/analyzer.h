@@ -40,7 +40,7 @@
 #include <stdint.h>
 
 #include "analyzer/model.h"
-#include "common/trace_format.h"
+#include "trace/trace_format.h"
 
 /* ---- matching: operations across ranks ---- */
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "analyzer/hang_internal.h"
-#include "common/nccl_abi.h"
+#include "abi/nccl_abi.h"
 
 static int cmp_i32(const void *x, const void *y)
 {

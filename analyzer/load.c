@@ -28,7 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/trace_reader.h"
+#include "trace/trace_reader.h"
 
 #define MAX_THREADS 8
 /* Calls reserved up front at most (88 MB); past it the array grows geometrically. */

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "common/search.h"
-#include "common/trace_format.h"
+#include "trace/trace_format.h"
 
 /* ---- the model: what each rank's file says ---- */
 

@@ -4,7 +4,7 @@
  * Usage: bench_analyzer [RANKS [COLLECTIVES [RANKS_PER_HOST]]]   (default 1024 10000 8)
  *
  * Writes a synthetic job into a fresh directory under $TMPDIR (or /tmp), one file per rank
- * through common/trace_writer, as the shim would: a PROCESS record, three communicators (the
+ * through trace/trace_writer, as the shim would: a PROCESS record, three communicators (the
  * world, one per host of RANKS_PER_HOST ranks, one across hosts per local rank), a SITE per
  * communicator, then COLLECTIVES calls in one schedule every rank follows (AllReduce of
  * gradient buckets across hosts, AllGather / ReduceScatter / small AllReduce within a host, a
@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #include "analyzer/analyzer.h"
-#include "common/trace_writer.h"
+#include "trace/trace_writer.h"
 
 #ifdef COLLPROF_BENCH_PERFETTO /* set by bench/analyzer.cmake when exporters/ is built */
 #include "exporters/exporters.h"

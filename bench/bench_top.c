@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/stats_block.h"
+#include "live/stats_block.h"
 #include "tui/live.h"
 
 static double cpu_s(void)

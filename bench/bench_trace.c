@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/trace_reader.h"
-#include "common/trace_writer.h"
+#include "trace/trace_reader.h"
+#include "trace/trace_writer.h"
 
 #define TRACE_BYTES (1ull << 30)
 #define N_RECORDS (TRACE_BYTES / sizeof(cp_rec_call))

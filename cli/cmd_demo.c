@@ -22,7 +22,7 @@
 #include "analyzer/analyzer.h"
 #include "cli/cli.h"
 #include "cli/options.h"
-#include "common/trace_reader.h"
+#include "trace/trace_reader.h"
 #include "exporters/exporters.h"
 
 extern char **environ;

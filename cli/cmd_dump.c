@@ -20,7 +20,7 @@
 #include "cli/dump_line.h"
 #include "cli/options.h"
 #include "common/search.h"
-#include "common/trace_reader.h"
+#include "trace/trace_reader.h"
 
 struct comm_entry {
     uint32_t index;

@@ -25,10 +25,10 @@
 
 #include "cli/cli.h"
 #include "cli/options.h"
-#include "common/launcher.h"
+#include "launcher/launcher.h"
 #include "common/settings.h"
-#include "common/trace_format.h"
-#include "common/trace_reader.h"
+#include "trace/trace_format.h"
+#include "trace/trace_reader.h"
 
 static volatile sig_atomic_t g_child;
 

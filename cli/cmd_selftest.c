@@ -13,7 +13,7 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "cli/progress.h"
-#include "common/launcher.h"
+#include "launcher/launcher.h"
 #include "selftest/selftest.h"
 
 extern char **environ;

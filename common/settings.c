@@ -9,7 +9,6 @@
 #include <strings.h>
 
 #include "common/log.h"
-#include "common/stats_block.h"
 
 #define CP_STR(x) #x
 #define CP_XSTR(x) CP_STR(x)
@@ -226,7 +225,7 @@ static const setting table[] = {
      parse_unwind},
     {"COLLPROF_LIVE", "0|1", "1", "0 disables the /dev/shm stats block that `collprof top` reads",
      parse_live},
-    {"COLLPROF_LIVE_DIR", "PATH", CP_STATS_DEFAULT_DIR,
+    {"COLLPROF_LIVE_DIR", "PATH", CP_LIVE_DIR_DEFAULT,
      "the folder of the live stats blocks: the shim makes its block there and `collprof top` "
      "reads it (for tests, and for tools that must not touch the real /dev/shm)",
      parse_live_dir},

@@ -19,6 +19,8 @@ enum cp_gpu_timing {
     CP_GPU_TIMING_PLUGIN = 5, /* NCCL's profiler plugin only: never an event */
 };
 
+/* COLLPROF_LIVE_DIR's default: where the stats blocks are made and looked for. */
+#define CP_LIVE_DIR_DEFAULT "/dev/shm"
 /* COLLPROF_HANG_S's default (seconds): the table's and every reader's without settings. */
 #define CP_HANG_S_DEFAULT 60
 

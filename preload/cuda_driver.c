@@ -4,7 +4,7 @@
  * driver the job already loaded is taken first (RTLD_NOLOAD: the very copy the job's
  * streams belong to); only when there is none is libcuda.so.1 loaded by name, for a job
  * that loads it later through the runtime. Symbols are the exported names of
- * common/cuda_api_list.h's symbol_name column (cuEventElapsedTime_v2, which a driver older
+ * abi/cuda_api_list.h's symbol_name column (cuEventElapsedTime_v2, which a driver older
  * than CUDA 12.8 lacks: then its older twin, CP_CUDA_API_OLDER).
  */
 #include "preload/shim.h"

@@ -36,8 +36,8 @@
 #include <string.h>
 
 #include "common/clock.h"
-#include "common/cupti_abi.h"
-#include "common/cupti_api_list.h"
+#include "abi/cupti_abi.h"
+#include "abi/cupti_api_list.h"
 #include "common/log.h"
 #include "common/settings.h"
 

@@ -28,7 +28,7 @@
 #include <time.h>
 
 #include "common/clock.h"
-#include "common/trace_writer.h"
+#include "trace/trace_writer.h"
 
 #define CP_REANCHOR_NS 1000000000ull
 #define CP_REF_TIGHT_NS 20000ull

@@ -3,7 +3,7 @@
  * The launcher's environment is read in a fixed order (torchrun, OpenMPI, PMI, Slurm): the
  * first launcher whose rank variable is set wins, and its local rank and world size go with
  * it. One that gives no local rank (srun --mpi=pmi2 sets PMI_RANK and PMI_SIZE only) takes
- * SLURM_LOCALID when Slurm's rank and size say the same task (common/launcher_env.c's rule).
+ * SLURM_LOCALID when Slurm's rank and size say the same task (launcher/launcher_env.c's rule).
  * The job id comes from TORCHELASTIC_RUN_ID, SLURM_JOB_ID, PBS_JOBID or OpenMPI's jobid;
  * without one it is the start time of the process group's leader (UTC, to the second) and
  * the group id, so ranks that one launcher forked share a directory, and runs started one
@@ -23,8 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/launcher.h"
-#include "common/trace_hash.h"
+#include "launcher/launcher.h"
+#include "trace/trace_hash.h"
 
 static int env_int(const char *name, int32_t *out)
 {

@@ -31,7 +31,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/settings.h"
-#include "common/trace_writer.h"
+#include "trace/trace_writer.h"
 
 _Atomic int cp_mode;
 CP_TLS cp_tls_state cp_tls;

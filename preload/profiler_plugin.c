@@ -60,7 +60,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "common/nccl_profiler_abi.h"
+#include "abi/nccl_profiler_abi.h"
 #include "common/settings.h"
 
 #define CP_PCALL_MAX 65536u

@@ -1,7 +1,7 @@
 /* shim: the parts of libcollprof.so and what each offers the others.
  *
  * libcollprof.so is preloaded into an unmodified NCCL job. It exports every NCCL entry point
- * of common/nccl_api_list.h under NCCL's own name (never the pnccl* twins), forwards each call
+ * of abi/nccl_api_list.h under NCCL's own name (never the pnccl* twins), forwards each call
  * to the real NCCL found at run time, and records the calls that matter as CALL records.
  * Nothing else is exported (exports.map). The parts:
  *
@@ -38,12 +38,12 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "common/nccl_abi.h"
-#include "common/nccl_api_list.h"
+#include "abi/nccl_abi.h"
+#include "abi/nccl_api_list.h"
 #include "common/clock.h"
-#include "common/trace_format.h"
-#include "common/cuda_abi.h"
-#include "common/cuda_api_list.h"
+#include "trace/trace_format.h"
+#include "abi/cuda_abi.h"
+#include "abi/cuda_api_list.h"
 #include "preload/plugin_pool.h"
 
 #define CP_EXPORT __attribute__((visibility("default")))
@@ -640,7 +640,7 @@ int cp_unwind_backtrace(void **pcs, int max);
 int cp_unwind_proc_name(uintptr_t ip, char *buf, size_t len, uintptr_t *off);
 
 /* ---- stats_live.c: live stats block and watchdog (writer thread, but start and close) ----
- * common/stats_block.h is the block's layout. All of it is fed from what the writer drains;
+ * live/stats_block.h is the block's layout. All of it is fed from what the writer drains;
  * nothing on the hot path. */
 /* At process start, before the writer thread: the private state, and the block unless
  * COLLPROF_LIVE=0 (a failure: one WARN, no block, tracing goes on). */

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/trace_writer.h"
+#include "trace/trace_writer.h"
 
 static void frame_name(void *pc, char *out, size_t cap)
 {

@@ -4,7 +4,7 @@
  * COMM and PROCESS records, DONE records as gpu_poll makes them, and gpu_poll's queue of
  * pending pairs, whose oldest is the operation in flight. The job's hot path does nothing
  * more for it. The counters live in a private copy; each tick that changed something
- * publishes the copy into the shared block under the seqlock (common/stats_block.h), so a
+ * publishes the copy into the shared block under the seqlock (live/stats_block.h), so a
  * reader never waits for us and we never wait for a reader.
  *
  * The watchdog keeps its private state even when COLLPROF_LIVE=0: the hang signal goes to
@@ -29,8 +29,8 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/settings.h"
-#include "common/stats_block.h"
-#include "common/trace_writer.h"
+#include "live/stats_block.h"
+#include "trace/trace_writer.h"
 
 #define CP_LIVE_COMMS 1024 /* comm_index -> comm_id; later indexes show comm id 0 */
 #define CP_LIVE_HIST 64    /* recent GPU durations per op, for the watchdog's "typical" */

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/trace_format.h"
+#include "trace/trace_format.h"
 
 static _Atomic uint64_t g_init_all_count;
 

@@ -25,7 +25,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/settings.h"
-#include "common/trace_writer.h"
+#include "trace/trace_writer.h"
 
 #define CP_TICK_MS 10
 

@@ -4,7 +4,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "common/nccl_abi.h"
+#include "abi/nccl_abi.h"
 
 const char *cpr_result_id(unsigned slot)
 {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "emu/nvml/nvml_abi.h" /* the real nvml.h names, values and layouts */
+#include "abi/nvml_abi.h" /* the real nvml.h names, values and layouts */
 
 typedef struct nvml_api {
     nvmlReturn_t (*init)(void);

@@ -22,11 +22,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/cuda_abi.h"
-#include "common/launcher.h"
-#include "common/cuda_api_list.h"
-#include "common/nccl_abi.h"
-#include "common/nccl_api_list.h"
+#include "abi/cuda_abi.h"
+#include "launcher/launcher.h"
+#include "abi/cuda_api_list.h"
+#include "abi/nccl_abi.h"
+#include "abi/nccl_api_list.h"
 #include "selftest/selftest.h"
 
 /* ---- cuda_nccl.c ---- */

@@ -1,7 +1,7 @@
 /* world_launcher: the sweep's world when torchrun, mpirun or srun started one process per GPU.
  *
  * This process drives one rank (struct cps_world with n = 1): the device of its local rank,
- * rank 0's ncclUniqueId through common/launcher.h's rendezvous, ncclCommInitRank. What one
+ * rank 0's ncclUniqueId through launcher/launcher.h's rendezvous, ncclCommInitRank. What one
  * process would know about all ranks at once (their GPUs, the slowest rank's time, the wrong
  * elements, NCCL's log) each rank here knows only of itself, so those figures travel over the
  * communicator itself (an all-gather or an all-reduce of a few bytes) and every rank ends with

@@ -398,7 +398,7 @@ static const cpt_rank *find_prev(const cpt_rank *prev, size_t nprev, const char 
 int cpt_live_scan_at(cpt_live *l, const char *dir, uid_t uid, uint64_t now)
 {
     if (!dir || !*dir)
-        dir = CP_STATS_DEFAULT_DIR;
+        dir = CP_LIVE_DIR_DEFAULT;
     snprintf(l->dir, sizeof l->dir, "%s", dir);
     clear_notes(l);
     l->other_users = 0;
@@ -517,7 +517,7 @@ int cpt_live_scan_at(cpt_live *l, const char *dir, uid_t uid, uint64_t now)
 int cpt_live_clean(const char *dir, uid_t uid, size_t *kept)
 {
     if (!dir || !*dir)
-        dir = CP_STATS_DEFAULT_DIR;
+        dir = CP_LIVE_DIR_DEFAULT;
     *kept = 0;
     char **paths = NULL;
     int npaths = cp_stats_list(dir, &paths);

@@ -1,5 +1,5 @@
 /* tui/live: the live model `collprof top` draws — every profiled rank of this node, from the
- * stats blocks their shims publish (common/stats_block.h), with rates computed between two
+ * stats blocks their shims publish (live/stats_block.h), with rates computed between two
  * scans. Screens read this model only, never the blocks, so each is tested on a model built
  * in the test.
  */
@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "common/stats_block.h"
+#include "live/stats_block.h"
 
 enum cpt_rank_state {
     CPT_RUNNING = 0,

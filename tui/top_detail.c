@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "common/text.h"
-#include "common/trace_format.h"
+#include "trace/trace_format.h"
 
 /* ---- a rank's detail -------------------------------------------------------------------- */
 

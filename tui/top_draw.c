@@ -8,7 +8,7 @@
 
 #include "common/settings.h"
 #include "common/text.h"
-#include "common/trace_format.h"
+#include "trace/trace_format.h"
 
 /* ---- the table's columns ---------------------------------------------------------------- */
 
@@ -337,7 +337,7 @@ static int draw_table(const cpt_live *l, cpt_state *s, cpt_grid *g)
         cpt_grid_putf_utf8(g, 0, 4, CPT_NORMAL,
                            "No profiled process on this node (%s %s).",
                            l->dir_missing ? "no directory" : "no stats block in",
-                           dir[0] ? dir : CP_STATS_DEFAULT_DIR);
+                           dir[0] ? dir : CP_LIVE_DIR_DEFAULT);
         cpt_grid_put(g, 0, 5, CPT_DIM,
                      "Start a job under `collprof run`; its ranks appear here as they start.");
     } else if (n == 0) {

@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#include "common/cuda_abi.h"
+#include "abi/cuda_abi.h"
 
 /* Runs on the stream's worker thread. start_ns is the item's model start time. Returns the
  * model end time (>= start_ns). `abort_flag`, when set non-zero by another thread, asks a

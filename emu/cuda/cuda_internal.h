@@ -12,8 +12,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "common/cuda_abi.h"
-#include "common/cuda_api_list.h"
+#include "abi/cuda_abi.h"
+#include "abi/cuda_api_list.h"
 #include "emu/common/topo.h"
 
 /* The cpemu_* functions libnccl.so.2 calls are exported with the driver API. */

@@ -1,5 +1,5 @@
 /* libcupti.so.13: the emulated CUPTI activity API (docs/EMULATION.md), the subset collprof's
- * COLLPROF_GPU_TIMING=cupti uses, with cupti_activity.h's signatures (common/cupti_abi.h).
+ * COLLPROF_GPU_TIMING=cupti uses, with cupti_activity.h's signatures (abi/cupti_abi.h).
  *
  * Where records come from: the emulated driver (libcuda.so.1, already in the process, as the
  * real driver is when CUPTI is used) announces each named kernel it is asked to launch, on the
@@ -27,8 +27,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/cupti_abi.h"
-#include "common/cupti_api_list.h"
+#include "abi/cupti_abi.h"
+#include "abi/cupti_api_list.h"
 #include "emu/common/emu_stream.h"
 
 #define EXPORT __attribute__((visibility("default")))

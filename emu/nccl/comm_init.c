@@ -12,7 +12,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "common/cuda_api_list.h"
+#include "abi/cuda_api_list.h"
 #include "emu/common/topo_ext.h"
 #include "emu/nccl/nccl_emu.h"
 

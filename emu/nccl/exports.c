@@ -1,4 +1,4 @@
-/* exports: NCCL's public API, exactly, generated from common/nccl_api_list.h.
+/* exports: NCCL's public API, exactly, generated from abi/nccl_api_list.h.
  *
  * As in NCCL itself, each entry point is a strong `pncclX` and `ncclX` is a weak alias of
  * it: a profiler interposing on ncclX can reach the implementation through pncclX. The

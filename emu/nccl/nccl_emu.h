@@ -17,9 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/cuda_abi.h"
-#include "common/nccl_abi.h"
-#include "common/nccl_api_list.h"
+#include "abi/cuda_abi.h"
+#include "abi/nccl_abi.h"
+#include "abi/nccl_api_list.h"
 #include "emu/common/topo.h"
 
 /* The release we emulate: NCCL 2.28.9 built against CUDA 13.0 (the ABI layout is 2.28's).

@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/nccl_profiler_abi.h"
+#include "abi/nccl_profiler_abi.h"
 #include "emu/nccl/nccl_emu.h"
 
 CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus);

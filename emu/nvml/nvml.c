@@ -15,7 +15,7 @@
 #include <strings.h>
 
 #include "emu/common/topo_ext.h"
-#include "emu/nvml/nvml_abi.h"
+#include "abi/nvml_abi.h"
 
 #define EXPORT __attribute__((visibility("default")))
 

@@ -47,7 +47,7 @@ void sim_say(const char *fmt, ...)
     (void)w;
 }
 
-/* common/launcher.h's lines go out as this program's own. */
+/* launcher/launcher.h's lines go out as this program's own. */
 static void sim_say_line(void *ctx, const char *line)
 {
     (void)ctx;

@@ -16,7 +16,7 @@
  *
  * Who a rank is (torchrun / OpenMPI / PMI / Slurm variables) and how rank 0's ncclUniqueId
  * reaches the others (COLLPROF_SIM_RENDEZVOUS=DIR, or MASTER_ADDR:MASTER_PORT) come from
- * common/launcher.h, which `collprof selftest` shares.
+ * launcher/launcher.h, which `collprof selftest` shares.
  */
 #ifndef COLLPROF_SIM_H
 #define COLLPROF_SIM_H
@@ -25,11 +25,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/cuda_abi.h"
-#include "common/cuda_api_list.h"
-#include "common/launcher.h"
-#include "common/nccl_abi.h"
-#include "common/nccl_api_list.h"
+#include "abi/cuda_abi.h"
+#include "abi/cuda_api_list.h"
+#include "launcher/launcher.h"
+#include "abi/nccl_abi.h"
+#include "abi/nccl_api_list.h"
 
 /* NCCL is linked directly: its entry points are ordinary external functions here. */
 #define SIM_DECLARE_NCCL(ret, name, params, args) ret name params;
@@ -91,7 +91,7 @@ struct sim_options {
 /* 0: run; 1: --help or --version was printed; -1: a usage error line was printed. */
 int sim_options_parse(int argc, char **argv, struct sim_options *o);
 
-/* The variable naming the rendezvous directory (common/launcher.h's other way is TCP). */
+/* The variable naming the rendezvous directory (launcher/launcher.h's other way is TCP). */
 #define SIM_RENDEZVOUS_VAR "COLLPROF_SIM_RENDEZVOUS"
 
 /* The driver entry points, resolved by their real symbol names (cuMemAlloc_v2, ...). */

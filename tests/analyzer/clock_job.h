@@ -22,8 +22,8 @@
 #include <string.h>
 
 #include "analyzer/analyzer.h"
-#include "common/trace_writer.h"
-#include "tests/common/test_trace_util.h"
+#include "trace/trace_writer.h"
+#include "tests/trace/test_trace_util.h"
 
 #define MAXR 16
 #define MAXC 8

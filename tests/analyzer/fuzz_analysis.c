@@ -31,7 +31,7 @@
 #include <json-c/json.h>
 
 #include "analyzer/analyzer.h"
-#include "common/trace_hash.h"
+#include "trace/trace_hash.h"
 #include "exporters/exporters.h"
 #include "tests/analyzer/fuzz_analysis.h"
 

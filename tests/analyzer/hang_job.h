@@ -16,8 +16,8 @@
 #include <string.h>
 
 #include "analyzer/analyzer.h"
-#include "common/trace_writer.h"
-#include "tests/common/test_trace_util.h"
+#include "trace/trace_writer.h"
+#include "tests/trace/test_trace_util.h"
 
 #define WORLD 0x9f2c00000000abcdull
 #define SUB 0x51b0000000001234ull

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "tests/analyzer/fuzz_analysis.h"
-#include "tests/common/test_trace_util.h"
+#include "tests/trace/test_trace_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

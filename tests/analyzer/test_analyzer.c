@@ -1,4 +1,4 @@
-/* The analyzer over synthetic traces: a 4-rank job written with common/trace_writer, whose
+/* The analyzer over synthetic traces: a 4-rank job written with trace/trace_writer, whose
  * every time is chosen here, so counts, matching and bandwidths are checked against values
  * worked out by hand rather than against the code's own arithmetic. */
 #include <setjmp.h>
@@ -16,8 +16,8 @@
 
 #include "analyzer/analyzer.h"
 #include "analyzer/demangle.h"
-#include "common/trace_writer.h"
-#include "tests/common/test_trace_util.h"
+#include "trace/trace_writer.h"
+#include "tests/trace/test_trace_util.h"
 
 #define NRANKS 4
 #define COMM_ID 0x9f2c0000abcdull

@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "analyzer/analyzer.h"
-#include "common/trace_writer.h"
-#include "tests/common/test_trace_util.h"
+#include "trace/trace_writer.h"
+#include "tests/trace/test_trace_util.h"
 
 #define NFILES 16
 #define WORLD 0x5eed000000000001ull

@@ -9,7 +9,7 @@
 #include <json-c/json.h>
 #include <sys/stat.h>
 
-#include "common/trace_writer.h"
+#include "trace/trace_writer.h"
 #include "tests/cli/test_cli_util.h"
 #include "tests/common/test_text_util.h"
 

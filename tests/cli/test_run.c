@@ -8,7 +8,7 @@
 #include <cmocka.h>
 
 #include "test_cli_util.h"
-#include "common/trace_reader.h"
+#include "trace/trace_reader.h"
 
 static char *g_tmp;
 

@@ -22,7 +22,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "common/nccl_profiler_abi.h"
+#include "abi/nccl_profiler_abi.h"
 
 static _Atomic uintptr_t next_handle = 0x10000;
 

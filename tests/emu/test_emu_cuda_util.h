@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "common/cuda_abi.h"
-#include "common/cuda_api_list.h"
+#include "abi/cuda_abi.h"
+#include "abi/cuda_api_list.h"
 #include "emu/common/emu_stream.h"
 
 #define TEST_DECLARE(ret, api, sym, params, args) ret sym params;

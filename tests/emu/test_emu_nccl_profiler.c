@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "common/nccl_profiler_abi.h"
+#include "abi/nccl_profiler_abi.h"
 #include "test_emu_nccl_util.h"
 
 /* ---- the probe's log, read back ---- */

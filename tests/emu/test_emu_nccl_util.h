@@ -14,10 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/cuda_abi.h"
-#include "common/cuda_api_list.h"
-#include "common/nccl_abi.h"
-#include "common/nccl_api_list.h"
+#include "abi/cuda_abi.h"
+#include "abi/cuda_api_list.h"
+#include "abi/nccl_abi.h"
+#include "abi/nccl_api_list.h"
 
 #define TEST_CU_DECLARE(ret, api, sym, params, args) ret sym params;
 CP_CUDA_API(TEST_CU_DECLARE)

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "emu/nvml/nvml_abi.h"
+#include "abi/nvml_abi.h"
 #include "tests/emu/test_emu_cuda_util.h"
 
 nvmlReturn_t nvmlInit_v2(void);

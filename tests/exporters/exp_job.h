@@ -1,5 +1,5 @@
 /* exp_job: the synthetic job the exporter and report tests share, written with
- * common/trace_writer so every time in it is chosen here, and the findings (stragglers,
+ * trace/trace_writer so every time in it is chosen here, and the findings (stragglers,
  * hangs, mismatches) an analysis is given by hand, so each output can be checked against
  * values worked out on paper rather than against the analyzer's own arithmetic.
  * Header-only so each test stays one program.
@@ -31,8 +31,8 @@
 #include <string.h>
 
 #include "analyzer/analyzer.h"
-#include "common/trace_writer.h"
-#include "tests/common/test_trace_util.h"
+#include "trace/trace_writer.h"
+#include "tests/trace/test_trace_util.h"
 
 #define EXP_NRANKS 4
 #define EXP_COMM 0x9f2c0e1d22aa4b01ull

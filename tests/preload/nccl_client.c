@@ -10,10 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/cuda_abi.h"
-#include "common/cuda_api_list.h"
-#include "common/nccl_abi.h"
-#include "common/nccl_api_list.h"
+#include "abi/cuda_abi.h"
+#include "abi/cuda_api_list.h"
+#include "abi/nccl_abi.h"
+#include "abi/nccl_api_list.h"
 
 #define CLIENT_CU_DECLARE(ret, api, sym, params, args) ret sym params;
 CP_CUDA_API(CLIENT_CU_DECLARE)

@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/nccl_abi.h"
-#include "common/nccl_api_list.h"
+#include "abi/nccl_abi.h"
+#include "abi/nccl_api_list.h"
 
 #define DECLARE(ret, name, params, args) ret name params;
 CP_NCCL_API(DECLARE)

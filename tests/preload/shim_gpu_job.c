@@ -17,10 +17,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/cuda_abi.h"
-#include "common/cuda_api_list.h"
-#include "common/nccl_abi.h"
-#include "common/nccl_api_list.h"
+#include "abi/cuda_abi.h"
+#include "abi/cuda_api_list.h"
+#include "abi/nccl_abi.h"
+#include "abi/nccl_api_list.h"
 
 #define DECLARE(ret, name, params, args) ret name params;
 CP_NCCL_API(DECLARE)

@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/trace_reader.h"
+#include "trace/trace_reader.h"
 #include "tests/common/test_scratch.h"
 
 extern char **environ;
@@ -281,7 +281,7 @@ static inline int st_count_lines(const char *text, const char *needle)
 }
 
 /* ---- a job's own NCCL profiler plugin: tests/emu/profiler_plugin_probe.c ---- */
-#include "common/nccl_profiler_abi.h"
+#include "abi/nccl_profiler_abi.h"
 
 /* The probe's log (profiler_plugin_probe.c), summed up as one line: its version, callbacks
  * by kind and event type, and the parents it saw (a Coll's: its CollApi, or under v4 its

@@ -1,6 +1,6 @@
 /* stub_nccl: a tiny libnccl.so.2 for the shim's tests and benchmark.
  *
- * Every entry point of common/nccl_api_list.h, with NCCL's signature (declared from the
+ * Every entry point of abi/nccl_api_list.h, with NCCL's signature (declared from the
  * list, so it cannot drift), doing the least that makes a caller's checks meaningful: comms
  * are small structs that answer CommCount/UserRank/CuDevice, collectives return at once.
  * Some inputs fail on purpose, so tests can see that the shim returns exactly what NCCL does:
@@ -34,9 +34,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/nccl_abi.h"
-#include "common/nccl_api_list.h"
-#include "common/nccl_profiler_abi.h"
+#include "abi/nccl_abi.h"
+#include "abi/nccl_api_list.h"
+#include "abi/nccl_profiler_abi.h"
 
 #define STUB_EXPORT __attribute__((visibility("default")))
 #define STUB_DECLARE(ret, name, params, args) STUB_EXPORT ret name params;

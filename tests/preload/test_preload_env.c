@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <dirent.h>
 
-#include "common/nccl_abi.h"
-#include "common/nccl_api_list.h"
+#include "abi/nccl_abi.h"
+#include "abi/nccl_api_list.h"
 #include "shim_test_util.h"
 
 static char *g_tmp;

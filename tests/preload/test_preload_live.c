@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "common/stats_block.h"
+#include "live/stats_block.h"
 #include "shim_test_util.h"
 
 static char *g_tmp;

@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "common/nccl_abi.h"
+#include "abi/nccl_abi.h"
 #include "shim_test_util.h"
 
 #ifndef CP_TEST_PYTHON3

@@ -15,7 +15,7 @@
 
 #include "shim_test_util.h"
 
-#include "common/nccl_profiler_abi.h"
+#include "abi/nccl_profiler_abi.h"
 
 #define CALLS 50
 

@@ -8,8 +8,8 @@
 
 #include <cmocka.h>
 
-#include "common/nccl_abi.h"
-#include "common/trace_hash.h"
+#include "abi/nccl_abi.h"
+#include "trace/trace_hash.h"
 #include "shim_test_util.h"
 
 #define NONE UINT64_MAX

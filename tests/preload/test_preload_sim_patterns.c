@@ -13,7 +13,7 @@
 #include <signal.h>
 #include <time.h>
 
-#include "common/nccl_abi.h"
+#include "abi/nccl_abi.h"
 #include "shim_test_util.h"
 
 #define RANKS 8

@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/stats_block.h"
+#include "live/stats_block.h"
 
 /* A block with its identity filled in; counters, ring and in-flight are the caller's. */
 static inline void lt_block_init(cp_stats_block *b, unsigned pid, int rank, int local_rank,

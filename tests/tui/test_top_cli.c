@@ -13,7 +13,7 @@
 #include "tests/cli/test_cli_util.h"
 #include "tests/common/test_json_util.h"
 #include "tests/common/test_text_util.h"
-#include "tests/common/test_trace_util.h"
+#include "tests/trace/test_trace_util.h"
 #include "tests/tui/live_test_util.h"
 
 #include <dirent.h>

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "common/trace_format.h"
+#include "trace/trace_format.h"
 #include "tui/top_draw.h"
 
 static cpt_rank mk(int rank, int local, const char *host, unsigned pid)

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "common/trace_format.h"
+#include "trace/trace_format.h"
 #include "tests/common/test_text_util.h"
 #include "tests/tui/live_test_util.h"
 #include "tests/tui/top_tmux_util.h"

@@ -1,0 +1,428 @@
+/* trace_writer: records into a chunk buffer, each full chunk hashed and written whole.
+ *
+ * A chunk goes to the file in one pwrite(2) of header and payload together, so a process
+ * killed at any instant leaves whole chunks and at most one partial one at the end, which
+ * the reader recognises as the cut. A failed write is undone (ftruncate back to the last
+ * whole chunk) so the next chunk lands where the failed one should have, and the file stays
+ * a clean sequence of chunks with a gap in chunk_index where data was lost.
+ *
+ * The file descriptor is the job's to take: a job that closes every fd (daemons, launchers,
+ * data loaders) and opens a file of its own, or dup2s onto a number, must never receive our
+ * chunks. So the fd is moved high (F_DUPFD_CLOEXEC from ~1000, where open(2), which hands
+ * out the lowest free number, does not reach unless the job holds that many files), and its
+ * identity (device and inode, fstat) is checked before every write, ftruncate and close.
+ * One that is no longer ours is left alone (it is the job's now): the file is opened again
+ * by its path, and only if that is still the same inode does writing go on; otherwise the
+ * writer is detached and what it holds counts as lost (write error). A job that closes the
+ * fd and reuses its number between the check and the pwrite could still be hit: the window
+ * is one system call, at a number the job's own open(2) does not hand out.
+ *
+ * The file must end with its loss count and END even when the disk is full or the job's
+ * RLIMIT_FSIZE is reached, or the reader cannot tell a job that stopped from a file that
+ * stopped, nor how much was lost after the last chunk that reached the disk. So the closing
+ * chunk (LOST records, CLOCK, END: a few hundred bytes, after cp_trace_writer_closing) has
+ * room kept for it: CP_WRITER_RESERVE bytes below the file size limit that data chunks may
+ * not use, and the same preallocated past the end of the file (fallocate KEEP_SIZE). A data
+ * chunk is written only once its own space and the reserve after it are allocated, so a full
+ * disk refuses the data chunk, never the closing one. (A file system that cannot preallocate
+ * keeps only the size limit's margin.)
+ *
+ * Losses are reported twice: the running total in every chunk header (what the reader
+ * trusts), and LOST records by cause that the writer itself puts at the head of the next
+ * chunk it writes. A LOST record that sits in the chunk buffer has its count raised in
+ * place while more drops of its cause arrive, so a burst of drops costs one record.
+ */
+#include "trace/trace_writer.h"
+
+#include "common/clock.h"
+#include "trace/trace_hash.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CP_LIKELY(x) __builtin_expect(!!(x), 1)
+
+/* Small enough for the tests' many-chunk traces, large enough for the LOST records of all
+ * causes plus the largest fixed-size record. */
+#define CP_CHUNK_MIN_PAYLOAD 256u
+#define CP_LOST_CAUSES (CP_LOST_CAUSE_LAST + 1) /* enum cp_lost_cause values start at 1 */
+/* Room for the closing chunk: its header, a LOST record per cause, CLOCK and END. */
+#define CP_WRITER_RESERVE 1024u
+
+struct cp_trace_writer {
+    /* Hot fields first: append touches only these. */
+    unsigned char *payload; /* == buf + CP_CHUNK_HEADER_BYTES */
+    size_t used;            /* payload bytes in the current chunk */
+    size_t cap;             /* chunk payload capacity */
+    uint32_t count;         /* records in the current chunk */
+    uint32_t own;           /* of them, LOST records the writer put there itself */
+    int closing;            /* the closing chunk: may use the reserve */
+
+    int fd;                /* -1 once detached: the file is no longer reachable as ours */
+    char *path;            /* to open the file again when the job took the fd */
+    dev_t dev;             /* the file's identity, checked before every use of fd */
+    ino_t ino;
+    unsigned char *buf;    /* chunk header + payload, written in one call */
+    uint64_t file_bytes;   /* end of the last whole chunk in the file */
+    uint64_t chunk_index;
+    uint64_t written;      /* records in chunks that reached the file */
+    uint64_t lost;         /* records dropped, every cause */
+    /* Per cause: drops not yet in a LOST record on disk, and where the LOST record that
+     * will carry them sits in the current chunk (SIZE_MAX: none there yet). */
+    uint64_t pending[CP_LOST_CAUSES];
+    uint64_t pending_at_ns[CP_LOST_CAUSES];
+    size_t lost_rec_at[CP_LOST_CAUSES];
+};
+
+void cp_file_header_init(cp_file_header *h)
+{
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, CP_TRACE_MAGIC, sizeof h->magic);
+    h->byte_order = CP_TRACE_BYTE_ORDER;
+    h->version = CP_TRACE_VERSION;
+    h->compat_version = CP_TRACE_VERSION;
+    h->header_bytes = CP_TRACE_HEADER_BYTES;
+    h->rank = -1;
+    h->local_rank = -1;
+    h->world_size = -1;
+}
+
+/* A write that would take the file past the soft RLIMIT_FSIZE makes the kernel send
+ * SIGXFSZ, whose default action kills the job: `ulimit -f` meant for the job's own files
+ * must not take it down because of ours. So such a write is refused here, before the
+ * kernel sees it, and fails like any other (EFBIG). The limit is read at every write, not
+ * once at open, because the job may lower it at any time; a chunk write is rare enough
+ * that one getrlimit(2) beside the pwrite(2) costs nothing. */
+static int past_fsize_limit(uint64_t end)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return 0;
+    return end > (uint64_t)rl.rlim_cur;
+}
+
+/* Writes all of [data, data+len) at `off`, going on after a short write (a signal, a file
+ * that reached a limit mid-way) until the kernel refuses outright; *wrote says whether any
+ * byte reached the file. `keep` bytes below the file size limit, and past the end of what
+ * is written, stay free: allocated before anything is written (when the file system can). */
+static int write_all_at(int fd, const void *data, size_t len, uint64_t off, size_t keep,
+                        int *wrote)
+{
+    const unsigned char *p = data;
+    *wrote = 0;
+    if (past_fsize_limit(off + len + keep)) {
+        errno = EFBIG;
+        return -1;
+    }
+    if (keep && fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)(len + keep)) != 0 &&
+        errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL)
+        return -1; /* no room for this and the closing chunk after it: ENOSPC */
+    while (len > 0) {
+        ssize_t n = pwrite(fd, p, len, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        *wrote = 1;
+        p += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+/* The lowest number F_DUPFD looks from: high enough that a job's open(2) does not get
+ * there, low enough to stay under RLIMIT_NOFILE (often 1024) without growing the kernel's
+ * fd table much. */
+static int high_fd_base(void)
+{
+    struct rlimit rl;
+    long base = 1000;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (rlim_t)base + 24 > rl.rlim_cur)
+        base = rl.rlim_cur > 64 + 24 ? (long)rl.rlim_cur - 24 : 3;
+    return (int)base;
+}
+
+/* fd moved to a high number (the original closed), or left where it was if none is free. */
+static int move_high(int fd)
+{
+    int hi = fcntl(fd, F_DUPFD_CLOEXEC, high_fd_base());
+    if (hi < 0)
+        return fd;
+    close(fd);
+    return hi;
+}
+
+/* 0 when w->fd is still our file, opening it again when the job took the number; -1 when
+ * the file cannot be reached as ours (errno EBADF). */
+static int own_fd(cp_trace_writer *w)
+{
+    struct stat st;
+    if (w->fd >= 0 && fstat(w->fd, &st) == 0 && st.st_dev == w->dev && st.st_ino == w->ino)
+        return 0;
+    w->fd = -1; /* never closed: that number is the job's now */
+    int fd = w->path ? open(w->path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == w->dev && st.st_ino == w->ino) {
+        w->fd = move_high(fd);
+        return 0;
+    }
+    if (fd >= 0)
+        close(fd);
+    errno = EBADF;
+    return -1;
+}
+
+cp_trace_writer *cp_trace_writer_open(const char *path, const cp_file_header *header,
+                                      size_t chunk_payload_bytes, char *err, size_t errlen)
+{
+    return cp_trace_writer_open_mode(path, header, chunk_payload_bytes, CP_TRACE_FILE_MODE, err,
+                                     errlen);
+}
+
+cp_trace_writer *cp_trace_writer_open_mode(const char *path, const cp_file_header *header,
+                                           size_t chunk_payload_bytes, unsigned mode, char *err,
+                                           size_t errlen)
+{
+    if (chunk_payload_bytes == 0)
+        chunk_payload_bytes = CP_CHUNK_DEFAULT_PAYLOAD;
+    if (!path || !header || chunk_payload_bytes % 8 != 0 ||
+        chunk_payload_bytes < CP_CHUNK_MIN_PAYLOAD || chunk_payload_bytes > CP_CHUNK_MAX_PAYLOAD) {
+        snprintf(err, errlen, "'%s': chunk payload of %zu bytes is not a multiple of 8 in [%u, %u]",
+                 path ? path : "(null)", chunk_payload_bytes, CP_CHUNK_MIN_PAYLOAD,
+                 CP_CHUNK_MAX_PAYLOAD);
+        return NULL;
+    }
+    cp_trace_writer *w = calloc(1, sizeof *w);
+    unsigned char *buf = malloc(CP_CHUNK_HEADER_BYTES + chunk_payload_bytes);
+    if (!w || !buf) {
+        snprintf(err, errlen, "'%s': out of memory for the trace writer", path);
+        free(w);
+        free(buf);
+        return NULL;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode & 0777);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "'%s': cannot create trace file: %s", path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(path);
+        }
+        free(w);
+        free(buf);
+        return NULL;
+    }
+    /* the mode asked for, whatever the umask: a wider one is a choice (COLLPROF_FILE_MODE) */
+    (void)fchmod(fd, mode & 0777); /* on a file system without modes, the open's stands */
+    fd = move_high(fd);
+
+    /* The writer owns the format fields: whatever the caller left there, the file it
+     * writes is one this version's reader accepts. */
+    cp_file_header h = *header;
+    memcpy(h.magic, CP_TRACE_MAGIC, sizeof h.magic);
+    h.byte_order = CP_TRACE_BYTE_ORDER;
+    h.version = CP_TRACE_VERSION;
+    h.compat_version = CP_TRACE_VERSION;
+    h.header_bytes = CP_TRACE_HEADER_BYTES;
+    h.reserved0 = 0;
+    memset(h.reserved, 0, sizeof h.reserved);
+    h.header_hash = cp_trace_hash(&h, offsetof(cp_file_header, header_hash));
+    int wrote;
+    if (write_all_at(fd, &h, sizeof h, 0, CP_WRITER_RESERVE, &wrote) != 0) {
+        int e = errno;
+        snprintf(err, errlen, "'%s': cannot write trace header: %s", path,
+                 e ? strerror(e) : "short write");
+        close(fd);
+        unlink(path);
+        free(w);
+        free(buf);
+        return NULL;
+    }
+
+    w->fd = fd;
+    w->path = strdup(path);
+    w->dev = st.st_dev;
+    w->ino = st.st_ino;
+    w->buf = buf;
+    w->payload = buf + CP_CHUNK_HEADER_BYTES;
+    w->cap = chunk_payload_bytes;
+    w->file_bytes = sizeof h;
+    for (int c = 0; c < CP_LOST_CAUSES; c++)
+        w->lost_rec_at[c] = SIZE_MAX;
+    return w;
+}
+
+/* Puts or refreshes the LOST record of each cause with drops not yet on disk. Called when
+ * the buffer has room for them: right after a drop, or with an empty buffer. */
+static void place_lost_records(cp_trace_writer *w)
+{
+    for (unsigned c = 1; c < CP_LOST_CAUSES; c++) {
+        if (!w->pending[c])
+            continue;
+        if (w->lost_rec_at[c] == SIZE_MAX) {
+            if (w->cap - w->used < sizeof(cp_rec_lost))
+                continue; /* placed after the next chunk goes out */
+            w->lost_rec_at[c] = w->used;
+            w->used += sizeof(cp_rec_lost);
+            w->count++;
+            w->own++;
+        }
+        cp_rec_lost rec = {.h = {CP_REC_LOST, sizeof(cp_rec_lost)},
+                           .cause = c,
+                           .count = w->pending[c],
+                           .at_ns = w->pending_at_ns[c]};
+        memcpy(w->payload + w->lost_rec_at[c], &rec, sizeof rec);
+    }
+}
+
+static void count_drop(cp_trace_writer *w, unsigned cause, uint64_t records)
+{
+    w->lost += records;
+    w->pending[cause] += records;
+    w->pending_at_ns[cause] = cp_mono_ns();
+}
+
+/* Writes the current chunk; on failure its caller records join the lost total. Either way
+ * the buffer starts over, with the LOST records of what is still unreported. */
+static int write_chunk(cp_trace_writer *w)
+{
+    cp_chunk_header ch = {
+        .magic = CP_CHUNK_MAGIC,
+        .payload_bytes = (uint32_t)w->used,
+        .chunk_index = w->chunk_index++,
+        .lost_records = w->lost,
+        .payload_hash = cp_trace_hash(w->payload, w->used),
+        .record_count = w->count,
+    };
+    ch.header_hash = cp_chunk_header_hash(&ch);
+    memcpy(w->buf, &ch, sizeof ch);
+
+    size_t len = CP_CHUNK_HEADER_BYTES + w->used;
+    int wrote = 0;
+    int rc = own_fd(w) == 0 ? write_all_at(w->fd, w->buf, len, w->file_bytes,
+                                            w->closing ? 0 : CP_WRITER_RESERVE, &wrote)
+                            : -1;
+    uint64_t callers = w->count - w->own;
+    if (rc == 0) {
+        w->file_bytes += len;
+        w->written += callers;
+        for (unsigned c = 1; c < CP_LOST_CAUSES; c++)
+            if (w->lost_rec_at[c] != SIZE_MAX)
+                w->pending[c] = 0;
+    } else {
+        /* A partial chunk would read as corruption; cut it off so the next chunk starts at
+         * a chunk boundary. If even that fails, the reader resyncs past the debris. Only then:
+         * a cut also frees the blocks kept past the end for the closing chunk, which are
+         * taken again (the cut gave back at least as many). */
+        if (wrote && (own_fd(w) != 0 || ftruncate(w->fd, (off_t)w->file_bytes) != 0))
+            w->file_bytes += len;
+        else if (wrote)
+            (void)fallocate(w->fd, FALLOC_FL_KEEP_SIZE, (off_t)w->file_bytes, CP_WRITER_RESERVE);
+        if (callers)
+            count_drop(w, CP_LOST_WRITE_ERROR, callers);
+        else
+            w->chunk_index--; /* only our LOST records failed: no data gap to show */
+    }
+    w->used = 0;
+    w->count = 0;
+    w->own = 0;
+    for (unsigned c = 1; c < CP_LOST_CAUSES; c++)
+        w->lost_rec_at[c] = SIZE_MAX;
+    place_lost_records(w);
+    return rc;
+}
+
+static int append_slow(cp_trace_writer *w, const void *record, size_t size)
+{
+    if (size < sizeof(cp_record_header) || size % 8 != 0 || size > w->cap) {
+        count_drop(w, CP_LOST_TOO_BIG, 1);
+        place_lost_records(w);
+        return -1;
+    }
+    int rc = 0;
+    /* Twice at most: the first write may fail and leave LOST records in the fresh buffer;
+     * a second one empties it. */
+    for (int tries = 0; w->cap - w->used < size && tries < 2; tries++)
+        if (write_chunk(w) != 0)
+            rc = -1;
+    if (w->cap - w->used < size) {
+        count_drop(w, CP_LOST_WRITE_ERROR, 1);
+        place_lost_records(w);
+        return -1;
+    }
+    memcpy(w->payload + w->used, record, size);
+    w->used += size;
+    w->count++;
+    return rc;
+}
+
+int cp_trace_writer_append(cp_trace_writer *w, const void *record)
+{
+    uint16_t size;
+    memcpy(&size, (const unsigned char *)record + offsetof(cp_record_header, size), sizeof size);
+    /* The hot path: one compare for "well-formed and fits", then a copy. The 64-byte
+     * CALL gets a fixed-size copy the compiler turns into a few vector moves. */
+    if (CP_LIKELY(size <= w->cap - w->used && size >= sizeof(cp_record_header) &&
+                  (size & 7) == 0)) {
+        if (size == sizeof(cp_rec_call))
+            memcpy(w->payload + w->used, record, sizeof(cp_rec_call));
+        else
+            memcpy(w->payload + w->used, record, size);
+        w->used += size;
+        w->count++;
+        return 0;
+    }
+    return append_slow(w, record, size);
+}
+
+int cp_trace_writer_flush(cp_trace_writer *w)
+{
+    /* A chunk of nothing but LOST records is written too: a job that loses everything to a
+     * full ring must still show it on disk. */
+    if (w->count == 0)
+        return 0;
+    return write_chunk(w);
+}
+
+void cp_trace_writer_count_lost(cp_trace_writer *w, enum cp_lost_cause cause, uint64_t records)
+{
+    if (!records)
+        return;
+    count_drop(w, cause >= 1 && cause < CP_LOST_CAUSES ? cause : CP_LOST_RING_FULL, records);
+    place_lost_records(w);
+}
+
+uint64_t cp_trace_writer_records_written(const cp_trace_writer *w) { return w->written; }
+
+uint64_t cp_trace_writer_records_lost(const cp_trace_writer *w) { return w->lost; }
+
+int cp_trace_writer_closing(cp_trace_writer *w)
+{
+    int rc = 0;
+    if (w->count > w->own && write_chunk(w) != 0)
+        rc = -1;
+    w->closing = 1;
+    return rc;
+}
+
+int cp_trace_writer_close(cp_trace_writer *w)
+{
+    if (!w)
+        return 0;
+    int rc = 0;
+    if (w->count > 0 && write_chunk(w) != 0)
+        rc = -1;
+    if (own_fd(w) != 0 || close(w->fd) != 0)
+        rc = -1;
+    free(w->path);
+    free(w->buf);
+    free(w);
+    return rc;
+}
