@@ -61,6 +61,11 @@ int cli_find_shim(char *out, size_t cap);
 int cli_find_sim(char *out, size_t cap);
 int cli_find_emu_dir(char *out, size_t cap);
 
+/* verbs.c: the verbs in the order `--help` lists them, and one by name (NULL: none). */
+extern const struct cli_verb cli_verbs[];
+extern const size_t cli_nverbs;
+const struct cli_verb *cli_find_verb(const char *name);
+
 int cmd_run(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_dump(int argc, char **argv);

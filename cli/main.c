@@ -1,11 +1,10 @@
-/* main: the `collprof` command. One table of verbs, one dispatcher (git.c, perf.c).
+/* main: the `collprof` command's dispatcher over the table of verbs (verbs.c; git.c, perf.c).
  *
  * The dispatcher does what every verb needs once: SIGPIPE, `--help`/`--version`, the
  * unknown-verb message, and at exit the check of stdout. Verbs only return a status.
  */
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,110 +13,10 @@
 
 #include "cli/cli.h"
 #include "common/settings.h"
-#include "common/text.h"
 
 #ifndef COLLPROF_VERSION
 #define COLLPROF_VERSION "unknown"
 #endif
-
-static const struct cli_verb verbs[] = {
-    { "run", cmd_run, CLI_KEEP_SIGPIPE, "profile a job: sets COLLPROF_* and LD_PRELOAD, runs CMD" },
-    { "report", cmd_report, 0, "text report of a trace directory (or --json)" },
-    { "dump", cmd_dump, 0, "every record of a trace, one a line (like `perf script`)" },
-    { "view", cmd_view, 0, "interactive view (TUI) over a trace" },
-    { "top", cmd_top, 0, "live view of the profiled ranks on this node" },
-    { "export", cmd_export, 0, "a trace as Perfetto JSON, CSV or Prometheus text" },
-    { "selftest", cmd_selftest, 0, "checks this node: topology, every collective's bandwidth" },
-    { "demo", cmd_demo, 0, "an emulated job with a straggler, then its report" },
-};
-
-static const struct cli_verb *find_verb(const char *name)
-{
-    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
-        if (strcmp(verbs[i].name, name) == 0)
-            return &verbs[i];
-    return NULL;
-}
-
-/* Each message is formatted first and written with one call, so lines of several
- * processes sharing a terminal do not interleave mid-line. What a message echoes (a path
- * from a directory listing, a string from a trace) is escaped here, in one place: nothing
- * in it drives the terminal or breaks the one line. */
-static void put_line(const char *prefix, const char *fmt, va_list ap)
-{
-    /* room for a path as long as the kernel takes (PATH_MAX) and the words around it */
-    char msg[8192], line[8192];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    int n = snprintf(line, sizeof line, "collprof: %s", prefix);
-    if (n < 0 || (size_t)n >= sizeof line)
-        n = 0;
-    /* one byte short, to keep room for the newline */
-    cp_text_escape(line + n, sizeof line - 1 - (size_t)n, msg, strlen(msg));
-    size_t len = strlen(line);
-    line[len++] = '\n';
-    fwrite(line, 1, len, stderr);
-}
-
-int cli_error(const char *verb, int status, const char *fmt, ...)
-{
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, "%s: ", verb);
-    va_list ap;
-    va_start(ap, fmt);
-    put_line(prefix, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
-void cli_warn(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    put_line("WARN ", fmt, ap);
-    va_end(ap);
-}
-
-void cli_note(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    put_line("", fmt, ap);
-    va_end(ap);
-}
-
-char *cli_shell_quote(const char *s)
-{
-    static const char bare[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                               "0123456789_@%+=:,./-";
-    /* a word that begins with '-' would be read as an option: "./-x" names the same file */
-    const char *lead = s[0] == '-' ? "./" : "";
-    if (s[0] && s[strspn(s, bare)] == '\0') {
-        char *q = malloc(strlen(lead) + strlen(s) + 1);
-        if (q)
-            sprintf(q, "%s%s", lead, s);
-        return q;
-    }
-    /* in single quotes nothing is special but the quote itself, written '\'' */
-    size_t n = strlen(lead) + 3;
-    for (const char *p = s; *p; p++)
-        n += *p == '\'' ? 4 : 1;
-    char *q = malloc(n), *o = q;
-    if (!q)
-        return NULL;
-    *o++ = '\'';
-    o += sprintf(o, "%s", lead);
-    for (const char *p = s; *p; p++) {
-        if (*p == '\'') {
-            memcpy(o, "'\\''", 4);
-            o += 4;
-        } else {
-            *o++ = *p;
-        }
-    }
-    *o++ = '\'';
-    *o = '\0';
-    return q;
-}
 
 static void print_help(FILE *out)
 {
@@ -125,8 +24,8 @@ static void print_help(FILE *out)
           "       collprof --help | --version | <command> --help | help <command>\n"
           "\ncommands:\n",
           out);
-    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
-        fprintf(out, "    %-10s %s\n", verbs[i].name, verbs[i].summary);
+    for (size_t i = 0; i < cli_nverbs; i++)
+        fprintf(out, "    %-10s %s\n", cli_verbs[i].name, cli_verbs[i].summary);
     fputs("\nexit codes:\n"
           "    0  ok\n"
           "    1  the answer is bad news (report --fail-on found a hang or mismatch; selftest FAIL)\n"
@@ -195,7 +94,7 @@ int main(int argc, char **argv)
         return finish_stdout("version", CP_EXIT_OK);
     }
     if (strcmp(first, "help") == 0) {
-        const struct cli_verb *v = find_verb(argv[2]);
+        const struct cli_verb *v = cli_find_verb(argv[2]);
         if (!v)
             return unknown_verb(argv[2]);
         char help_word[] = "--help";
@@ -207,7 +106,7 @@ int main(int argc, char **argv)
         return CP_EXIT_USAGE;
     }
 
-    const struct cli_verb *v = find_verb(first);
+    const struct cli_verb *v = cli_find_verb(first);
     if (!v)
         return unknown_verb(first);
     return run_verb(v, argc - 1, argv + 1);
