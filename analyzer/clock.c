@@ -45,41 +45,6 @@
  * without evidence, so lateness across such a domain must exceed 4 ms to be called. */
 #define ANCHOR_ONLY_US 1000.0
 
-/* ---- small statistics ---- */
-
-/* Nearest rank: the ceil(0.9 n)-th smallest. */
-double cpa_clk_p90(double *v, size_t n)
-{
-    size_t k = (size_t)ceil(0.9 * (double)n);
-    return cpa_select(v, n, k ? k - 1 : 0);
-}
-
-/* Where an operation's ends agree: the median of the largest group lying within 2 x
- * CPA_CLK_AGREE_NS, sorting v. Good references agree to microseconds and bad ones are each off by
- * their own milliseconds, so when two ranks of four have bad references at once the good pair
- * still agrees, where a median would split the difference and blame all four. With no single
- * largest group (two ranks; four each on its own; two pairs), the median, halfway between the
- * middle two: nothing says which side is right. */
-double cpa_clk_consensus(double *v, size_t n)
-{
-    cpa_sort_doubles(v, n);
-    size_t best = 0, best_n = 0, ties = 0;
-    for (size_t a = 0, b = 0; a < n; a++) {
-        while (b < n && v[b] - v[a] <= 2 * CPA_CLK_AGREE_NS)
-            b++;
-        if (b - a > best_n) {
-            best_n = b - a;
-            best = a;
-            ties = 0;
-        } else if (b - a == best_n && v[a] - v[best] > 2 * CPA_CLK_AGREE_NS) {
-            ties++; /* another group as large, apart from the first */
-        }
-    }
-    if (best_n >= 2 && !ties)
-        return v[best + (best_n - 1) / 2];
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static int cmp_anchor(const void *x, const void *y)
 {
     const cpa_anchor *p = x, *q = y;
@@ -94,36 +59,6 @@ static int cmp_i64(const void *x, const void *y)
 
 /* ---- anchors ---- */
 
-/* A domain's anchor at t, from the guess at *finger (cpa_clk_segment): a rank's calls are
- * converted in time order, so most lookups land in the segment the one before found (a
- * binary search and a llround call for each of 10 M calls were a tenth of a 1024-rank job's
- * analysis). */
-static int64_t anchor_at(const cpa_anchor *an, size_t n, uint64_t t, _Atomic uint32_t *finger)
-{
-    if (!n)
-        return 0;
-    if (t <= an[0].mono)
-        return an[0].a;
-    if (t >= an[n - 1].mono)
-        return an[n - 1].a;
-    size_t lo = cpa_clk_segment(an, sizeof *an, n, t, finger), hi = lo + 1;
-    double x = (double)(t - an[lo].mono) / (double)(an[hi].mono - an[lo].mono) *
-               (double)(an[hi].a - an[lo].a);
-    return an[lo].a + cpa_round_i64(x);
-}
-
-/* A sample's anchor, realtime - mono; 0 when it has none. Both at most CPA_TIME_MAX (the
- * loader's bound, checked again for a model built elsewhere), so the difference fits, and
- * so does any difference of two anchors. */
-static int sample_anchor(const cpa_clock_sample *s, int64_t *a)
-{
-    if (!s->mono_ns || !s->realtime_ns || s->mono_ns > CPA_TIME_MAX ||
-        s->realtime_ns > CPA_TIME_MAX)
-        return 0;
-    *a = (int64_t)s->realtime_ns - (int64_t)s->mono_ns;
-    return 1;
-}
-
 /* Merges the samples of domain d's ranks into clustered anchors at map->anchors + *used;
  * *dropped counts those with no usable anchor. */
 static int build_anchors(const cpa_model *m, const cpa_clock *c, size_t d, cpa_anchor *dst,
@@ -136,7 +71,7 @@ static int build_anchors(const cpa_model *m, const cpa_clock *c, size_t d, cpa_a
         const cpa_rank *r = &m->ranks[i];
         for (size_t k = 0; k < r->nclocks; k++) {
             int64_t a;
-            if (sample_anchor(&r->clocks[k], &a))
+            if (cpa_clk_sample_anchor(&r->clocks[k], &a))
                 dst[n++] = (cpa_anchor){r->clocks[k].mono_ns, a};
             else
                 (*dropped)++;
@@ -252,7 +187,7 @@ static int op_ties(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c
         uint64_t te = back > 0 ? (uint64_t)back : 0;
         const cpa_dmap *dm = &c->map->d[d];
         /* Both job times in [0, INT64_MAX]: their difference fits. */
-        int64_t je = (int64_t)(final ? te : cpa_clk_job(te, anchor_at(c->map->anchors + dm->first,
+        int64_t je = (int64_t)(final ? te : cpa_clk_job(te, cpa_clk_anchor_at(c->map->anchors + dm->first,
                                                                           dm->n, te, &x->finger[d]), 0));
         if (hub == UINT32_MAX) {
             hub = d;
@@ -481,21 +416,3 @@ void cpa_clock_free(cpa_clock *c)
     free(c->rank_domain);
     memset(c, 0, sizeof *c);
 }
-
-uint64_t cpa_clock_job_ns(const cpa_model *m, const cpa_clock *c, size_t rank_idx,
-                          uint64_t local_ns)
-{
-    const cpa_rank *r = &m->ranks[rank_idx];
-    if (!c->map || !c->rank_domain) { /* not aligned (yet): the rank's own header anchor */
-        int64_t a = 0;
-        if (r->nclocks)
-            sample_anchor(&r->clocks[0], &a);
-        return cpa_clk_job(local_ns, a, 0);
-    }
-    uint32_t d = c->rank_domain[rank_idx];
-    const cpa_dmap *dm = &c->map->d[d];
-    _Atomic uint32_t scratch = 0, *finger = c->map->finger ? &c->map->finger[rank_idx].a : &scratch;
-    return cpa_clk_job(local_ns, anchor_at(c->map->anchors + dm->first, dm->n, local_ns, finger),
-                       cpa_clk_corr_at(&c->domains[d], dm, local_ns));
-}
-

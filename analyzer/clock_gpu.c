@@ -383,13 +383,6 @@ static size_t segments(const frames *f, uint32_t r, const float *res, const uint
     return used;
 }
 
-static double seg_at(const cpa_gseg *g, size_t n, uint64_t t)
-{
-    size_t lo; /* the last segment starting at or before t (the first when none does) */
-    CP_LOWER_BOUND(lo, n, i, g[i].t <= t);
-    return g[lo ? lo - 1 : 0].corr;
-}
-
 /* Rank r's GPU-timed calls' slack (GPU start on the job time line minus host entry) into
  * scratch from n on; returns the new count. */
 static size_t slacks(const frames *f, size_t r, double *scratch, size_t n)
@@ -401,7 +394,7 @@ static size_t slacks(const frames *f, size_t r, double *scratch, size_t n)
     for (size_t i = 0; i < k->ncalls; i++)
         if (k->calls[i].gpu_timed)
             scratch[n++] = (double)(int64_t)(k->calls[i].gpu_start_ns - k->calls[i].enter_ns) +
-                           seg_at(s, ns, k->calls[i].gpu_start_ns);
+                           cpa_clk_seg_at(s, ns, k->calls[i].gpu_start_ns);
     return n;
 }
 
@@ -558,20 +551,4 @@ out:
     free(f.slot);
     free(f.diffs);
     return rc;
-}
-
-uint64_t cpa_clock_gpu_job_ns(const cpa_model *m, const cpa_clock *c, size_t rank_idx,
-                              uint64_t local_ns)
-{
-    uint64_t j = cpa_clock_job_ns(m, c, rank_idx, local_ns);
-    if (!c->map || !c->map->g_first || !c->map->gsegs)
-        return j;
-    size_t first = c->map->g_first[rank_idx], n = c->map->g_first[rank_idx + 1] - first;
-    if (!n)
-        return j;
-    const cpa_gseg *g = c->map->gsegs + first;
-    if (!c->map->finger)
-        return cpa_clk_job(j, 0, seg_at(g, n, local_ns));
-    return cpa_clk_job(j, 0, g[cpa_clk_segment(g, sizeof *g, n, local_ns,
-                                                &c->map->finger[rank_idx].g)].corr);
 }

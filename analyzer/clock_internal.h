@@ -1,6 +1,8 @@
-/* analyzer/clock_internal.h: what clock.c (host clocks), clock_solve.c (the domains' offsets and
- * drift) and clock_gpu.c (each rank's GPU time line) share; nothing outside these three files
- * includes it. */
+/* analyzer/clock_internal.h: what the clock's files share; nothing outside them includes it.
+ * One way: clock.c (the stage: host clocks, ties, the map) calls clock_solve.c (the domains'
+ * offsets and drift) and clock_gpu.c (each rank's GPU time line); all three read the map
+ * through clock_map.c (conversions) and this header's inline lookups, and take their small
+ * statistics from clock_stats.c. */
 #ifndef COLLPROF_ANALYZER_CLOCK_INTERNAL_H
 #define COLLPROF_ANALYZER_CLOCK_INTERNAL_H
 
@@ -103,6 +105,45 @@ static inline uint64_t cpa_clk_job(uint64_t local, int64_t anchor, double corr)
     return j > 0 ? (uint64_t)j : 0;
 }
 
+/* A domain's anchor at t, from the guess at *finger (cpa_clk_segment): a rank's calls are
+ * converted in time order, so most lookups land in the segment the one before found (a
+ * binary search and a llround call for each of 10 M calls were a tenth of a 1024-rank job's
+ * analysis). */
+static inline int64_t cpa_clk_anchor_at(const cpa_anchor *an, size_t n, uint64_t t, _Atomic uint32_t *finger)
+{
+    if (!n)
+        return 0;
+    if (t <= an[0].mono)
+        return an[0].a;
+    if (t >= an[n - 1].mono)
+        return an[n - 1].a;
+    size_t lo = cpa_clk_segment(an, sizeof *an, n, t, finger), hi = lo + 1;
+    double x = (double)(t - an[lo].mono) / (double)(an[hi].mono - an[lo].mono) *
+               (double)(an[hi].a - an[lo].a);
+    return an[lo].a + cpa_round_i64(x);
+}
+
+/* A sample's anchor, realtime - mono; 0 when it has none. Both at most CPA_TIME_MAX (the
+ * loader's bound, checked again for a model built elsewhere), so the difference fits, and
+ * so does any difference of two anchors. */
+static inline int cpa_clk_sample_anchor(const cpa_clock_sample *s, int64_t *a)
+{
+    if (!s->mono_ns || !s->realtime_ns || s->mono_ns > CPA_TIME_MAX ||
+        s->realtime_ns > CPA_TIME_MAX)
+        return 0;
+    *a = (int64_t)s->realtime_ns - (int64_t)s->mono_ns;
+    return 1;
+}
+
+/* The correction of the last GPU segment starting at or before t (the first when none does). */
+static inline double cpa_clk_seg_at(const cpa_gseg *g, size_t n, uint64_t t)
+{
+    size_t lo;
+    CP_LOWER_BOUND(lo, n, i, g[i].t <= t);
+    return g[lo ? lo - 1 : 0].corr;
+}
+
+/* clock_stats.c: the small statistics the three stages share. */
 /* Nearest rank: the ceil(0.9 n)-th smallest of v[0..n), n > 0, reordering v. */
 double cpa_clk_p90(double *v, size_t n);
 /* Where most of v[0..n) (ends of one operation, ns) agree within 2 x CPA_CLK_AGREE_NS, else

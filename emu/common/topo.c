@@ -391,21 +391,6 @@ void cpemu_uuid_format(const unsigned char u[16], char out[48])
              u[13], u[14], u[15]);
 }
 
-int cpemu_parse_pci(const char *s, unsigned *domain, unsigned *bus, unsigned *device,
-                    unsigned *function)
-{
-    unsigned d, b, v, f;
-    int used = 0;
-    if (!s || sscanf(s, "%x:%x:%x.%x%n", &d, &b, &v, &f, &used) != 4 || s[used] != '\0' ||
-        b > 0xff || v > 0x1f || f > 7)
-        return -1;
-    *domain = d;
-    *bus = b;
-    *device = v;
-    *function = f;
-    return 0;
-}
-
 int cpemu_topo_nvswitch(const cpemu_topo *t)
 {
     for (int a = 0; a < t->ngpus; a++) {

@@ -10,6 +10,21 @@
 
 #include "emu/common/topo_ext.h"
 
+int cpemu_parse_pci(const char *s, unsigned *domain, unsigned *bus, unsigned *device,
+                    unsigned *function)
+{
+    unsigned d, b, v, f;
+    int used = 0;
+    if (!s || sscanf(s, "%x:%x:%x.%x%n", &d, &b, &v, &f, &used) != 4 || s[used] != '\0' ||
+        b > 0xff || v > 0x1f || f > 7)
+        return -1;
+    *domain = d;
+    *bus = b;
+    *device = v;
+    *function = f;
+    return 0;
+}
+
 #define MAX_TOKENS 16
 #define MAX_LINE 1024
 

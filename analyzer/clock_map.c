@@ -1,0 +1,38 @@
+/* analyzer/clock_map.c: the clock map read: a rank's local time on the job's time line, its
+ * host times (the domain's anchors and offset) and its GPU times (the rank's GPU segments on
+ * top), below the stages that build the map (clock.c, clock_gpu.c) and everything after
+ * them that converts. */
+#include "analyzer/clock_internal.h"
+
+uint64_t cpa_clock_job_ns(const cpa_model *m, const cpa_clock *c, size_t rank_idx,
+                          uint64_t local_ns)
+{
+    const cpa_rank *r = &m->ranks[rank_idx];
+    if (!c->map || !c->rank_domain) { /* not aligned (yet): the rank's own header anchor */
+        int64_t a = 0;
+        if (r->nclocks)
+            cpa_clk_sample_anchor(&r->clocks[0], &a);
+        return cpa_clk_job(local_ns, a, 0);
+    }
+    uint32_t d = c->rank_domain[rank_idx];
+    const cpa_dmap *dm = &c->map->d[d];
+    _Atomic uint32_t scratch = 0, *finger = c->map->finger ? &c->map->finger[rank_idx].a : &scratch;
+    return cpa_clk_job(local_ns, cpa_clk_anchor_at(c->map->anchors + dm->first, dm->n, local_ns, finger),
+                       cpa_clk_corr_at(&c->domains[d], dm, local_ns));
+}
+
+uint64_t cpa_clock_gpu_job_ns(const cpa_model *m, const cpa_clock *c, size_t rank_idx,
+                              uint64_t local_ns)
+{
+    uint64_t j = cpa_clock_job_ns(m, c, rank_idx, local_ns);
+    if (!c->map || !c->map->g_first || !c->map->gsegs)
+        return j;
+    size_t first = c->map->g_first[rank_idx], n = c->map->g_first[rank_idx + 1] - first;
+    if (!n)
+        return j;
+    const cpa_gseg *g = c->map->gsegs + first;
+    if (!c->map->finger)
+        return cpa_clk_job(j, 0, cpa_clk_seg_at(g, n, local_ns));
+    return cpa_clk_job(j, 0, g[cpa_clk_segment(g, sizeof *g, n, local_ns,
+                                                &c->map->finger[rank_idx].g)].corr);
+}
