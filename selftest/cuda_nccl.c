@@ -149,3 +149,39 @@ void cps_nccl_error(const struct cps_lib *L, ncclResult_t rc, ncclComm_t comm, c
         snprintf(out, outn, "%s", text ? text : "?");
     cps_one_line(out);
 }
+
+/* ---- a GPU as the run lists it ---- */
+
+#define CU(call, what) CPS_CU(call, what)
+
+static void pci_normalize(const char *in, char *out, size_t outn)
+{
+    unsigned dom, bus, dev, fn;
+    if (sscanf(in, "%x:%x:%x.%x", &dom, &bus, &dev, &fn) == 4) {
+        snprintf(out, outn, "%04x:%02x:%02x.%x", dom, bus, dev, fn);
+        return;
+    }
+    snprintf(out, outn, "%s", in);
+    for (char *c = out; *c; c++)
+        if (*c >= 'A' && *c <= 'Z')
+            *c = (char)(*c - 'A' + 'a');
+}
+
+int cps_gpu_identity(const struct cps_lib *L, int ordinal, const char *host, cps_cuda_gpu *g,
+                     char *why, size_t whyn)
+{
+    CUdevice dev;
+    char bus[64] = "";
+    CU(L->cuDeviceGet(&dev, ordinal), "cuDeviceGet");
+    CU(L->cuDeviceGetName(g->name, (int)sizeof g->name, dev), "cuDeviceGetName");
+    CU(L->cuDeviceGetPCIBusId(bus, (int)sizeof bus, dev), "cuDeviceGetPCIBusId");
+    CU(L->cuDeviceGetAttribute(&g->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+       "cuDeviceGetAttribute");
+    CU(L->cuDeviceGetAttribute(&g->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+       "cuDeviceGetAttribute");
+    pci_normalize(bus, g->pci, sizeof g->pci);
+    g->rank = ordinal;
+    g->cuda_index = ordinal;
+    snprintf(g->host, sizeof g->host, "%s", host);
+    return 0;
+}

@@ -1,6 +1,8 @@
 /* sweep_internal: what the sweep's files share (not part of selftest.h's API).
  *
- *   cuda_nccl.c  the CUDA driver and NCCL loaded at run time into one table (struct cps_lib)
+ *   cuda_nccl.c  the CUDA driver and NCCL loaded at run time into one table (struct cps_lib),
+ *                and a GPU's identity through it
+ *   progress.c   the progress callback the sweep and the matrix report through
  *   sweep.c      the driver's GPU list, the NCCL log set-up, the size loop, the results
  *   world.c      the ranks of this process (struct cps_world): contexts, communicators,
  *                streams, buffers; timing with events, waiting with a timeout
@@ -49,6 +51,9 @@ const struct cps_lib *cps_lib_load(char *why, size_t whyn);
 void cps_cu_error(const struct cps_lib *L, CUresult rc, char *out, size_t outn);
 /* why = "<what> failed: <the driver's error>"; returns -1. */
 int cps_cu_fail(const struct cps_lib *L, CUresult rc, const char *what, char *why, size_t whyn);
+/* CUDA ordinal `ordinal` as the run lists it: name, PCI id, compute capability, host. */
+int cps_gpu_identity(const struct cps_lib *L, int ordinal, const char *host, cps_cuda_gpu *g,
+                     char *why, size_t whyn);
 /* A driver call in a function with L, why and whyn in scope: on failure, the reason and
  * return -1 (CPS_CU) or goto out (CPS_CU_OUT). */
 #define CPS_CU(call, what)                                             \
@@ -158,7 +163,7 @@ double cps_median(double *v, int n);
 /* Waits until every masked rank's stream reached everything issued so far. */
 int cps_world_drain(struct cps_world *w, unsigned mask, const char *what, char *why,
                     size_t whyn);
-/* ---- sweep.c ---- */
+/* ---- progress.c ---- */
 
 /* The progress callback: what runs next and the fraction done, then one step more. */
 struct cps_progress {
@@ -167,9 +172,6 @@ struct cps_progress {
     int quiet;              /* a rank other than 0 under a launcher: rank 0 tells */
 };
 void cps_progress_step(struct cps_progress *p, const char *what);
-/* CUDA ordinal `ordinal` as the run lists it: name, PCI id, compute capability, host. */
-int cps_gpu_identity(const struct cps_lib *L, int ordinal, const char *host, cps_cuda_gpu *g,
-                     char *why, size_t whyn);
 
 /* ---- sweep_ops.c ---- */
 

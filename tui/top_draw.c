@@ -71,19 +71,6 @@ static void layout(int w, int *x, int *width)
     }
 }
 
-int cpt_in_flight_attr(const cpt_rank *r, double hang_s)
-{
-    if (r->state == CPT_EXITED)
-        return CPT_DIM;
-    if (r->inflight_op == CP_OP_NONE)
-        return r->hang ? CPT_BAD : CPT_NORMAL;
-    if (r->hang || r->inflight_age_s >= hang_s)
-        return CPT_BAD;
-    if (r->typical_us > 0 && r->inflight_age_s * 1e6 > r->typical_us)
-        return CPT_WARN;
-    return CPT_NORMAL;
-}
-
 /* The cell text of column c for rank r, in at most width characters. */
 static void cell(const cpt_rank *r, int c, int width, double hang_s, char *buf, size_t len)
 {

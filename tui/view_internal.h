@@ -1,5 +1,7 @@
-/* view_internal: what the view's drawing files share (view_draw.c, view_lanes.c); not part of
- * tui/'s API. The filter test, the list window and the screens' entry points. */
+/* view_internal: what the view's drawing files share; not part of tui/'s API. One way:
+ * view_draw.c (state, actions, summary) calls the screens of view_lanes.c and
+ * view_problems.c, and all take the filter test, the list window and the rank rows from
+ * view_rows.c. */
 #ifndef COLLPROF_TUI_VIEW_INTERNAL_H
 #define COLLPROF_TUI_VIEW_INTERNAL_H
 
