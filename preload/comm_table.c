@@ -160,7 +160,7 @@ int cp_comm_make_ready(cp_comm *c)
     return ready;
 }
 
-void cp_comm_reset_after_fork(void)
+static void reset_after_fork(void)
 {
     /* The parent's comms are not ours to describe in the child's file. Their structs stay
      * allocated (a thread of the parent may have been reading one at the fork). */
@@ -181,3 +181,5 @@ void cp_comm_want_calibration(void)
             atomic_store_explicit(&c->calib_wanted, 1, memory_order_relaxed);
     pthread_mutex_unlock(&g_mu);
 }
+
+const cp_module cp_module_comm = {.name = "comm", .after_fork_child = reset_after_fork};

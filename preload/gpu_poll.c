@@ -56,7 +56,8 @@ int cp_gpu_poll_wanted(void) { return atomic_load_explicit(&g_want, memory_order
 
 size_t cp_gpu_pending_count(void) { return g_n; }
 
-void cp_gpu_poll_forget_after_fork(void)
+/* Fork child: the parent's pending pairs and references are forgotten. */
+static void forget_after_fork(void)
 {
     /* The pending pairs are the parent's calls, in the parent's CUDA contexts, which a fork
      * child cannot use: polling them would write their DONEs into the child's file (with no
@@ -501,3 +502,5 @@ void cp_gpu_poll(cp_trace_writer *w, int final)
         poll_once(w);
     }
 }
+
+const cp_module cp_module_gpu_poll = {.name = "gpu_poll", .after_fork_child = forget_after_fork};

@@ -79,7 +79,7 @@ static struct group_state *group_state(void)
 }
 #define g_group (*(g_group_p ? g_group_p : &g_group_none))
 
-void cp_gpu_timing_start(void)
+static void timing_start(void)
 {
     const cp_settings *s = cp_settings_get();
     if (s->gpu_timing == CP_GPU_TIMING_OFF) {
@@ -113,7 +113,7 @@ void cp_gpu_timing_start(void)
                  s->gpu_timing == CP_GPU_TIMING_CUPTI ? CP_GPU_CUPTI : CP_GPU_EVENTS);
 }
 
-void cp_gpu_timing_reset_after_fork(void)
+static void timing_reset_after_fork(void)
 {
     /* CUDA cannot be used in a fork child of a process that initialized it, nor NCCL's
      * communicators (their proxy threads are the parent's). */
@@ -476,3 +476,16 @@ void cp_gpu_group_end_after(void)
     }
     g_group.nstreams = g_group.nops = 0;
 }
+
+static int start_hook(const cp_start_info *s)
+{
+    (void)s;
+    timing_start();
+    return 0;
+}
+
+const cp_module cp_module_gpu_timing = {
+    .name = "gpu_timing",
+    .start = start_hook,
+    .after_fork_child = timing_reset_after_fork,
+};

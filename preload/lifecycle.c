@@ -54,6 +54,28 @@ static pthread_key_t g_ring_key;
 static cp_identity g_id;
 static uint32_t g_nccl_version;
 
+/* The shim's modules, in start order (shim.h says what each hook is for and the order's
+ * rules). A module with something to do at start, fork or exit is added here and nowhere
+ * else in this file. */
+static const cp_module *const g_modules[] = {
+    &cp_module_gpu_timing, /* the timing mode, which the writer's header records */
+    &cp_module_unwind,     /* libunwind loaded off the NCCL call that captures a site */
+    &cp_module_gpu_poll,
+    &cp_module_comm,
+    &cp_module_ring,
+    &cp_module_live,       /* before the writer thread, which feeds it from its first tick */
+    &cp_module_writer,
+};
+#define NMODULES (sizeof g_modules / sizeof g_modules[0])
+
+/* Stops modules [0, n) in reverse order. */
+static void stop_modules(size_t n, int signal_number)
+{
+    while (n-- > 0)
+        if (g_modules[n]->stop)
+            g_modules[n]->stop(signal_number);
+}
+
 static const int g_signals[] = {SIGTERM, SIGINT, SIGABRT};
 static struct sigaction g_prev[65];
 static int g_ours[65];
@@ -90,10 +112,8 @@ void cp_shutdown(int signal_number)
     pthread_mutex_lock(&g_start_mu);
     int started = g_started && g_start_rc == 0;
     pthread_mutex_unlock(&g_start_mu);
-    if (started) {
-        cp_writer_stop(signal_number);
-        cp_live_close(0);
-    }
+    if (started)
+        stop_modules(NMODULES, signal_number);
 }
 
 /* The job's handler, called as the kernel would have called it: with its own sa_mask blocked
@@ -164,32 +184,31 @@ static void install_signals(void)
     }
 }
 
-static int g_fork_held; /* the writer's token, held across fork (cp_writer_hold_for_fork) */
-
 static void before_fork(void)
 {
     pthread_mutex_lock(&g_start_mu);
-    g_fork_held = cp_writer_hold_for_fork();
+    for (size_t i = 0; i < NMODULES; i++)
+        if (g_modules[i]->before_fork)
+            g_modules[i]->before_fork();
 }
 
 static void after_fork_parent(void)
 {
-    cp_writer_release_after_fork(g_fork_held);
+    for (size_t i = NMODULES; i-- > 0;)
+        if (g_modules[i]->after_fork_parent)
+            g_modules[i]->after_fork_parent();
     pthread_mutex_unlock(&g_start_mu);
 }
 
 static void after_fork_child(void)
 {
     pthread_mutex_init(&g_start_mu, NULL);
-    cp_writer_forget_after_fork();
-    cp_live_forget_after_fork();
+    for (size_t i = NMODULES; i-- > 0;)
+        if (g_modules[i]->after_fork_child)
+            g_modules[i]->after_fork_child();
     /* The forking thread starts over too: its next record starts the child's trace. */
-    cp_ring_reset_after_fork(NULL);
     cp_tls.ring = NULL;
     cp_tls.attached = 0;
-    cp_comm_reset_after_fork();
-    cp_gpu_timing_reset_after_fork();
-    cp_gpu_poll_forget_after_fork();
     g_started = 0;
     g_start_rc = 0;
     atomic_store(&g_trace_pid, 0);
@@ -236,35 +255,15 @@ static int start_locked(void)
     if (get_version && get_version(&version) == ncclSuccess && version > 0)
         g_nccl_version = (uint32_t)version;
 
-    cp_gpu_timing_start();
-    if (g_settings.stack_depth > 0)
-        cp_unwind_load();
-    cp_file_header h;
-    cp_file_header_init(&h);
-    /* Events are known to work now; NCCL's plugin only once NCCL opens it, later. */
-    if (atomic_load(&cp_gpu_state) == CP_GPU_EVENTS ||
-        atomic_load(&cp_gpu_state) == CP_GPU_CUPTI)
-        h.flags |= CP_FILE_GPU_TIMING;
-    h.pid = (uint32_t)getpid();
-    h.rank = g_id.rank;
-    h.local_rank = g_id.local_rank;
-    h.world_size = g_id.world_size;
-    h.nccl_version = g_nccl_version;
-    cp_clock_anchor a = cp_clock_anchor_now();
-    h.mono_anchor_ns = a.mono_ns;
-    h.realtime_anchor_ns = a.realtime_ns;
-    memcpy(h.hostname, g_id.hostname, sizeof h.hostname);
-    memcpy(h.job_id, g_id.job_id, sizeof h.job_id);
-    memcpy(h.launcher, g_id.launcher, sizeof h.launcher);
-
     char path[4096 + 256];
     cp_identity_file_name(&g_id, dir, path, sizeof path);
-    /* Before the writer thread, which feeds it from its first tick. */
-    cp_live_start(&g_id, path, g_nccl_version);
-    if (cp_writer_start(path, &h, g_settings.flush_ms) != 0) {
-        cp_live_close(0);
-        return -1;
-    }
+    const cp_start_info info = {.id = &g_id, .settings = &g_settings, .path = path,
+                                .nccl_version = g_nccl_version};
+    for (size_t i = 0; i < NMODULES; i++)
+        if (g_modules[i]->start && g_modules[i]->start(&info) != 0) {
+            stop_modules(i, 0);
+            return -1;
+        }
     install_hooks();
     cp_info("tracing to '%s'", path);
     return 0;

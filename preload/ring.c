@@ -86,7 +86,9 @@ void cp_ring_release(cp_ring *r)
         atomic_store_explicit(&r->owned, 0, memory_order_release);
 }
 
-void cp_ring_reset_after_fork(cp_ring *keep)
+/* Fork child: every ring is free again, the forking thread's too (its next record starts the
+ * child's trace). */
+static void reset_after_fork(void)
 {
     pthread_mutex_init(&g_mu, NULL);
     for (cp_ring *r = cp_ring_list(); r; r = r->next) {
@@ -96,11 +98,12 @@ void cp_ring_reset_after_fork(cp_ring *keep)
         r->tail_seen = h;
         uint64_t lost = atomic_load_explicit(&r->lost, memory_order_relaxed);
         r->lost_reported = lost;
-        if (r != keep)
-            atomic_store_explicit(&r->owned, 0, memory_order_relaxed);
+        atomic_store_explicit(&r->owned, 0, memory_order_relaxed);
     }
     atomic_store_explicit(&cp_lost_no_ring, 0, memory_order_relaxed);
     atomic_store_explicit(&cp_lost_no_memory, 0, memory_order_relaxed);
     atomic_store_explicit(&cp_lost_at_end, 0, memory_order_relaxed);
     atomic_store_explicit(&cp_drain_wanted, 0, memory_order_relaxed);
 }
+
+const cp_module cp_module_ring = {.name = "ring", .after_fork_child = reset_after_fork};

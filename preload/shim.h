@@ -232,18 +232,11 @@ cp_ring *cp_ring_acquire(size_t budget_bytes);
 /* The thread that owned it exited: the writer drains what is left, a new thread may reuse it. */
 void cp_ring_release(cp_ring *r);
 cp_ring *cp_ring_list(void);
-/* Fork child: drop every record the parent left, free every ring but `keep`. */
-void cp_ring_reset_after_fork(cp_ring *keep);
 
 /* ---- writer_thread.c ---- */
-typedef struct cp_file_header cp_file_header;
-/* Opens `path` with `header` and starts the writer thread. 0, or -1 with a WARN printed. */
-int cp_writer_start(const char *path, const cp_file_header *header, int flush_ms);
 /* Queues a record that is not on a hot path (COMM, PROCESS): under a mutex, written before
  * the ring records of the same drain, so a COMM always precedes the CALLs that name it. */
 void cp_control_push(const void *record);
-/* Stops the thread, drains, appends END (when end_signal >= 0), flushes and closes. */
-void cp_writer_stop(int end_signal);
 /* From a signal handler: drain and flush if the writer is not busy (best effort). */
 void cp_writer_flush_from_signal(int end_signal);
 /* Fork child: forget the parent's writer and thread without touching its file. */
@@ -300,8 +293,6 @@ cp_comm *cp_comm_create(ncclComm_t handle, uint64_t comm_id, uint64_t parent_id,
 /* For a comm created in progress (non-blocking init): if NCCL now says it is ready, learns
  * rank and nranks and queues the COMM record. Returns the ready flag. */
 int cp_comm_make_ready(cp_comm *c);
-/* Fork child: the parent's comms are forgotten. */
-void cp_comm_reset_after_fork(void);
 /* Writer, every CP_PCLK_WINDOW_NS: each comm NCCL's plugin covers times one more call by
  * events too, to calibrate the plugin's GPU clock in the new window. */
 void cp_comm_want_calibration(void);
@@ -323,6 +314,30 @@ uint64_t cp_comm_id_init_all(const char *hostname, uint64_t counter);
 uint64_t cp_comm_id_split(uint64_t parent_id, int color, uint64_t split_index, int shrink);
 /* The first comm told us our rank (when the launcher env did not): a PROCESS record. */
 void cp_identity_learn_rank(int rank, int nranks);
+
+/* ---- the modules' hooks: lifecycle.c calls them through one table ----
+ * What a module does when the process starts tracing (its first record, the trace file
+ * chosen), around a fork, and when tracing ends. Starts run in the table's order (the GPU
+ * timing mode before the writer, which writes it into the file header; the live block before
+ * the writer thread that feeds it); a failed start stops the modules started before it, in
+ * reverse; fork children reset and exits stop in reverse too (the writer first: it leans on
+ * the others). A NULL hook: nothing to do then. */
+typedef struct cp_start_info {
+    const cp_identity *id;
+    const cp_settings *settings;
+    const char *path;      /* the trace file */
+    uint32_t nccl_version; /* of the NCCL that started the trace, 0 unknown */
+} cp_start_info;
+typedef struct cp_module {
+    const char *name;
+    int (*start)(const cp_start_info *s); /* 0, or -1 (after its WARN): tracing off */
+    void (*before_fork)(void);
+    void (*after_fork_parent)(void);
+    void (*after_fork_child)(void);
+    void (*stop)(int signal_number);      /* exit: 0 (END's signal, as cp_shutdown's) */
+} cp_module;
+extern const cp_module cp_module_gpu_timing, cp_module_unwind, cp_module_gpu_poll,
+    cp_module_comm, cp_module_ring, cp_module_live, cp_module_writer;
 
 /* ---- recording a call (wrap_coll.c) ---- */
 typedef struct cp_call_info {
@@ -460,8 +475,6 @@ enum cp_gpu_state {
 };
 extern _Atomic int cp_gpu_state;
 /* Decides the timing for this process (settings, driver): once, at process start. */
-void cp_gpu_timing_start(void);
-void cp_gpu_timing_reset_after_fork(void);
 /* A call about to be made on `stream`: records its start event when it is to be timed. */
 typedef struct cp_gpu_mark {
     cp_gpu_ctx *ctx;
@@ -594,8 +607,6 @@ void cp_gpu_poll(cp_trace_writer *w, int final);
 int cp_gpu_poll_wanted(void);
 /* Pairs still waiting for their DONE (token holder): what a fatal signal's flush loses. */
 size_t cp_gpu_pending_count(void);
-/* Fork child: the parent's pending pairs and references are forgotten. */
-void cp_gpu_poll_forget_after_fork(void);
 /* The oldest pair whose events are still in flight (issue order): 1 and *out, or 0. */
 int cp_gpu_oldest_pending(cp_pending_slot *out);
 /* Whether a pending pair's start event has completed: enum cp_hang_gpu_state. */
@@ -642,9 +653,8 @@ int cp_unwind_proc_name(uintptr_t ip, char *buf, size_t len, uintptr_t *off);
 /* ---- stats_live.c: live stats block and watchdog (writer thread, but start and close) ----
  * live/stats_block.h is the block's layout. All of it is fed from what the writer drains;
  * nothing on the hot path. */
-/* At process start, before the writer thread: the private state, and the block unless
- * COLLPROF_LIVE=0 (a failure: one WARN, no block, tracing goes on). */
-void cp_live_start(const cp_identity *id, const char *trace_path, uint32_t nccl_version);
+/* At process start (cp_module_live), before the writer thread: the private state, and the
+ * block unless COLLPROF_LIVE=0 (a failure: one WARN, no block, tracing goes on). */
 /* A record as the writer drains it (CALL with its times in ns, COMM, PROCESS; others are
  * ignored), and a DONE as gpu_poll makes it. */
 void cp_live_observe(const void *record);
@@ -655,7 +665,6 @@ void cp_live_tick(cp_trace_writer *w);
 /* Exit (after the writer stopped) or a fatal signal (`in_signal`: async-signal-safe only):
  * marks the block exited and unlinks it. Only the process that created it does. */
 void cp_live_close(int in_signal);
-void cp_live_forget_after_fork(void);
 /* Around an exec (writer parked): the block loses its name, and gets it back if exec fails. */
 void cp_live_before_exec(void);
 void cp_live_after_failed_exec(void);

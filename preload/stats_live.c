@@ -110,7 +110,7 @@ static cp_stats_block *create_block(const char *path)
     return p;
 }
 
-void cp_live_start(const cp_identity *id, const char *trace_path, uint32_t nccl_version)
+static void live_start(const cp_identity *id, const char *trace_path, uint32_t nccl_version)
 {
     const cp_settings *s = cp_settings_get();
     int saved = errno;
@@ -448,7 +448,7 @@ void cp_live_after_failed_exec(void)
     g.map = p;
 }
 
-void cp_live_forget_after_fork(void)
+static void forget_after_fork(void)
 {
     /* The parent's block: its name has the parent's pid, so it stays the parent's. */
     if (g.map)
@@ -456,3 +456,22 @@ void cp_live_forget_after_fork(void)
     g.map = NULL;
     g.owner = 0;
 }
+
+static int start_hook(const cp_start_info *s)
+{
+    live_start(s->id, s->path, s->nccl_version);
+    return 0; /* no block is no reason to stop tracing */
+}
+
+static void stop_hook(int signal_number)
+{
+    (void)signal_number;
+    cp_live_close(0);
+}
+
+const cp_module cp_module_live = {
+    .name = "live",
+    .start = start_hook,
+    .after_fork_child = forget_after_fork,
+    .stop = stop_hook,
+};

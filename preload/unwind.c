@@ -89,3 +89,12 @@ int cp_unwind_proc_name(uintptr_t ip, char *buf, size_t len, uintptr_t *off)
     }
     return -1;
 }
+
+static int start_hook(const cp_start_info *s)
+{
+    if (s->settings->stack_depth > 0)
+        cp_unwind_load();
+    return 0;
+}
+
+const cp_module cp_module_unwind = {.name = "unwind", .start = start_hook};

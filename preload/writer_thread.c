@@ -239,7 +239,7 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-int cp_writer_start(const char *path, const cp_file_header *header, int flush_ms)
+static int writer_start(const char *path, const cp_file_header *header, int flush_ms)
 {
     char err[512];
     g_w = cp_trace_writer_open_mode(path, header, 0, cp_settings_get()->file_mode, err,
@@ -294,7 +294,7 @@ static void append_end(int end_signal)
     cp_trace_writer_append(g_w, &end);
 }
 
-void cp_writer_stop(int end_signal)
+static void writer_stop(int end_signal)
 {
     if (g_thread_running && !pthread_equal(pthread_self(), g_thread)) {
         pthread_mutex_lock(&g_wait_mu);
@@ -406,3 +406,41 @@ void cp_writer_flush_now(void)
     give_token();
     errno = saved;
 }
+
+/* The file header: who, where, when, and whether GPU times come (events and CUPTI are known
+ * to work by now; NCCL's plugin only once NCCL opens it, later). */
+static int start_hook(const cp_start_info *s)
+{
+    cp_file_header h;
+    cp_file_header_init(&h);
+    if (atomic_load(&cp_gpu_state) == CP_GPU_EVENTS ||
+        atomic_load(&cp_gpu_state) == CP_GPU_CUPTI)
+        h.flags |= CP_FILE_GPU_TIMING;
+    h.pid = (uint32_t)getpid();
+    h.rank = s->id->rank;
+    h.local_rank = s->id->local_rank;
+    h.world_size = s->id->world_size;
+    h.nccl_version = s->nccl_version;
+    cp_clock_anchor a = cp_clock_anchor_now();
+    h.mono_anchor_ns = a.mono_ns;
+    h.realtime_anchor_ns = a.realtime_ns;
+    memcpy(h.hostname, s->id->hostname, sizeof h.hostname);
+    memcpy(h.job_id, s->id->job_id, sizeof h.job_id);
+    memcpy(h.launcher, s->id->launcher, sizeof h.launcher);
+    return writer_start(s->path, &h, s->settings->flush_ms);
+}
+
+static int g_fork_held; /* the writer's token, held across fork (cp_writer_hold_for_fork) */
+
+static void before_fork(void) { g_fork_held = cp_writer_hold_for_fork(); }
+
+static void after_fork_parent(void) { cp_writer_release_after_fork(g_fork_held); }
+
+const cp_module cp_module_writer = {
+    .name = "writer",
+    .start = start_hook,
+    .before_fork = before_fork,
+    .after_fork_parent = after_fork_parent,
+    .after_fork_child = cp_writer_forget_after_fork,
+    .stop = writer_stop,
+};
