@@ -2,6 +2,8 @@
 # The parts depend on each other one way (docs/ARCHITECTURE.md, "Layout"): each may include
 # headers of the parts listed beside it and of no other, so an arrow against the flow (the
 # view reaching into the exporters, the analyzer into a report) fails here, not in review.
+# It also fails on a folder of sources that is no part it knows, and on a test or benchmark
+# file included OPTIONAL.
 # Usage: test_layers.sh SOURCE_DIR
 src=${1:?usage: test_layers.sh SOURCE_DIR}
 tmp=$(mktemp) || exit 1
@@ -33,6 +35,14 @@ for d in "$src"/*/; do
         echo x >>"$tmp"
     fi
 done
+# tests and benchmarks are registered so that a missing file stops the configure: an
+# include(... OPTIONAL) would drop a deleted file's tests without a word
+for f in $(find "$src" -path "$src/build*" -prune -o \( -name CMakeLists.txt -o -name '*.cmake' \) -print); do
+    if grep -n '^[[:space:]]*include(.*OPTIONAL' "$f" >/dev/null; then
+        echo "test_layers: ${f#$src/} includes a file OPTIONAL: a missing one must stop the configure"
+        echo x >>"$tmp"
+    fi
+done
 for part in $parts; do
     [ -d "$src/$part" ] || { echo "test_layers: no folder $part in $src"; exit 1; }
     ok=$(allowed "$part")
@@ -49,7 +59,7 @@ for part in $parts; do
     done
 done
 if [ -s "$tmp" ]; then
-    echo "test_layers: $(wc -l <"$tmp") problem(s): includes against the flow, or a part unknown"
+    echo "test_layers: $(wc -l <"$tmp") problem(s): includes against the flow, a part unknown, or an OPTIONAL include"
     exit 1
 fi
 echo "test_layers: every part includes only what lies below it"

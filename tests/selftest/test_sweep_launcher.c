@@ -28,6 +28,8 @@
 
 static char *base;
 static char root_ib[PATH_MAX], rdv_dir[PATH_MAX];
+/* The best rail pair a healthy job measured (run_healthy), GB/s: 0 until one ran. */
+static double g_healthy_rail_gbps;
 
 static int setup(void **state)
 {
@@ -321,6 +323,11 @@ static void run_healthy(int port)
                 json_object_get_double(get(p, "gbps_ba")));
         assert_true(json_object_get_double(get(p, "gbps_ab")) > 0);
         assert_true(json_object_get_double(get(p, "gbps_ba")) > 0);
+        for (int k = 0; k < 2; k++) {
+            double g = json_object_get_double(get(p, k ? "gbps_ba" : "gbps_ab"));
+            if (g > g_healthy_rail_gbps)
+                g_healthy_rail_gbps = g;
+        }
     }
     json_object_put(o);
     for (int r = 0; r < 4; r++)
@@ -366,9 +373,14 @@ static void test_slow_rail(void **state)
     assert_non_null(strstr(detail, "rank 1 on vm-emu0"));
     assert_non_null(strstr(detail, "rank 3 on vm-emu1"));
     assert_non_null(strstr(detail, "slow inter-host path"));
-    /* a quarter of the healthy rail's figure: measured / expected near 0.25 */
-    double ratio = json_object_get_double(get(slow, "measured")) /
-                   json_object_get_double(get(slow, "expected"));
+    /* a quarter of the healthy rail's figure. The selftest's "expected" is the best rail pair
+     * of this same run, which a loaded machine can make slow as well (the sanitizers' pass
+     * here measured it at 228 of 344.6 GB/s: ratio 0.41); the healthy jobs before this test
+     * measured the rail unslowed, and the better of the two is the reference. */
+    double expected = json_object_get_double(get(slow, "expected"));
+    if (g_healthy_rail_gbps > expected)
+        expected = g_healthy_rail_gbps;
+    double ratio = json_object_get_double(get(slow, "measured")) / expected;
     if (!(ratio > 0.25 * (1 - TOLERANCE) && ratio < 0.25 * (1 + TOLERANCE)))
         fail_msg("net.1-3 at %.2f of the healthy rail, want 0.25", ratio);
     json_object *net = check_named(o, "net");
