@@ -187,8 +187,12 @@ static int op_ties(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c
         uint64_t te = back > 0 ? (uint64_t)back : 0;
         const cpa_dmap *dm = &c->map->d[d];
         /* Both job times in [0, INT64_MAX]: their difference fits. */
-        int64_t je = (int64_t)(final ? te : cpa_clk_job(te, cpa_clk_anchor_at(c->map->anchors + dm->first,
-                                                                          dm->n, te, &x->finger[d]), 0));
+        int64_t je =
+            (int64_t)(final ? te
+                            : cpa_clk_job(te,
+                                          cpa_clk_anchor_at(c->map->anchors + dm->first, dm->n,
+                                                            te, &x->finger[d]),
+                                          0));
         if (hub == UINT32_MAX) {
             hub = d;
             th = te;

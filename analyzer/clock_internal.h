@@ -109,7 +109,8 @@ static inline uint64_t cpa_clk_job(uint64_t local, int64_t anchor, double corr)
  * converted in time order, so most lookups land in the segment the one before found (a
  * binary search and a llround call for each of 10 M calls were a tenth of a 1024-rank job's
  * analysis). */
-static inline int64_t cpa_clk_anchor_at(const cpa_anchor *an, size_t n, uint64_t t, _Atomic uint32_t *finger)
+static inline int64_t cpa_clk_anchor_at(const cpa_anchor *an, size_t n, uint64_t t,
+                                        _Atomic uint32_t *finger)
 {
     if (!n)
         return 0;

@@ -16,8 +16,10 @@ uint64_t cpa_clock_job_ns(const cpa_model *m, const cpa_clock *c, size_t rank_id
     }
     uint32_t d = c->rank_domain[rank_idx];
     const cpa_dmap *dm = &c->map->d[d];
-    _Atomic uint32_t scratch = 0, *finger = c->map->finger ? &c->map->finger[rank_idx].a : &scratch;
-    return cpa_clk_job(local_ns, cpa_clk_anchor_at(c->map->anchors + dm->first, dm->n, local_ns, finger),
+    _Atomic uint32_t scratch = 0;
+    _Atomic uint32_t *finger = c->map->finger ? &c->map->finger[rank_idx].a : &scratch;
+    return cpa_clk_job(local_ns,
+                       cpa_clk_anchor_at(c->map->anchors + dm->first, dm->n, local_ns, finger),
                        cpa_clk_corr_at(&c->domains[d], dm, local_ns));
 }
 
