@@ -64,6 +64,7 @@ static void defaults_match_the_contract(void **state)
     assert_true(s.overhead_pct == 0.5);
     assert_int_equal(s.stack_depth, 8);
     assert_int_equal(s.live, 1);
+    assert_string_equal(s.live_dir, "/dev/shm");
     assert_true(s.hang_s == 60.0);
     assert_int_equal(s.flush_ms, 200);
     assert_int_equal(s.buffer_mb, 16);
@@ -75,7 +76,8 @@ static void good_values_are_taken(void **state)
     (void)state;
     const char *env[] = {"COLLPROF_DIR=/tmp/x y", "COLLPROF_ENABLE=0",
                          "COLLPROF_GPU_TIMING=sample:16", "COLLPROF_STACK=0",
-                         "COLLPROF_LIVE=off", "COLLPROF_HANG_S=2.5", "COLLPROF_FLUSH_MS=1",
+                         "COLLPROF_LIVE=off", "COLLPROF_LIVE_DIR=/run/cp",
+                         "COLLPROF_HANG_S=2.5", "COLLPROF_FLUSH_MS=1",
                          "COLLPROF_BUFFER_MB=4096", "COLLPROF_DEBUG=trace", "COLLPROF_OVERHEAD=2.5%",
                          NULL};
     cp_settings s;
@@ -89,6 +91,7 @@ static void good_values_are_taken(void **state)
     assert_true(s.overhead_pct == 2.5);
     assert_int_equal(s.stack_depth, 0);
     assert_int_equal(s.live, 0);
+    assert_string_equal(s.live_dir, "/run/cp");
     assert_true(s.hang_s == 2.5);
     assert_int_equal(s.flush_ms, 1);
     assert_int_equal(s.buffer_mb, 4096);
@@ -98,7 +101,7 @@ static void good_values_are_taken(void **state)
 static void each_bad_value_warns_once_and_keeps_the_default(void **state)
 {
     (void)state;
-    static const struct {
+    static struct {
         const char *env;
         const char *expect; /* in the warning */
     } cases[] = {
@@ -117,7 +120,12 @@ static void each_bad_value_warns_once_and_keeps_the_default(void **state)
         {"COLLPROF_BUFFER_MB=99999999999999999999", "using 16"},
         {"COLLPROF_DEBUG=loud", "COLLPROF_DEBUG='loud' is not WARN, INFO or TRACE; using WARN"},
         {"COLLPROF_LIVE=2", "COLLPROF_LIVE='2'"},
+        {NULL, "is not a path shorter than 4096 bytes; using /dev/shm"}, /* long_dir below */
     };
+    /* a folder no path can name (4096 bytes and more) */
+    static char long_dir[4200] = "COLLPROF_LIVE_DIR=/";
+    memset(long_dir + 19, 'd', sizeof long_dir - 20);
+    cases[sizeof cases / sizeof cases[0] - 1].env = long_dir;
     cp_settings defaults;
     cp_settings_defaults(&defaults);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
