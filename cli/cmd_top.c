@@ -205,5 +205,5 @@ int cmd_top(int argc, char **argv)
         return prometheus(c.verb, &set, prom, delay_s, once);
     if (once || json || !isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO))
         return snapshot(c.verb, &set, delay_s, json);
-    return cpt_top_run(set.live_dir, geteuid(), delay_s);
+    return cpt_top_run(&set, geteuid(), delay_s);
 }

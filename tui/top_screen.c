@@ -80,10 +80,9 @@ static void scan(cpt_live *l, const char *dir, uid_t uid, cpt_state *st, char *e
     }
 }
 
-int cpt_top_run(const char *dir, uid_t uid, double delay_s)
+int cpt_top_run(const cp_settings *set, uid_t uid, double delay_s)
 {
-    cp_settings set;
-    cp_settings_load(&set);
+    const char *dir = set->live_dir;
     if (!(delay_s > 0))
         delay_s = 1;
 
@@ -116,7 +115,7 @@ int cpt_top_run(const char *dir, uid_t uid, double delay_s)
     cpt_live l;
     memset(&l, 0, sizeof l);
     cpt_state st;
-    cpt_state_init(&st, set.hang_s, delay_s);
+    cpt_state_init(&st, set->hang_s, delay_s);
     l.hang_s = st.hang_s; /* the header's count and the rows' marks agree */
     char err[256];
     cpt_grid g = { 0 };
