@@ -477,8 +477,14 @@ static void call_events(pw *p, size_t ri, size_t ci)
     if (p->comm_id != comm_id || !p->comm[0]) {
         cpr_fmt_comm(p->comm, comm_id);
         p->comm_id = comm_id;
+        p->comm_json[0] = '"'; /* hex digits: nothing to escape */
+        memcpy(p->comm_json + 1, p->comm, 16);
+        p->comm_json[17] = '"';
     }
-    arg_str(e, "comm", p->comm);
+    pf_arg *ca = arg(e, KEY("comm"), PA_STR);
+    ca->s = p->comm;
+    ca->pre = p->comm_json;
+    ca->prelen = sizeof p->comm_json;
     if (c->seq != CPA_SEQ_NONE) /* a call NCCL refused has none */
         arg_u64(e, "seq", c->seq);
     arg_u64(e, "count", c->count);
@@ -545,7 +551,7 @@ static void call_events(pw *p, size_t ri, size_t ci)
             pf_arg *sa = arg(e, KEY("site"), PA_STR);
             sa->s = clean_site->text;
             sa->pre = clean_site->json;
-            sa->prelen = clean_site->json_len;
+            sa->prelen = (uint32_t)clean_site->json_len; /* a site is a few KB at most */
         }
     }
     char kernels[3 * (CP_KNAME_MAX + 40)];

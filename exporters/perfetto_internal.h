@@ -26,15 +26,20 @@ typedef struct pf_arg {
     uint8_t kind;
     uint8_t s_static;    /* PA_STR: s lives as long as the program (a name table's): the
                             protobuf writer may intern it by address */
-    const char *s;
-    const char *pre;     /* PA_STR: s as the JSON writer writes it (quoted, escaped), made
+    uint32_t prelen;     /* PA_STR: pre's length */
+    /* the value, by kind: 32 bytes an arg, not 80 (the layout sets 20 of them a call) */
+    union {
+        const char *s;
+        uint64_t u;
+        int64_t i;
+        double d;
+        const int32_t *v;
+    };
+    union {
+        const char *pre; /* PA_STR: s as the JSON writer writes it (quoted, escaped), made
                             once for many events (a call site's); NULL: made each time */
-    size_t prelen;
-    uint64_t u;
-    int64_t i;
-    double d;
-    const int32_t *v;
-    size_t n;
+        size_t n;        /* PA_INTS: v[0..n) */
+    };
 } pf_arg;
 #define PF_MAX_ARGS 40
 typedef struct pf_event {
@@ -89,7 +94,15 @@ typedef struct pw {
     uint64_t events;
     ppw *proto;          /* NULL: JSON */
     char comm[17];       /* the last comm id's text: calls come in runs of one comm */
+    char comm_json[18];  /* ... quoted, for the JSON writer */
     uint64_t comm_id;
+    /* the JSON writer's ,"pid":N,"tid":M by tid % 8: a rank's events come on its few
+     * streams, and two numbers made for each event were a tenth of the writer */
+    struct {
+        uint32_t pid, tid;
+        uint8_t len;     /* 0: none made yet */
+        char text[39];
+    } jids[8];
     char *jbuf;          /* the JSON writer's event text */
     size_t jlen, jcap;
     /* names that live as long as the program (ops', dtypes', categories), quoted and

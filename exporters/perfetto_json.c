@@ -16,6 +16,14 @@
  * time: a write (two stdio calls) per event was a tenth of the export. */
 #define JFLUSH_AT (256 * 1024)
 
+/* The buffer keeps JSLACK bytes of room past whatever a check made room for, so that the
+ * short pieces of an event (keys, numbers, cached names: at most 40 args of a 255-byte key
+ * and a 63-byte value, and the head, under 14 KB in all) are written without a check each
+ * (twenty checks an event were a twentieth of the writer). Each event begins with a check,
+ * and so does each piece of no fixed bound (a string made in place, a site's text, an array);
+ * a failed check writes nothing, so the slack is never overrun. */
+#define JSLACK (16 * 1024)
+
 static int jgrow(pw *p, size_t more)
 {
     if (cpa_grow((void **)&p->jbuf, &p->jcap, p->jlen + more, 1) == 0)
@@ -25,19 +33,27 @@ static int jgrow(pw *p, size_t more)
     return -1;
 }
 
+/* Room for more bytes, and the slack after them. */
 static inline int jreserve(pw *p, size_t more)
 {
+    more += JSLACK;
     return p->jlen + more <= p->jcap ? 0 : jgrow(p, more);
 }
 
+/* A short piece, within the slack. */
+static inline void jput(pw *p, const char *s, size_t n)
+{
+    memcpy(p->jbuf + p->jlen, s, n);
+    p->jlen += n;
+}
+#define JLIT(p, lit) jput(p, lit, sizeof lit - 1)
+
+/* A piece of any length. */
 static inline void jraw(pw *p, const char *s, size_t n)
 {
-    if (jreserve(p, n) == 0) {
-        memcpy(p->jbuf + p->jlen, s, n);
-        p->jlen += n;
-    }
+    if (jreserve(p, n) == 0)
+        jput(p, s, n);
 }
-#define JLIT(p, lit) jraw(p, lit, sizeof lit - 1)
 
 /* Bytes json-c escapes: control characters, '"' and '\\'. */
 static const unsigned char json_escaped[256] = {
@@ -124,7 +140,7 @@ static void jstr_static(pw *p, const char *s)
     size_t n = sizeof p->jstatic / sizeof p->jstatic[0];
     size_t i = cpx_addr_slot(s, 0, n);
     if (p->jstatic[i].s == s && p->jstatic[i].len) {
-        jraw(p, p->jstatic[i].text, p->jstatic[i].len);
+        jput(p, p->jstatic[i].text, p->jstatic[i].len);
         return;
     }
     size_t at = p->jlen;
@@ -139,14 +155,11 @@ static void jstr_static(pw *p, const char *s)
 
 static void ju64(pw *p, uint64_t v)
 {
-    if (jreserve(p, 20) == 0)
-        p->jlen = (size_t)(cpr_put_u64(p->jbuf + p->jlen, v) - p->jbuf);
+    p->jlen = (size_t)(cpr_put_u64(p->jbuf + p->jlen, v) - p->jbuf);
 }
 
 static void ji64(pw *p, int64_t v)
 {
-    if (jreserve(p, 21) != 0)
-        return;
     char *q = p->jbuf + p->jlen;
     if (v < 0)
         *q++ = '-';
@@ -156,8 +169,7 @@ static void ji64(pw *p, int64_t v)
 /* ns as microseconds with three decimals: cpr_fmt_ns_us's text, made in place. */
 static void jus(pw *p, int64_t ns)
 {
-    if (jreserve(p, 32) == 0)
-        p->jlen = (size_t)(cpr_put_ns_us(p->jbuf + p->jlen, ns) - p->jbuf);
+    p->jlen = (size_t)(cpr_put_ns_us(p->jbuf + p->jlen, ns) - p->jbuf);
 }
 
 static void jnum3(pw *p, double v)
@@ -166,14 +178,12 @@ static void jnum3(pw *p, double v)
     if (!isfinite(v))
         v = 0;
     int n = snprintf(b, sizeof b, "%.3f", v);
-    jraw(p, b, n > 0 ? (size_t)n : 0);
+    jput(p, b, n < 0 ? 0 : n < (int)sizeof b ? (size_t)n : sizeof b - 1);
 }
 
 /* A key: one of perfetto.c's literals, which need no escaping. */
 static void jkey(pw *p, const char *key, size_t len, int first)
 {
-    if (jreserve(p, len + 4) != 0)
-        return;
     char *q = p->jbuf + p->jlen;
     if (!first)
         *q++ = ',';
@@ -200,6 +210,8 @@ static void jarg(pw *p, const pf_arg *a)
     case PA_BOOL: a->u ? JLIT(p, "true") : JLIT(p, "false"); break;
     case PA_NUM3: jnum3(p, a->d); break;
     case PA_INTS:
+        if (jreserve(p, 2 + 22 * a->n) != 0)
+            break;
         JLIT(p, "[");
         for (size_t i = 0; i < a->n; i++) {
             if (i)
@@ -240,15 +252,27 @@ static void jhead(pw *p, const char *name, char ph, uint32_t pid, uint32_t tid)
     ph == 'X' ? jstr_static(p, name) : jstr(p, name);
     char phs[] = ",\"ph\":\"?\"";
     phs[7] = ph;
-    jraw(p, phs, sizeof phs - 1);
+    jput(p, phs, sizeof phs - 1);
+    size_t k = tid % (sizeof p->jids / sizeof p->jids[0]);
+    if (p->jids[k].len && p->jids[k].pid == pid && p->jids[k].tid == tid) {
+        jput(p, p->jids[k].text, p->jids[k].len);
+        return;
+    }
+    size_t at = p->jlen;
     JLIT(p, ",\"pid\":");
     ju64(p, pid);
     JLIT(p, ",\"tid\":");
     ju64(p, tid);
+    p->jids[k].pid = pid;
+    p->jids[k].tid = tid;
+    p->jids[k].len = (uint8_t)(p->jlen - at); /* at most 34 */
+    memcpy(p->jids[k].text, p->jbuf + at, p->jids[k].len);
 }
 
 void cpx_pj_event(pw *p, const pf_event *e)
 {
+    if (jreserve(p, 0) != 0)
+        return;
     jhead(p, e->name, e->ph, e->pid, e->tid);
     if (e->ph == 'i')
         JLIT(p, ",\"s\":\"p\"");
@@ -280,6 +304,8 @@ void cpx_pj_event(pw *p, const pf_event *e)
 
 void cpx_pj_close(pw *p)
 {
+    if (jreserve(p, 0) != 0)
+        return;
     JLIT(p, "\n]}\n");
     jwrite(p);
 }
@@ -287,6 +313,8 @@ void cpx_pj_close(pw *p)
 void cpx_pj_metadata(pw *p, const char *name, uint32_t pid, uint32_t tid, const char *key,
                           const char *str, int64_t num)
 {
+    if (jreserve(p, 0) != 0)
+        return;
     jhead(p, name, 'M', pid, tid);
     JLIT(p, ",\"args\":{");
     jkey(p, key, strlen(key), 1);
