@@ -68,15 +68,19 @@ static pf_event *event_init(pf_event *e, char ph, const char *name, const char *
     return e;
 }
 
-static pf_arg *arg(pf_event *e, const char *key, size_t keylen, uint8_t kind)
+static pf_arg *arg(pf_event *e, const char *key, size_t keylen, const char *jkey, uint8_t kind)
 {
     pf_arg *a = &e->args[e->nargs < PF_MAX_ARGS ? e->nargs++ : PF_MAX_ARGS - 1];
-    *a = (pf_arg){.key = key, .keylen = (uint8_t)keylen, .kind = kind};
+    *a = (pf_arg){.key = key, .jkey = jkey, .keylen = (uint8_t)keylen, .kind = kind};
     return a;
 }
-/* Keys are string literals (KEY fails to compile on anything else): their length is known
- * and they need no escaping, so the JSON writer copies them as they are. */
-#define KEY(k) ("" k ""), sizeof(k) - 1
+/* Keys are string literals (KEY fails to compile on anything else, or on a key longer than
+ * PF_JKEY_MAX): their length is known and they need no escaping, so the JSON writer copies
+ * them as they are, "key": with its padding in one fixed-size copy. */
+#define PF_JKEY_PAD "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0"
+#define KEY(k)                                                                                 \
+    ("" k ""), sizeof(k) - 1 + 0 * sizeof(char[sizeof(k) - 1 <= PF_JKEY_MAX ? 1 : -1]),       \
+        ("\"" k "\":" PF_JKEY_PAD)
 #define arg_str(e, k, v) (arg((e), KEY(k), PA_STR)->s = (v))
 /* ... a string of the program's own tables or a literal, never freed or rewritten */
 #define arg_name(e, k, v)                                                                      \
@@ -474,17 +478,18 @@ static void call_events(pw *p, size_t ri, size_t ci)
                              ri, p->pid[ri], call_tid(p, ri, c), ts, te > ts ? te - ts : 0);
     arg_name(e, "op", cp_op_name(c->op));
     uint64_t comm_id = cpa_call_comm_id(r, c);
-    if (p->comm_id != comm_id || !p->comm[0]) {
-        cpr_fmt_comm(p->comm, comm_id);
-        p->comm_id = comm_id;
-        p->comm_json[0] = '"'; /* hex digits: nothing to escape */
-        memcpy(p->comm_json + 1, p->comm, 16);
-        p->comm_json[17] = '"';
+    size_t ck = (size_t)((comm_id * 0x9e3779b97f4a7c15ull) >> 61); /* of 8 */
+    if (p->comms[ck].id != comm_id || !p->comms[ck].text[0]) {
+        cpr_fmt_comm(p->comms[ck].text, comm_id);
+        p->comms[ck].id = comm_id;
+        p->comms[ck].json[0] = '"'; /* hex digits: nothing to escape */
+        memcpy(p->comms[ck].json + 1, p->comms[ck].text, 16);
+        p->comms[ck].json[17] = '"';
     }
     pf_arg *ca = arg(e, KEY("comm"), PA_STR);
-    ca->s = p->comm;
-    ca->pre = p->comm_json;
-    ca->prelen = sizeof p->comm_json;
+    ca->s = p->comms[ck].text;
+    ca->pre = p->comms[ck].json;
+    ca->prelen = sizeof p->comms[ck].json;
     if (c->seq != CPA_SEQ_NONE) /* a call NCCL refused has none */
         arg_u64(e, "seq", c->seq);
     arg_u64(e, "count", c->count);

@@ -20,8 +20,12 @@ enum pf_arg_kind {
     PA_NUM3, /* d, three decimals */
     PA_INTS, /* v[0..n) */
 };
+/* A key's JSON text ("key":) is padded to PF_JKEY_TEXT bytes, copied whole */
+#define PF_JKEY_TEXT 32
+#define PF_JKEY_MAX (PF_JKEY_TEXT - 3)
 typedef struct pf_arg {
     const char *key;
+    const char *jkey;    /* "key": then NULs, at least PF_JKEY_TEXT bytes in all */
     uint8_t keylen;      /* strlen(key): keys are literals, written as they are */
     uint8_t kind;
     uint8_t s_static;    /* PA_STR: s lives as long as the program (a name table's): the
@@ -93,15 +97,18 @@ typedef struct pw {
     int failed;
     uint64_t events;
     ppw *proto;          /* NULL: JSON */
-    char comm[17];       /* the last comm id's text: calls come in runs of one comm */
-    char comm_json[18];  /* ... quoted, for the JSON writer */
-    uint64_t comm_id;
+    /* comm ids' text by id: a rank's calls go to a few comms */
+    struct {
+        uint64_t id;
+        char text[17];   /* "": none made yet */
+        char json[18];   /* ... quoted, for the JSON writer */
+    } comms[8];
     /* the JSON writer's ,"pid":N,"tid":M by tid % 8: a rank's events come on its few
      * streams, and two numbers made for each event were a tenth of the writer */
     struct {
         uint32_t pid, tid;
         uint8_t len;     /* 0: none made yet */
-        char text[39];
+        char text[40];   /* copied whole */
     } jids[8];
     char *jbuf;          /* the JSON writer's event text */
     size_t jlen, jcap;
@@ -110,7 +117,7 @@ typedef struct pw {
     struct {
         const char *s;
         uint8_t len;     /* 0: nothing kept (a name longer than text) */
-        char text[47];
+        char text[48];   /* copied whole */
     } jstatic[128];
     /* call sites cleaned for output, by the model's string they come from: a job has few
      * sites and each call would clean its own again (a sixth of the export's time) */

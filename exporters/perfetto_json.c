@@ -140,7 +140,8 @@ static void jstr_static(pw *p, const char *s)
     size_t n = sizeof p->jstatic / sizeof p->jstatic[0];
     size_t i = cpx_addr_slot(s, 0, n);
     if (p->jstatic[i].s == s && p->jstatic[i].len) {
-        jput(p, p->jstatic[i].text, p->jstatic[i].len);
+        memcpy(p->jbuf + p->jlen, p->jstatic[i].text, sizeof p->jstatic[i].text);
+        p->jlen += p->jstatic[i].len;
         return;
     }
     size_t at = p->jlen;
@@ -193,6 +194,16 @@ static void jkey(pw *p, const char *key, size_t len, int first)
     *q++ = '"';
     *q++ = ':';
     p->jlen = (size_t)(q - p->jbuf);
+}
+
+/* An arg's key, from its padded text (pf_arg.jkey). */
+static inline void jkey_arg(pw *p, const pf_arg *a, int first)
+{
+    char *q = p->jbuf + p->jlen;
+    *q = ',';
+    q += !first;
+    memcpy(q, a->jkey, PF_JKEY_TEXT);
+    p->jlen = (size_t)(q + a->keylen + 3 - p->jbuf);
 }
 
 static void jarg(pw *p, const pf_arg *a)
@@ -255,7 +266,8 @@ static void jhead(pw *p, const char *name, char ph, uint32_t pid, uint32_t tid)
     jput(p, phs, sizeof phs - 1);
     size_t k = tid % (sizeof p->jids / sizeof p->jids[0]);
     if (p->jids[k].len && p->jids[k].pid == pid && p->jids[k].tid == tid) {
-        jput(p, p->jids[k].text, p->jids[k].len);
+        memcpy(p->jbuf + p->jlen, p->jids[k].text, sizeof p->jids[k].text);
+        p->jlen += p->jids[k].len;
         return;
     }
     size_t at = p->jlen;
@@ -286,7 +298,7 @@ void cpx_pj_event(pw *p, const pf_event *e)
     }
     JLIT(p, ",\"args\":{");
     for (size_t i = 0; i < e->nargs; i++) {
-        jkey(p, e->args[i].key, e->args[i].keylen, i == 0);
+        jkey_arg(p, &e->args[i], i == 0);
         jarg(p, &e->args[i]);
     }
     JLIT(p, "}");
