@@ -195,6 +195,12 @@ uint64_t cpa_clock_job_ns(const cpa_model *m, const cpa_clock *c, size_t rank_id
  * (clock_gpu.c). */
 uint64_t cpa_clock_gpu_job_ns(const cpa_model *m, const cpa_clock *c, size_t rank_idx,
                               uint64_t local_ns);
+/* n times of one rank at once, each what the two above give: local[i] for i < gpu_from
+ * through cpa_clock_job_ns, the rest through cpa_clock_gpu_job_ns (a call's entry and its
+ * GPU start and end share the rank's lookups: three conversions a call were a sixth of the
+ * Perfetto export). */
+void cpa_clock_job_ns_n(const cpa_model *m, const cpa_clock *c, size_t rank_idx,
+                        const uint64_t *local, uint64_t *job, size_t n, size_t gpu_from);
 
 /* A double to the nearest int64_t, NaN as 0 and beyond the range the nearer end: a cast (or
  * llround) of a value out of range is undefined, and a forged trace can make any sum. */
@@ -497,6 +503,9 @@ void cpa_refused_find(const cpa_analysis *a, cpa_refused *out);
 uint64_t cpa_call_arrival_job_ns(const cpa_analysis *a, size_t rank_idx, const cpa_call *c);
 void cpa_call_span_job_ns(const cpa_analysis *a, size_t rank_idx, const cpa_call *c,
                           uint64_t *start, uint64_t *end, int *unfinished);
+/* The same, and the call's host entry on the job time line (*start when untimed). */
+void cpa_call_times_job_ns(const cpa_analysis *a, size_t rank_idx, const cpa_call *c,
+                           uint64_t *start, uint64_t *end, uint64_t *enter, int *unfinished);
 
 /* Host (cpa_clock_job_ns) or GPU (cpa_clock_gpu_job_ns) local ns of a rank -> microseconds
  * since the job's start on the job line; a job-line time (ns) -> the same. Negative before

@@ -16,15 +16,23 @@ uint64_t cpa_call_arrival_job_ns(const cpa_analysis *a, size_t rank_idx, const c
     return cpa_clock_job_ns(a->model, &a->clock, rank_idx, c->enter_ns);
 }
 
-void cpa_call_span_job_ns(const cpa_analysis *a, size_t rank_idx, const cpa_call *c,
-                          uint64_t *start, uint64_t *end, int *unfinished)
+void cpa_call_times_job_ns(const cpa_analysis *a, size_t rank_idx, const cpa_call *c,
+                           uint64_t *start, uint64_t *end, uint64_t *enter, int *unfinished)
 {
     const cpa_model *m = a->model;
     const cpa_rank *r = &m->ranks[rank_idx];
     *unfinished = 0;
+    uint64_t local[3], job[3];
     if (c->gpu_timed) {
-        *start = cpa_clock_gpu_job_ns(m, &a->clock, rank_idx, c->gpu_start_ns);
-        *end = cpa_clock_gpu_job_ns(m, &a->clock, rank_idx, c->gpu_end_ns);
+        local[0] = c->enter_ns;
+        local[1] = c->gpu_start_ns;
+        local[2] = c->gpu_end_ns;
+        if (enter) {
+            cpa_clock_job_ns_n(m, &a->clock, rank_idx, local, job, 3, 1);
+            *enter = job[0];
+        } else {
+            cpa_clock_job_ns_n(m, &a->clock, rank_idx, local + 1, job + 1, 2, 0);
+        }
     } else {
         uint64_t last = c->enter_ns + c->host_ns;
         if ((c->flags & CP_CALL_TIMED) && !c->done) {
@@ -32,11 +40,20 @@ void cpa_call_span_job_ns(const cpa_analysis *a, size_t rank_idx, const cpa_call
             if (r->last_ns > last)
                 last = r->last_ns;
         }
-        *start = cpa_clock_job_ns(m, &a->clock, rank_idx, c->enter_ns);
-        *end = cpa_clock_job_ns(m, &a->clock, rank_idx, last);
+        local[1] = c->enter_ns;
+        local[2] = last;
+        cpa_clock_job_ns_n(m, &a->clock, rank_idx, local + 1, job + 1, 2, 2);
+        if (enter)
+            *enter = job[1];
     }
-    if (*end < *start)
-        *end = *start;
+    *start = job[1];
+    *end = job[2] < job[1] ? job[1] : job[2];
+}
+
+void cpa_call_span_job_ns(const cpa_analysis *a, size_t rank_idx, const cpa_call *c,
+                          uint64_t *start, uint64_t *end, int *unfinished)
+{
+    cpa_call_times_job_ns(a, rank_idx, c, start, end, NULL, unfinished);
 }
 
 double cpa_job_ns_us(const cpa_analysis *a, uint64_t job_ns)

@@ -314,19 +314,16 @@ static int place_rank(pw *p, size_t ri)
     for (size_t ci = 0; ci < n; ci++) {
         const cpa_call *c = &r->calls[ci];
         placed *q = &p->placed[ci];
-        uint64_t start, end;
-        cpa_call_span_job_ns(a, ri, c, &start, &end, &q->unfinished);
+        uint64_t start, end, enter;
+        cpa_call_times_job_ns(a, ri, c, &start, &end, &enter, &q->unfinished);
         q->ts = (int64_t)(start - a->start_ns);
         q->te = (int64_t)(end - a->start_ns);
         q->clipped = 0;
-        /* A call's arrival is its slice's start (GPU start, else host entry), and its host
-         * entry the same when untimed: the conversions are made once here, for the args
-         * too (cpa_call_arrival_job_ns, cpa_call_wait_ns and the entry's would each make
-         * them again). */
+        /* A call's arrival is its slice's start (GPU start, else host entry): the
+         * conversions are made once here, for the args too (cpa_call_arrival_job_ns,
+         * cpa_call_wait_ns and the entry's would each make them again). */
         q->arrival = q->ts;
-        q->enter = c->gpu_timed ? (int64_t)(cpa_clock_job_ns(a->model, &a->clock, ri,
-                                                             c->enter_ns) - a->start_ns)
-                                : q->ts;
+        q->enter = (int64_t)(enter - a->start_ns);
         q->op = cpa_call_op(a, ri, ci);
         q->wait_ns = -1;
         if (q->op != CPA_NO_OP && a->matched.ops[q->op].nparts >= 2) {
@@ -490,6 +487,8 @@ static void call_events(pw *p, size_t ri, size_t ci)
     ca->s = p->comms[ck].text;
     ca->pre = p->comms[ck].json;
     ca->prelen = sizeof p->comms[ck].json;
+    ca->has_sid = 1;
+    ca->sid = comm_id;
     if (c->seq != CPA_SEQ_NONE) /* a call NCCL refused has none */
         arg_u64(e, "seq", c->seq);
     arg_u64(e, "count", c->count);
@@ -557,6 +556,8 @@ static void call_events(pw *p, size_t ri, size_t ci)
             sa->s = clean_site->text;
             sa->pre = clean_site->json;
             sa->prelen = (uint32_t)clean_site->json_len; /* a site is a few KB at most */
+            sa->has_sid = 1;
+            sa->sid = (uintptr_t)site; /* the model's string: lives through the export */
         }
     }
     char kernels[3 * (CP_KNAME_MAX + 40)];

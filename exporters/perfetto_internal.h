@@ -30,8 +30,11 @@ typedef struct pf_arg {
     uint8_t kind;
     uint8_t s_static;    /* PA_STR: s lives as long as the program (a name table's): the
                             protobuf writer may intern it by address */
+    uint8_t has_sid;     /* PA_STR: sid names s's text: args of one key and one sid have the
+                            same text (a comm's id, a site's string in the model), which the
+                            protobuf writer then keeps its annotation by */
     uint32_t prelen;     /* PA_STR: pre's length */
-    /* the value, by kind: 32 bytes an arg, not 80 (the layout sets 20 of them a call) */
+    /* the value, by kind: 48 bytes an arg, not 80 (the layout sets 20 of them a call) */
     union {
         const char *s;
         uint64_t u;
@@ -39,6 +42,7 @@ typedef struct pf_arg {
         double d;
         const int32_t *v;
     };
+    uint64_t sid;
     union {
         const char *pre; /* PA_STR: s as the JSON writer writes it (quoted, escaped), made
                             once for many events (a call site's); NULL: made each time */

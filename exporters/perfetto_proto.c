@@ -122,6 +122,22 @@ struct ppw {
         const char *s;
         size_t slot;
     } by_text_addr[64];
+    /* whole annotations of a key and a static name (op, dtype, timing: the same bytes in
+       most events) or a string its sid names (comm, site), and the name part of each key's
+       others: made once (interning lookups, two an annotation, and the strcmp of a site's
+       text were a sixth of the writer) */
+    struct {
+        const char *key;
+        uint64_t ident;          /* the static name's address, or the arg's sid */
+        uint8_t by_sid;
+        uint8_t len;
+        unsigned char bytes[16]; /* copied whole */
+    } by_pair[64];
+    struct {
+        const char *key;
+        uint8_t len;
+        unsigned char bytes[8];  /* DA_NAME_IID's tag and iid; copied whole */
+    } by_key[64];
     buf ob;             /* what is to be written: a quarter MB at a time (a write a packet
                            was a tenth of the export) */
     held_packet *hp;
@@ -476,10 +492,61 @@ static int repeats(const pf_arg *a)
 /* A DebugAnnotation: written through a cursor after one grow (it was a nested message of
  * puts, each checking the room left: a quarter of the export). Its length almost always takes
  * one byte. */
+static void annotation_made(ppw *w, const pf_arg *a);
+
 static void annotation(ppw *w, const pf_arg *a)
 {
     enc *e = &w->pkt;
-    uint32_t name = intern_static(w, IK_ANNOTATION_NAME, a->key), sv = 0;
+    size_t n = sizeof w->by_pair / sizeof w->by_pair[0];
+    if (a->kind == PA_STR && (a->s_static || a->has_sid)) {
+        uint64_t ident = a->s_static ? (uint64_t)(uintptr_t)a->s : a->sid;
+        uint8_t by_sid = !a->s_static;
+        size_t k = cpx_addr_slot(a->key, ident * 0x9e3779b97f4a7c15ull + by_sid, n);
+        if (w->by_pair[k].key == a->key && w->by_pair[k].ident == ident &&
+            w->by_pair[k].by_sid == by_sid) {
+            if (grow(w, &e->b, sizeof w->by_pair[k].bytes) != 0)
+                return;
+            memcpy(e->b.b + e->b.len, w->by_pair[k].bytes, sizeof w->by_pair[k].bytes);
+            e->b.len += w->by_pair[k].len;
+            return;
+        }
+        size_t at = e->b.len;
+        annotation_made(w, a);
+        size_t len = e->b.len - at;
+        if (!w->failed && len <= sizeof w->by_pair[k].bytes) {
+            w->by_pair[k].key = a->key;
+            w->by_pair[k].ident = ident;
+            w->by_pair[k].by_sid = by_sid;
+            w->by_pair[k].len = (uint8_t)len;
+            memcpy(w->by_pair[k].bytes, e->b.b + at, len);
+        }
+        return;
+    }
+    annotation_made(w, a);
+}
+
+/* An annotation's name: DA_NAME_IID's tag and the key's iid, kept by the key's address
+ * (the entry, whose bytes are copied whole). */
+static const unsigned char *annotation_name(ppw *w, const char *key, size_t *len)
+{
+    size_t k = cpx_addr_slot(key, 0, sizeof w->by_key / sizeof w->by_key[0]);
+    if (w->by_key[k].key != key) {
+        unsigned char *b = w->by_key[k].bytes;
+        b[0] = DA_NAME_IID << 3 | WT_VARINT;
+        w->by_key[k].len =
+            (uint8_t)(wr_varint(b + 1, intern_static(w, IK_ANNOTATION_NAME, key)) - b);
+        w->by_key[k].key = w->failed ? NULL : key;
+    }
+    *len = w->by_key[k].len;
+    return w->by_key[k].bytes;
+}
+
+static void annotation_made(ppw *w, const pf_arg *a)
+{
+    enc *e = &w->pkt;
+    size_t nlen;
+    const unsigned char *name = annotation_name(w, a->key, &nlen); /* interned first */
+    uint32_t sv = 0;
     const char *text = NULL;
     size_t tlen = 0;
     switch (a->kind) {
@@ -501,8 +568,8 @@ static void annotation(ppw *w, const pf_arg *a)
     unsigned char *q = e->b.b + e->b.len, *lp;
     *q++ = TE_DEBUG_ANNOTATIONS << 3 | WT_LEN;
     lp = q++;
-    *q++ = DA_NAME_IID << 3 | WT_VARINT;
-    q = wr_varint(q, name);
+    memcpy(q, name, sizeof w->by_key[0].bytes);
+    q += nlen;
     switch (a->kind) {
     case PA_STR:
         if (!text) {
