@@ -17,8 +17,8 @@
 #define JFLUSH_AT (256 * 1024)
 
 /* The buffer keeps JSLACK bytes of room past whatever a check made room for, so that the
- * short pieces of an event (keys, numbers, cached names: at most 40 args of a 255-byte key
- * and a 63-byte value, and the head, under 14 KB in all) are written without a check each
+ * short pieces of an event (keys, numbers, cached names: at most 40 args of a key's 33 bytes
+ * and a value's 64, and the head, under 5 KB in all) are written without a check each
  * (twenty checks an event were a twentieth of the writer). Each event begins with a check,
  * and so does each piece of no fixed bound (a string made in place, a site's text, an array);
  * a failed check writes nothing, so the slack is never overrun. */

@@ -140,6 +140,28 @@ static void three_hosts_chained(void **state)
     job_free(&j);
 }
 
+/* cpa_clock_job_ns_n gives each time what a conversion of it alone gives: every call's entry
+ * and GPU start and end, in order and backwards (the rank's fingers moving both ways), and
+ * a time past the bound. */
+static void batch_matches_singles(const cpa_model *m, const cpa_clock *c)
+{
+    for (size_t r = 0; r < m->nranks; r++)
+        for (size_t i = 0; i < m->ranks[r].ncalls; i++) {
+            const cpa_call *k = &m->ranks[r].calls[m->ranks[r].ncalls - 1 - i];
+            uint64_t t[4] = {k->enter_ns, k->gpu_start_ns, k->gpu_end_ns, UINT64_MAX}, got[4];
+            for (size_t from = 0; from <= 4; from++) {
+                cpa_clock_job_ns_n(m, c, r, t, got, 4, from);
+                for (size_t q = 0; q < 4; q++) {
+                    uint64_t want = q < from ? cpa_clock_job_ns(m, c, r, t[q])
+                                             : cpa_clock_gpu_job_ns(m, c, r, t[q]);
+                    if (got[q] != want)
+                        fail_msg("rank %zu call %zu time %zu: %llu, alone %llu", r, i, q,
+                                 (unsigned long long)got[q], (unsigned long long)want);
+                }
+            }
+        }
+}
+
 /* 200 s, host b's monotonic clock 20 ppm fast and no anchor after the header (no CLOCK
  * record: killed ranks write none): its offset moves by 4 ms over the trace. */
 static void drift_over_a_long_trace(void **state)
@@ -171,6 +193,7 @@ static void drift_over_a_long_trace(void **state)
         assert_job_time(&x, &j, r, 199e9, 3 * US);
     }
     assert_no_straggler(&x);
+    batch_matches_singles(x.m, &x.c); /* drift between the ties, held past them */
     res_free(&x);
     job_free(&j);
 }
@@ -405,6 +428,7 @@ static void bad_gpu_references_are_corrected(void **state)
     uint64_t g = gpu_of(&j, 3, 100 * MS);
     double got = (double)(cpa_clock_gpu_job_ns(x.m, &x.c, 3, g) - EPOCH);
     assert_true(fabs(got - (100 * MS - LAUNCH_NS)) < 25 * US);
+    batch_matches_singles(x.m, &x.c);
     assert_int_equal(x.s.judged, 20 * (16 + 4 + 1));
     assert_true(x.s.late == 0);
     assert_no_straggler(&x);
@@ -667,8 +691,10 @@ static void conversions_saturate(void **state)
             /* the one ahead saturates; the one behind stays a time before it */
             assert_true(r == 0 ? host == INT64_MAX : host < INT64_MAX);
         }
+    batch_matches_singles(a.model, &a.clock);
     /* unaligned (no map yet), from the header's anchor */
     cpa_clock bare = {0};
+    batch_matches_singles(a.model, &bare);
     assert_int_equal(cpa_clock_job_ns(a.model, &bare, 0, UINT64_MAX), INT64_MAX);
     assert_true(cpa_clock_job_ns(a.model, &bare, 1, UINT64_MAX) < INT64_MAX);
     cpa_analysis_free(&a);
