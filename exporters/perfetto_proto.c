@@ -489,11 +489,9 @@ static int repeats(const pf_arg *a)
 #undef IS_KEY
 }
 
-/* A DebugAnnotation: written through a cursor after one grow (it was a nested message of
- * puts, each checking the room left: a quarter of the export). Its length almost always takes
- * one byte. */
 static void annotation_made(ppw *w, const pf_arg *a);
 
+/* A DebugAnnotation: copied whole when a pair of by_pair holds it, else made. */
 static void annotation(ppw *w, const pf_arg *a)
 {
     enc *e = &w->pkt;
@@ -541,6 +539,9 @@ static const unsigned char *annotation_name(ppw *w, const char *key, size_t *len
     return w->by_key[k].bytes;
 }
 
+/* A DebugAnnotation made: written through a cursor after one grow (it was a nested message
+ * of puts, each checking the room left: a quarter of the export). Its length almost always
+ * takes one byte. */
 static void annotation_made(ppw *w, const pf_arg *a)
 {
     enc *e = &w->pkt;

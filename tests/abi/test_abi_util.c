@@ -259,3 +259,35 @@ out:
     close(fd);
     return count;
 }
+
+struct unchecked_ctx {
+    const char *shown;
+    const cp_test_fact *facts;
+    size_t n;
+    int seen, missing;
+};
+
+static void check_mentioned(const char *name, void *ctx)
+{
+    struct unchecked_ctx *m = ctx;
+    m->seen++;
+    if (!cp_test_facts_mention(m->facts, m->n, name)) {
+        print_error("%s defines %s, which no fact in test_abi_facts.h checks\n", m->shown,
+                    name);
+        m->missing++;
+    }
+}
+
+int cp_test_unchecked_names(const char *path, const char *shown, const char *const *prefixes,
+                            const cp_test_fact *facts, size_t n, int *seen)
+{
+    char *text = cp_test_read_file(path);
+    *seen = 0;
+    if (!text)
+        return -1;
+    struct unchecked_ctx m = {shown, facts, n, 0, 0};
+    cp_test_header_defined_names(text, prefixes, check_mentioned, &m);
+    free(text);
+    *seen = m.seen;
+    return m.missing;
+}

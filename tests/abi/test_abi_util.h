@@ -27,6 +27,12 @@ char *cp_test_read_file(const char *path);
 void cp_test_header_defined_names(const char *text, const char *const *prefixes,
                                   void (*fn)(const char *name, void *ctx), void *ctx);
 
+/* Every name our header at `path` defines with one of the prefixes (as above), each
+ * printed with `shown` (our header's name) when no fact mentions it: how many were not
+ * mentioned, or -1 when the file cannot be read; *seen how many names it defines. */
+int cp_test_unchecked_names(const char *path, const char *shown, const char *const *prefixes,
+                            const cp_test_fact *facts, size_t n, int *seen);
+
 /* Calls fn for every function nccl.h declares: a line starting (after blanks) with one of
  * the NULL-terminated return-type spellings, then blanks, then `nccl...(`.
  * Returns how many were found. */

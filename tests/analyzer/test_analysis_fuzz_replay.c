@@ -11,49 +11,43 @@
 #include <cmocka.h>
 
 #include "tests/analyzer/fuzz_analysis.h"
+#include "tests/common/test_corpus_util.h"
 #include "tests/trace/test_trace_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+struct seeds {
+    int n;
+    fa_seen most;
+};
+
+static void check_seed(const char *name, const char *path, const unsigned char *data,
+                       size_t len, void *ctx)
+{
+    (void)path;
+    (void)data;
+    (void)len;
+    struct seeds *sd = ctx;
+    if (strncmp(name, "seed-", 5) != 0)
+        return;
+    if (fa_last.ranks < 2 || !fa_last.multi_rank_ops)
+        fail_msg("seed %s: %zu ranks, %zu operations across ranks", name, fa_last.ranks,
+                 fa_last.multi_rank_ops);
+    sd->most.hosts += fa_last.hosts > 1;
+    sd->most.hangs += fa_last.hangs;
+    sd->most.mismatches += fa_last.mismatches;
+    sd->most.stragglers += fa_last.stragglers;
+    sd->n++;
+}
+
 static void every_corpus_file_goes_through_the_fuzz_target(void **state)
 {
     (void)state;
-    const char *src = getenv("COLLPROF_SOURCE_DIR");
-    assert_non_null(src);
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s/tests/fuzzdata/analysis", src);
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    struct dirent *e;
-    int files = 0, seeds = 0;
-    fa_seen most = {0};
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[2048];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        size_t len;
-        unsigned char *data = tt_read_file(path, &len);
-        assert_non_null(data);
-        print_message("replay %s (%zu bytes)\n", e->d_name, len);
-        assert_int_equal(LLVMFuzzerTestOneInput(data, len), 0);
-        if (strncmp(e->d_name, "seed-", 5) == 0) {
-            if (fa_last.ranks < 2 || !fa_last.multi_rank_ops)
-                fail_msg("seed %s: %zu ranks, %zu operations across ranks", e->d_name,
-                         fa_last.ranks, fa_last.multi_rank_ops);
-            most.hosts += fa_last.hosts > 1;
-            most.hangs += fa_last.hangs;
-            most.mismatches += fa_last.mismatches;
-            most.stragglers += fa_last.stragglers;
-            seeds++;
-        }
-        free(data);
-        files++;
-    }
-    closedir(d);
-    assert_true(seeds >= 5);
-    assert_true(files >= seeds);
-    assert_true(most.hosts && most.hangs && most.mismatches && most.stragglers);
+    struct seeds sd = {0};
+    int files = tc_replay_corpus("analysis", LLVMFuzzerTestOneInput, check_seed, &sd);
+    assert_true(sd.n >= 5);
+    assert_true(files >= sd.n);
+    assert_true(sd.most.hosts && sd.most.hangs && sd.most.mismatches && sd.most.stragglers);
 }
 
 int main(void)

@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/common/test_tree_util.h"
+
 struct cli_result {
     int status; /* the exit code, or 128 + the signal that ended it */
     char *out;  /* stdout (empty when it went elsewhere), NUL-terminated */
@@ -134,25 +136,7 @@ static inline char *cli_tmpdir(void)
 
 static inline void cli_rmtree(const char *dir)
 {
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                continue;
-            char path[4096];
-            int n = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            if (n < 0 || (size_t)n >= sizeof path)
-                continue;
-            struct stat sb;
-            if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-                cli_rmtree(path);
-            else
-                unlink(path);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
+    tc_rmtree(dir);
 }
 
 static inline void cli_write_file(const char *path, const void *data, size_t len)

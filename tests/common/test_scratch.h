@@ -7,28 +7,22 @@
 #ifndef COLLPROF_TEST_SCRATCH_H
 #define COLLPROF_TEST_SCRATCH_H
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "tests/common/test_tree_util.h"
+
 static char ts_scratch[64];
 static pid_t ts_scratch_owner;
-
-static inline int ts_rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *f)
-{
-    (void)sb;
-    (void)f;
-    return flag == FTW_DP ? rmdir(path) : unlink(path);
-}
 
 static inline void ts_scratch_remove(void)
 {
     /* only the process that made it: a forked child that exits must leave it alone */
     if (ts_scratch[0] && getpid() == ts_scratch_owner)
-        nftw(ts_scratch, ts_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        tc_rmtree(ts_scratch);
 }
 
 /* The directory, made at the first call; NULL when it cannot be. */

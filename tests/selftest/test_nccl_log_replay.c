@@ -1,7 +1,6 @@
 /* Replays the NCCL log reader's fuzz corpus (tests/fuzzdata/nccl_log) through the fuzz
  * target's own function, so every normal and sanitizer test run re-checks every input the
  * fuzzer ever kept or crashed on, and shows the seeds still parse into connections. */
-#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,44 +12,30 @@
 #include <cmocka.h>
 
 #include "selftest/selftest.h"
+#include "tests/common/test_corpus_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* the seeds (*.log) are real logs: each must still yield connections */
+static void check_seed(const char *name, const char *path, const unsigned char *data,
+                       size_t len, void *ctx)
+{
+    (void)data;
+    (void)len;
+    (void)ctx;
+    size_t n = strlen(name);
+    if (n > 4 && strcmp(name + n - 4, ".log") == 0) {
+        cps_nccl_log log;
+        assert_int_equal(cps_nccl_log_parse_file(path, &log), 0);
+        assert_true(log.nconns > 0);
+        cps_nccl_log_free(&log);
+    }
+}
 
 static void every_corpus_file_goes_through_the_fuzz_target(void **state)
 {
     (void)state;
-    const char *src = getenv("COLLPROF_SOURCE_DIR");
-    assert_non_null(src);
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s/tests/fuzzdata/nccl_log", src);
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    struct dirent *e;
-    int files = 0;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[2048];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        FILE *f = fopen(path, "rb");
-        assert_non_null(f);
-        static uint8_t buf[1 << 20];
-        size_t len = fread(buf, 1, sizeof buf, f);
-        fclose(f);
-        print_message("replay %s (%zu bytes)\n", e->d_name, len);
-        assert_int_equal(LLVMFuzzerTestOneInput(buf, len), 0);
-        /* the seeds (*.log) are real logs: each must still yield connections */
-        size_t n = strlen(e->d_name);
-        if (n > 4 && strcmp(e->d_name + n - 4, ".log") == 0) {
-            cps_nccl_log log;
-            assert_int_equal(cps_nccl_log_parse_file(path, &log), 0);
-            assert_true(log.nconns > 0);
-            cps_nccl_log_free(&log);
-        }
-        files++;
-    }
-    closedir(d);
-    assert_true(files >= 4);
+    assert_true(tc_replay_corpus("nccl_log", LLVMFuzzerTestOneInput, check_seed, NULL) >= 4);
 }
 
 int main(void)

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tests/common/test_tree_util.h"
+
 #include "trace/trace_format.h"
 #include "trace/trace_hash.h"
 #include "trace/trace_reader.h"
@@ -33,24 +35,7 @@ static inline char *tt_tmpdir(void)
 
 static inline void tt_rmtree(const char *dir)
 {
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                continue;
-            char path[2048];
-            if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path)
-                continue;
-            struct stat sb;
-            if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-                tt_rmtree(path);
-            else
-                unlink(path);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
+    tc_rmtree(dir);
 }
 
 static inline unsigned char *tt_read_file(const char *path, size_t *len)
