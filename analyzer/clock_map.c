@@ -4,69 +4,65 @@
  * them that converts. */
 #include "analyzer/clock_internal.h"
 
-uint64_t cpa_clock_job_ns(const cpa_model *m, const cpa_clock *c, size_t rank_idx,
-                          uint64_t local_ns)
+/* Inlined into each of the three below, so that a single conversion (n and gpu_from known)
+ * costs no loop or test it does not need: the analysis makes millions of them. */
+static inline __attribute__((always_inline)) void
+convert(const cpa_model *m, const cpa_clock *c, size_t rank_idx, const uint64_t *local,
+        uint64_t *job, size_t n, size_t gpu_from)
 {
-    const cpa_rank *r = &m->ranks[rank_idx];
-    if (!c->map || !c->rank_domain) { /* not aligned (yet): the rank's own header anchor */
-        int64_t a = 0;
-        if (r->nclocks)
-            cpa_clk_sample_anchor(&r->clocks[0], &a);
-        return cpa_clk_job(local_ns, a, 0);
+    const struct cpa_clock_map *map = c->map;
+    int aligned = map && c->rank_domain;
+    const cpa_dmap *dm = NULL;
+    const cpa_clock_domain *dom = NULL;
+    const cpa_anchor *an = NULL;
+    int64_t header = 0; /* not aligned (yet): the rank's own header anchor */
+    if (aligned) {
+        uint32_t d = c->rank_domain[rank_idx];
+        dm = &map->d[d];
+        dom = &c->domains[d];
+        an = map->anchors + dm->first;
+    } else if (m->ranks[rank_idx].nclocks) {
+        cpa_clk_sample_anchor(&m->ranks[rank_idx].clocks[0], &header);
     }
-    uint32_t d = c->rank_domain[rank_idx];
-    const cpa_dmap *dm = &c->map->d[d];
-    _Atomic uint32_t scratch = 0;
-    _Atomic uint32_t *finger = c->map->finger ? &c->map->finger[rank_idx].a : &scratch;
-    return cpa_clk_job(local_ns,
-                       cpa_clk_anchor_at(c->map->anchors + dm->first, dm->n, local_ns, finger),
-                       cpa_clk_corr_at(&c->domains[d], dm, local_ns));
-}
-
-uint64_t cpa_clock_gpu_job_ns(const cpa_model *m, const cpa_clock *c, size_t rank_idx,
-                              uint64_t local_ns)
-{
-    uint64_t j = cpa_clock_job_ns(m, c, rank_idx, local_ns);
-    if (!c->map || !c->map->g_first || !c->map->gsegs)
-        return j;
-    size_t first = c->map->g_first[rank_idx], n = c->map->g_first[rank_idx + 1] - first;
-    if (!n)
-        return j;
-    const cpa_gseg *g = c->map->gsegs + first;
-    if (!c->map->finger)
-        return cpa_clk_job(j, 0, cpa_clk_seg_at(g, n, local_ns));
-    return cpa_clk_job(j, 0, g[cpa_clk_segment(g, sizeof *g, n, local_ns,
-                                                &c->map->finger[rank_idx].g)].corr);
+    _Atomic uint32_t scratch = 0, gscratch = 0; /* no fingers: a search each */
+    _Atomic uint32_t *fa = map && map->finger ? &map->finger[rank_idx].a : &scratch;
+    _Atomic uint32_t *fg = map && map->finger ? &map->finger[rank_idx].g : &gscratch;
+    const cpa_gseg *g = NULL;
+    size_t gn = 0;
+    if (gpu_from < n && map && map->g_first && map->gsegs) {
+        size_t first = map->g_first[rank_idx];
+        gn = map->g_first[rank_idx + 1] - first;
+        g = map->gsegs + first;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t t = local[i];
+        uint64_t j = aligned ? cpa_clk_job(t, cpa_clk_anchor_at(an, dm->n, t, fa),
+                                           cpa_clk_corr_at(dom, dm, t))
+                             : cpa_clk_job(t, header, 0);
+        if (i >= gpu_from && gn)
+            j = cpa_clk_job(j, 0, g[cpa_clk_segment(g, sizeof *g, gn, t, fg)].corr);
+        job[i] = j;
+    }
 }
 
 void cpa_clock_job_ns_n(const cpa_model *m, const cpa_clock *c, size_t rank_idx,
                         const uint64_t *local, uint64_t *job, size_t n, size_t gpu_from)
 {
-    if (!c->map || !c->rank_domain) { /* not aligned: no GPU segments either */
-        for (size_t i = 0; i < n; i++)
-            job[i] = cpa_clock_job_ns(m, c, rank_idx, local[i]);
-        return;
-    }
-    uint32_t d = c->rank_domain[rank_idx];
-    const cpa_dmap *dm = &c->map->d[d];
-    const cpa_clock_domain *dom = &c->domains[d];
-    const cpa_anchor *an = c->map->anchors + dm->first;
-    _Atomic uint32_t scratch = 0, gscratch = 0; /* no fingers: a search each, as without */
-    _Atomic uint32_t *fa = c->map->finger ? &c->map->finger[rank_idx].a : &scratch;
-    _Atomic uint32_t *fg = c->map->finger ? &c->map->finger[rank_idx].g : &gscratch;
-    const cpa_gseg *g = NULL;
-    size_t gn = 0;
-    if (gpu_from < n && c->map->g_first && c->map->gsegs) {
-        size_t first = c->map->g_first[rank_idx];
-        gn = c->map->g_first[rank_idx + 1] - first;
-        g = c->map->gsegs + first;
-    }
-    for (size_t i = 0; i < n; i++) {
-        uint64_t t = local[i];
-        uint64_t j = cpa_clk_job(t, cpa_clk_anchor_at(an, dm->n, t, fa),
-                                 cpa_clk_corr_at(dom, dm, t));
-        if (i >= gpu_from && gn) /* cpa_clk_segment's answer is cpa_clk_seg_at's */
-            j = cpa_clk_job(j, 0, g[cpa_clk_segment(g, sizeof *g, gn, t, fg)].corr);
-        job[i] = j;
-    }
+    convert(m, c, rank_idx, local, job, n, gpu_from);
+}
+
+uint64_t cpa_clock_job_ns(const cpa_model *m, const cpa_clock *c, size_t rank_idx,
+                          uint64_t local_ns)
+{
+    uint64_t j;
+    convert(m, c, rank_idx, &local_ns, &j, 1, 1);
+    return j;
+}
+
+uint64_t cpa_clock_gpu_job_ns(const cpa_model *m, const cpa_clock *c, size_t rank_idx,
+                              uint64_t local_ns)
+{
+    uint64_t j;
+    convert(m, c, rank_idx, &local_ns, &j, 1, 0);
+    return j;
 }
