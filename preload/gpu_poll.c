@@ -224,9 +224,11 @@ void cp_gpu_plugin_add(const cp_rec_call *rec, uint32_t pcall_index)
     cp_pcall *p = cp_pcall_at(pcall_index);
     if (!p)
         return;
+    /* a call not TIMED (to the rank itself: NCCL times nothing of it) is only given back */
     cp_pending_slot s = {.h = {CP_REC_SHIM_PENDING, sizeof s}, .comm_index = rec->comm_index,
-                         .seq = rec->seq, .peer = rec->peer, .op = rec->op, .recorded = 1,
-                         .pcall = p, .enter_ns = rec->enter_ns};
+                         .seq = rec->seq, .peer = rec->peer, .op = rec->op,
+                         .recorded = (rec->flags & CP_CALL_TIMED) != 0, .pcall = p,
+                         .enter_ns = rec->enter_ns};
     cp_gpu_pending_add(&s);
 }
 
@@ -380,9 +382,11 @@ static int finish(cp_trace_writer *w, cp_pending_slot *p)
         if (r->cur < 0)
             return 0;
         /* A wide reference, just taken, is likely to be replaced by a tight one within a
-         * few ticks: its pairs wait for it (briefly, and never at exit). */
+         * few ticks: its pairs wait for it (briefly, never at exit, and not while the
+         * pool runs low: a waiting pair is one the calls cannot take, and on an H200 a
+         * one-rank in-place AllReduce at 3 us a call takes the pool's 4096 in 12 ms). */
         if (!g_final && r->width_ns[r->cur] > CP_REF_TIGHT_NS &&
-            cp_mono_ns() - r->host_ns[r->cur] < CP_REF_WAIT_NS)
+            cp_mono_ns() - r->host_ns[r->cur] < CP_REF_WAIT_NS && g_n < CP_EV_PAIRS / 4)
             return 0;
         CUresult q = cp_cu.cuEventQuery(cp_ev_end(p->ctx, p->pair));
         if (q == CUDA_ERROR_NOT_READY)

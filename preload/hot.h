@@ -312,6 +312,15 @@ void cp_gpu_discard_plugin(const cp_gpu_mark *m, uint32_t comm_index, uint64_t s
 /* Writer: a CALL that names a plugin call (cp_rec_call.reserved in the ring, index + 1). */
 void cp_gpu_plugin_add(const cp_rec_call *rec, uint32_t pcall_index);
 
+/* A send or receive to the rank itself: NCCL's plugin gives it no GPU times (no proxy op,
+ * so no kernel channels: profiler_plugin.c start_task), so events time it, as a one-rank
+ * comm's calls. `op` is a constant in every wrapper: nothing is left of it in the others. */
+static inline int cp_self_p2p(const cp_comm *c, uint8_t op, int32_t peer)
+{
+    return (op == CP_OP_SEND || op == CP_OP_RECV) && c && peer == c->rank &&
+           atomic_load_explicit(&c->ready, memory_order_acquire);
+}
+
 static inline void cp_gpu_before(cp_gpu_mark *m, cudaStream_t stream, uint32_t group_depth,
                                  cp_comm *c, uint8_t op, int32_t peer, uint64_t bytes)
 {
@@ -329,7 +338,8 @@ static inline void cp_gpu_before(cp_gpu_mark *m, cudaStream_t stream, uint32_t g
         cp_tls.pcall_flags = 0;
         cp_tls.plug_open = 1;
         int cover = c ? atomic_load_explicit(&c->plugin_cover, memory_order_relaxed) : 0;
-        if (cover == CP_PLUGIN_ALL || (cover == CP_PLUGIN_UNGROUPED && !m->grouped)) {
+        if ((cover == CP_PLUGIN_ALL || (cover == CP_PLUGIN_UNGROUPED && !m->grouped)) &&
+            !cp_self_p2p(c, op, peer)) {
             if (CP_UNLIKELY(atomic_load_explicit(&c->calib_wanted, memory_order_relaxed)))
                 cp_gpu_before_calibration(m, stream, c);
             return;

@@ -763,6 +763,13 @@ __attribute__((noinline)) static void start_task(cp_pctx *c, void **h, const ncc
     } else if (nch > p->nchannels) {
         p->nchannels = nch;
     }
+    /* A p2p task to the rank itself (a Send/Recv to itself out of place, an AlltoAll's,
+     * Gather's or Scatter's own slice) runs in NCCL's kernel, but NCCL 2.28 gives its pair
+     * no proxy op (enqueue.cc addP2pToPlan: nProxyOps = selfSend ? 0 : 2) and kernel
+     * channels are reported by the proxy: none will come. On an H200 every such call
+     * waited for them to the trace's end. */
+    if (!coll && d->p2p.peer == d->rank)
+        nch = 0;
     bump(&p->ch_expected, nch);
     bump(&p->parts_started, 1); /* after ch_expected: the writer reads them in this order */
     *h = e;

@@ -168,18 +168,19 @@ static __attribute__((noinline)) void note_self_tasks(cp_comm *c, uint8_t op, in
 }
 
 /* Everything a collective or p2p call needs after the real call returned; the call's plugin
- * call (pool index + 1), 0 none. */
+ * call (pool index + 1) for the self-pair bookkeeping, timing it or discarded; 0 none. */
 static uint32_t record_op(uint8_t op, cp_comm *comm, size_t count, ncclDataType_t dtype,
                           int redop, int peer, cudaStream_t stream, const void *sendbuff,
                           const void *recvbuff, int inplace, uint64_t enter_ticks, uint32_t gd,
                           ncclResult_t r, cp_gpu_mark *gm, void *ra)
 {
-    uint32_t pcall = 0;
+    uint32_t pcall = 0, pcall_self = 0;
     int discard = 0;
     if (gm->pcall) {
         /* NCCL's plugin described the call: it is timed (a DONE follows) unless events
-         * timed it already, NCCL refused it, or NCCL said a graph captures it (then NCCL
-         * may name the call again at any graph launch: it is kept) */
+         * timed it already, NCCL refused it, it goes to the rank itself (no GPU times from
+         * NCCL: cp_self_p2p, below), or NCCL said a graph captures it (then NCCL may name
+         * the call again at any graph launch: it is kept) */
         if (gm->pflags & CP_PCALL_CAPTURED)
             gm->flags |= CP_CALL_CAPTURED;
         else if (gm->pflags & CP_PCALL_KEEP)
@@ -188,8 +189,14 @@ static uint32_t record_op(uint8_t op, cp_comm *comm, size_t count, ncclDataType_
             pcall = gm->pindex + 1;
         else
             discard = 1; /* handed to the writer once the call's key is known, below */
-        if (pcall)
+        /* to itself, the call is not TIMED: its plugin call still rides in the CALL (no
+         * second ring slot: a slot a call filled sendrecv_perf's rings on an H200), for the
+         * writer to give back, writing nothing (cp_gpu_plugin_add) */
+        if (pcall && !cp_self_p2p(comm, op, peer))
             gm->flags |= CP_CALL_TIMED;
+        /* a discarded call of a self pair NCCL drops still waits for its task: the pairing
+         * (note_self) must be able to tell it none will come, or the pool leaks it */
+        pcall_self = pcall ? pcall : discard && cp_nccl_accepted(r) ? gm->pindex + 1 : 0;
         /* NCCL reports on this comm: its next calls need no events */
         uint8_t cover = gm->pflags & CP_PCALL_V4 ? CP_PLUGIN_UNGROUPED : CP_PLUGIN_ALL;
         if (comm && atomic_load_explicit(&comm->plugin_cover, memory_order_relaxed) != cover)
@@ -239,7 +246,7 @@ static uint32_t record_op(uint8_t op, cp_comm *comm, size_t count, ncclDataType_
     if (discard)
         cp_gpu_discard_plugin(gm, c ? c->comm_index : CP_COMM_NONE, ci.seq, peer, op,
                               gm->pair >= 0 && cp_nccl_accepted(r));
-    return pcall;
+    return pcall_self;
 }
 
 /* The shape every recorded collective and p2p wrapper shares. The return address is read

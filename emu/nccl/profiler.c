@@ -457,6 +457,7 @@ typedef struct prof_task {
     /* at launch (the tuner's choice) and after */
     void *event;              /* Coll / P2p handle */
     int nch, nwarps, chan0;
+    int no_proxy;             /* a p2p task to the rank itself: no proxy op, no KernelCh */
     const char *algo, *proto;
     /* kernel channels, under the proxy's lock */
     int kstate;               /* KS_* */
@@ -645,6 +646,11 @@ static void tune(const cpn_prof_comm *pc, prof_task *t)
         int delta = (t->root - pc->rank + pc->nranks) % (pc->nranks ? pc->nranks : 1);
         t->nch = 1;
         t->chan0 = p2pch > 0 ? delta % p2pch : 0;
+        /* A send to itself runs in the kernel but NCCL gives its pair no proxy op
+         * (enqueue.cc addP2pToPlan: nProxyOps = selfSend ? 0 : 2), and kernel-channel
+         * events come from the proxy: its P2p event says nChannels, no channel follows.
+         * Seen on an H200 (docs/VALIDATION.md). */
+        t->no_proxy = t->root == pc->rank;
         return;
     }
     int ll = bytes < (64u << 10);
@@ -967,7 +973,7 @@ static void post(cpn_prof_plan *p, int op, uint64_t ns, int end)
     int any = 0;
     for (int i = p->op_first[op]; i < p->op_first[op + 1]; i++) {
         prof_task *t = &p->tasks[i];
-        if (!(t->mask & ncclProfileKernelCh))
+        if (!(t->mask & ncclProfileKernelCh) || t->no_proxy)
             continue;
         if (!end && t->kstate == KS_IDLE && !p->pc->closing) {
             t->kstate = KS_POSTED;

@@ -212,8 +212,20 @@ def cmd_trace(a):
         # first calls, then under COLLPROF_OVERHEAD) elsewhere; plugin: comms of 2+ ranks only
         # (a one-GPU job's comm has one rank: NCCL makes no kernel, so nothing is timed)
         if a.timing == "events" and calls and len(timed) != len(calls):
-            fail("COLLPROF_GPU_TIMING=events, yet %d of %d calls are not timed"
-                 % (len(calls) - len(timed), len(calls)))
+            # A call finds no free event pair when the job outruns the writer that reaps
+            # them (one-rank in-place AllReduce at 3 us a call on an H200: the driver calls
+            # of both threads contend): it is untimed, never waits, and the report must say
+            # so. Half untimed would be a pool that never refills.
+            untimed = len(calls) - len(timed)
+            said = sum(row.get("timing", {}).get("host", 0) for row in rep["ops"])
+            if a.ranks == 1 and said != untimed:  # one rank: an operation is a call
+                fail("COLLPROF_GPU_TIMING=events: %d of %d calls not timed, but the report's "
+                     "rows say %d timed on the host only" % (untimed, len(calls), said))
+            if 2 * untimed > len(calls):
+                fail("COLLPROF_GPU_TIMING=events, yet %d of %d calls are not timed"
+                     % (untimed, len(calls)))
+            print("note: %d of %d calls untimed (event pool exhausted), as the report says"
+                  % (untimed, len(calls)))
         if a.timing == "auto" and calls and not timed:
             fail("COLLPROF_GPU_TIMING=auto, yet none of %d calls is timed" % len(calls))
         if untimed_done:
@@ -231,11 +243,12 @@ def cmd_trace(a):
     per_rank = collections.defaultdict(collections.Counter)
     for c in calls:
         per_rank[c["rank"]][c["op"]] += 1
-    # The report's rows count operations (a row's "calls", analyzer.h): the dump's calls of
-    # one collective share its communicator and sequence; a send/recv pair is one Send.
+    # The report's rows count operations in "ops" ("calls" are the ranks' calls in them,
+    # analyzer.h): the dump's calls of one collective share its communicator and sequence;
+    # a send/recv pair is one Send.
     in_report = collections.Counter()
     for row in rep["ops"]:
-        in_report[row["op"]] += row["calls"]
+        in_report[row["op"]] += row["ops"]
     in_dump = collections.Counter(op for op, _, _ in
                                   {(c["op"], c["comm"], c["seq"]) for c in calls
                                    if c["op"] not in ("Send", "Recv")})

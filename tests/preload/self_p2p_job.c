@@ -1,9 +1,10 @@
 /* self_p2p_job: two ranks on the emulated NCCL, each sending to itself in groups: a pair in
  * place (one buffer: NCCL drops it at the group's end, no task, no kernel) and a pair out of
- * place (a kernel), five times, with an AllReduce between; then the self pairs NCCL makes of
- * an AlltoAll in place (alone and in a group) and of a Gather in place at its root, which
- * drop two of the call's tasks. For the shim's handling of calls NCCL's plugin never
- * completes (test_preload_timing_emu). */
+ * place (a kernel, but no proxy op: no kernel channel reported), five times, with an
+ * AllReduce between; then the self pairs NCCL makes of an AlltoAll in place (alone and in a
+ * group) and of a Gather in place at its root, which drop two of the call's tasks, and of an
+ * AlltoAll out of place, whose self tasks report no channel. For the shim's handling of
+ * calls NCCL's plugin never completes (test_preload_timing_emu). */
 #include <stdint.h>
 #include <stdio.h>
 
@@ -25,8 +26,9 @@ static int work(int rank, int nranks, const ncclUniqueId *id, void *arg)
         TN_CHECK(tn_self_pair(a, a, 100, rank, comm, s) == 0, "in place");
         TN_CHECK(tn_self_pair(a, b, 100, rank, comm, s) == 0, "out of place");
     }
-    static int32_t c[200];
+    static int32_t c[200], e[200];
     TN_NCCL(ncclAlltoAll(c, c, 100, ncclInt32, comm, s));
+    TN_NCCL(ncclAlltoAll(c, e, 100, ncclInt32, comm, s));
     TN_NCCL(ncclGroupStart());
     TN_NCCL(ncclAlltoAll(c, c, 100, ncclInt32, comm, s));
     TN_NCCL(ncclGroupEnd());

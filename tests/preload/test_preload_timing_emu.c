@@ -322,19 +322,23 @@ static void cupti_mode_times_one_rank_comms_by_events(void **state)
     free_traces();
 }
 
-/* NCCL drops a send to itself in place with its receive at the group's end: no task, so its
- * plugin never completes either call. They are done (untimed: NCCL ran nothing), not left in
- * flight to the trace's end; the pair out of place is timed by the plugin. An AlltoAll in
- * place, alone or grouped, and a Gather in place lose their self pair's two tasks: timed by
- * the plugin from the others, not left in flight either. */
-static void a_send_to_itself_in_place_is_done_not_left_in_flight(void **state)
+/* Sends to the rank itself. NCCL drops a pair in place at the group's end (no task), and
+ * gives a pair out of place a task but no kernel channels (no proxy op for a self pair:
+ * seen on an H200, where every such call waited for them to the trace's end). Neither gets
+ * GPU times from NCCL's plugin: in plugin mode they are untimed (no TIMED, no DONE), in
+ * auto mode CUDA events time them (a first call always; the budget the rest); none is left
+ * in flight. AlltoAll in place (alone, grouped) and out of place, and a Gather in place,
+ * whose self pairs run no channel or none NCCL reports, are timed by the plugin from their
+ * other tasks' channels. */
+static void self_pairs_in(const char *mode)
 {
-    (void)state;
-    char dir[4300], dir_env[4400];
-    snprintf(dir, sizeof dir, "%s/self", g_tmp);
+    char dir[4300], dir_env[4400], mode_env[64];
+    snprintf(dir, sizeof dir, "%s/self-%s", g_tmp, mode);
     snprintf(dir_env, sizeof dir_env, "COLLPROF_DIR=%s", dir);
-    const char *env[] = {dir_env, "COLLPROF_GPU_TIMING=plugin", NULL};
+    snprintf(mode_env, sizeof mode_env, "COLLPROF_GPU_TIMING=%s", mode);
+    const char *env[] = {dir_env, mode_env, NULL};
     const char *argv[] = {NULL};
+    int plugin = strcmp(mode, "plugin") == 0;
     st_run_prog(&g_res, "self_p2p_job", 1, env, argv);
     if (g_res.status != 0)
         fprintf(stderr, "%#x\n%s%s", g_res.status, g_res.out, g_res.err);
@@ -347,33 +351,50 @@ static void a_send_to_itself_in_place_is_done_not_left_in_flight(void **state)
     g_nt = nf;
     cp_trace_dir_free(paths, nf);
     for (int r = 0; r < g_nt; r++) {
-        size_t in_place = 0, out_of_place = 0, composite = 0;
+        size_t p2p = 0, by_events = 0, composite = 0;
         for (size_t i = 0; i < g_t[r].ncalls; i++) {
             const cp_rec_call *c = &g_t[r].calls[i];
+            const cp_rec_done *d = done_of(&g_t[r], c);
             if (c->op == CP_OP_ALLTOALL || c->op == CP_OP_GATHER) {
-                const cp_rec_done *d = done_of(&g_t[r], c);
+                if (!plugin && !(c->flags & CP_CALL_TIMED))
+                    continue; /* auto: the first of each kind timed by events */
                 assert_non_null(d);
-                assert_int_equal(d->timing, CP_TIMING_PLUGIN);
+                if (plugin || d->timing != CP_TIMING_EVENTS)
+                    assert_int_equal(d->timing, CP_TIMING_PLUGIN);
                 composite++;
                 continue;
             }
             if (!cp_op_is_p2p(c->op))
                 continue;
-            const cp_rec_done *d = done_of(&g_t[r], c);
-            assert_non_null(d);
-            if (c->seq % 2 == 0) { /* each round's first group: one buffer */
-                in_place++;
-                assert_int_equal(d->timing, CP_TIMING_NONE);
-            } else {
-                out_of_place++;
-                assert_int_equal(d->timing, CP_TIMING_PLUGIN);
+            p2p++;
+            if (plugin) {
+                assert_false(c->flags & CP_CALL_TIMED);
+                assert_null(d);
+                continue;
             }
+            if (!(c->flags & CP_CALL_TIMED)) {
+                assert_null(d);
+                continue;
+            }
+            assert_non_null(d); /* every timed one done, by events alone */
+            assert_int_equal(d->timing, CP_TIMING_EVENTS);
+            assert_true(d->gpu_end_ns >= d->gpu_start_ns && d->gpu_start_ns > 0);
+            by_events++;
         }
-        assert_int_equal(in_place, 10);
-        assert_int_equal(out_of_place, 10);
-        assert_int_equal(composite, 3);
+        assert_int_equal(p2p, 20);
+        if (plugin)
+            assert_int_equal(composite, 4);
+        else
+            assert_true(by_events >= 2); /* the first Send and Recv, outside the budget */
     }
     free_traces();
+}
+
+static void sends_to_itself_are_done_or_untimed_never_in_flight(void **state)
+{
+    (void)state;
+    self_pairs_in("plugin");
+    self_pairs_in("auto");
 }
 
 /* What a trace says the GPU ran before each call: rank's total ns of `kernel` before the
@@ -468,7 +489,7 @@ int main(void)
         cmocka_unit_test(cupti_mode_times_every_call_by_its_kernels),
         cmocka_unit_test(cupti_mode_without_cupti_says_so_and_uses_events),
         cmocka_unit_test(cupti_mode_times_one_rank_comms_by_events),
-        cmocka_unit_test(a_send_to_itself_in_place_is_done_not_left_in_flight),
+        cmocka_unit_test(sends_to_itself_are_done_or_untimed_never_in_flight),
         cmocka_unit_test(cupti_mode_names_the_kernels_before_each_collective),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
