@@ -25,6 +25,7 @@
 #include "preload/shim.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "common/clock.h"
@@ -57,6 +58,8 @@ int cp_gpu_poll_wanted(void) { return atomic_load_explicit(&g_want, memory_order
 size_t cp_gpu_pending_count(void) { return g_n; }
 
 /* Fork child: the parent's pending pairs and references are forgotten. */
+static void noch_forget(void);
+
 static void forget_after_fork(void)
 {
     /* The pending pairs are the parent's calls, in the parent's CUDA contexts, which a fork
@@ -66,6 +69,7 @@ static void forget_after_fork(void)
     atomic_store_explicit(&g_want, 0, memory_order_relaxed);
     for (int i = 0; i < CP_GPU_CTX_MAX; i++)
         g_refs[i].state = 2;
+    noch_forget();
 }
 
 void cp_gpu_pending_add(const cp_pending_slot *slot)
@@ -74,7 +78,7 @@ void cp_gpu_pending_add(const cp_pending_slot *slot)
         size_t cap = g_cap ? 2 * g_cap : 1024;
         cp_pending_slot *q = realloc(g_q, cap * sizeof *q);
         if (!q) {
-            if (slot->release)
+            if (slot->release && !slot->pcall) /* a plugin call's "release" is no pair */
                 cp_ev_pair_put(slot->ctx, slot->pair);
             /* its DONE is lost, and counted; the job goes on */
             atomic_fetch_add_explicit(&cp_lost_no_memory, 1, memory_order_relaxed);
@@ -277,13 +281,62 @@ static int calibrate(cp_pending_slot *p, const cp_pcall_view *v)
     return ++p->waits > 50;
 }
 
+/* Calls whose kernel ran but whose channels NCCL never reports. NCCL's kernel channels
+ * come from its proxy, and some work has no proxy op: a send to the rank itself (the one
+ * case we know and handle at its start, profiler_plugin.c start_task), and by NCCL 2.28's
+ * source symmetric-memory kernels and copy-engine collectives (uploadWork returns early for
+ * isSymColl / isCeColl), which we cannot run here. Such a call would wait to the trace's
+ * end, a false "unfinished" and a hang in `top`. NCCL runs a communicator's kernels in
+ * order, so once a call of the same comm entered after it has ended (its channels came),
+ * its own channels, had it any, are due within the proxy's latency (µs to ms): a call with
+ * every task started and no channel CP_NOCH_GRACE_NS after that is done, untimed. Per comm
+ * (direct-mapped by index; a collision only delays the rule): the latest entry of a call
+ * that ended with channels. */
+#define CP_NOCH_GRACE_NS 1000000000ull
+#define CP_NOCH_COMMS 256
+static struct {
+    uint32_t comm_index;
+    uint64_t enter_ns;
+} g_noch_last[CP_NOCH_COMMS];
+static uint64_t g_poll_now;
+
+static void noch_forget(void) { memset(g_noch_last, 0, sizeof g_noch_last); }
+
+static void noch_ended(const cp_pending_slot *p)
+{
+    if (!p->enter_ns || p->comm_index == CP_COMM_NONE)
+        return;
+    unsigned k = p->comm_index % CP_NOCH_COMMS;
+    if (g_noch_last[k].comm_index != p->comm_index || g_noch_last[k].enter_ns < p->enter_ns) {
+        g_noch_last[k].comm_index = p->comm_index;
+        g_noch_last[k].enter_ns = p->enter_ns;
+    }
+}
+
+static int noch_given_up(cp_pending_slot *p, const cp_pcall_view *v)
+{
+    if (!v->tasks_started || v->ch_started || !p->enter_ns || p->comm_index == CP_COMM_NONE)
+        return 0;
+    unsigned k = p->comm_index % CP_NOCH_COMMS;
+    if (g_noch_last[k].comm_index != p->comm_index || g_noch_last[k].enter_ns <= p->enter_ns)
+        return 0;
+    uint32_t now_ms = (uint32_t)(g_poll_now / 1000000u) | 1u; /* never 0: 0 is "not seen" */
+    if (!p->noch_ms) {
+        p->noch_ms = now_ms;
+        return 0;
+    }
+    return (uint64_t)(uint32_t)(now_ms - p->noch_ms) * 1000000u > CP_NOCH_GRACE_NS;
+}
+
 /* A call NCCL's plugin describes: NCCL_OP and DONE once every channel stopped. At the
  * process's end a call still in flight gets its NCCL_OP (what NCCL said of it) but no DONE,
  * as an events pair in flight gets none: its CALL on disk says it never finished. */
 static int finish_plugin(cp_trace_writer *w, cp_pending_slot *p)
 {
     cp_pcall_view v;
-    int complete = cp_pcall_state(p->pcall, &v);
+    int complete = cp_pcall_state(p->pcall, &v), given_up = 0;
+    if (!complete && !g_plugin_final && p->recorded && noch_given_up(p, &v))
+        complete = given_up = 1;
     if (!complete && !g_plugin_final)
         return 0;
     if (!p->recorded && p->release) { /* calibrating */
@@ -331,8 +384,12 @@ static int finish_plugin(cp_trace_writer *w, cp_pending_slot *p)
             cp_live_done(&d);
         }
     }
+    if (complete && !given_up && p->recorded && v.ch_stopped > 0)
+        noch_ended(p);
     if (complete) {
-        if (cp_plugin_chained())
+        /* given up on: a channel that came after all would name it, so it waits the grace
+         * a chained plugin's calls wait */
+        if (cp_plugin_chained() || given_up)
             retire(p->pcall);
         else
             cp_pcall_free(p->pcall); /* no one else names its events any more */
@@ -449,6 +506,7 @@ int cp_gpu_started(const cp_pending_slot *p)
 static void poll_once(cp_trace_writer *w)
 {
     uint64_t now = cp_mono_ns();
+    g_poll_now = now;
     cp_plugin_tick(now);
     give_back_retired(now);
     unsigned nctx = events_in_use() ? cp_gpu_ctx_count() : 0;

@@ -201,6 +201,7 @@ extern _Atomic uint64_t cp_gpu_untimed;
 extern _Atomic uint64_t cp_plugin_untimed;
 typedef struct cp_pcall_view {
     uint32_t ch_started, ch_stopped;
+    uint8_t tasks_started;     /* every task NCCL will start for it has started */
     uint64_t gt_start, gt_end; /* globaltimer; gt_start UINT64_MAX: no channel began */
     uint64_t nccl_seq;
     uint8_t algo, proto, nchannels, nwarps;
@@ -245,7 +246,11 @@ typedef struct cp_pending_slot {
     uint8_t calib_held;  /* ... and it holds its comm's other plugin times meanwhile */
     uint8_t cupti;       /* CUPTI's records time it: cupti_id says which */
     cp_gpu_ctx *ctx;
-    uint32_t pair;
+    union {
+        uint32_t pair;     /* events */
+        uint32_t noch_ms;  /* plugin: since when (ms, wrapping) a later call of its comm
+                            * ended while it has no channel yet; 0 not seen */
+    };
     cp_pcall *pcall;     /* NULL: events; else NCCL's plugin times it (or, discarded, frees it) */
     union {
         uint64_t enter_ns; /* plugin: the CALL's entry, host ns (0 unknown) */

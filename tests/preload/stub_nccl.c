@@ -24,6 +24,9 @@
  * STUB_NCCL_PROFILER_HOLD=K: the K-th such AllReduce's channels (from 0) start and never stop,
  * a kernel that hangs while the calls after it finish (as the plugin sees a hung call that
  * the shim picked to calibrate with, while the comm's other calls complete).
+ * STUB_NCCL_PROFILER_NOCH=K: the K-th such AllReduce's task names its 2 channels but none is
+ * ever reported, as NCCL's work without a proxy op (a self pair; by its source, symmetric
+ * and copy-engine kernels), while the calls after it report theirs.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -63,7 +66,7 @@ static pthread_once_t g_prof_once = PTHREAD_ONCE_INIT;
 static struct { void *ctx, *task; } g_proxy_ring[STUB_PROXY_RING];
 static pthread_once_t g_proxy_once = PTHREAD_ONCE_INIT;
 static _Atomic uint64_t g_proxy_head, g_proxy_tail;
-static long long g_proxy_hold = -1;
+static long long g_proxy_hold = -1, g_proxy_noch = -1;
 
 static uint64_t stub_realtime(void)
 {
@@ -85,7 +88,7 @@ static void *stub_proxy(void *arg)
         }
         void *ctx = g_proxy_ring[t % STUB_PROXY_RING].ctx;
         void *task = g_proxy_ring[t % STUB_PROXY_RING].task;
-        for (int ch = 0; ch < 2; ch++) {
+        for (int ch = 0; ch < 2 && (long long)t != g_proxy_noch; ch++) {
             ncclProfilerEventDescr_v5_t d = {.type = ncclProfileKernelCh, .parentObj = task};
             d.kernelCh.channelId = (uint8_t)ch;
             d.kernelCh.pTimer = stub_realtime();
@@ -107,6 +110,9 @@ static void proxy_start(void)
     const char *hold = getenv("STUB_NCCL_PROFILER_HOLD");
     if (hold && *hold)
         g_proxy_hold = atoll(hold);
+    const char *noch = getenv("STUB_NCCL_PROFILER_NOCH");
+    if (noch && *noch)
+        g_proxy_noch = atoll(noch);
     pthread_t t;
     if (pthread_create(&t, NULL, stub_proxy, NULL) == 0)
         pthread_detach(t);

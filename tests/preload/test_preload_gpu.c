@@ -183,6 +183,41 @@ static void a_calibrating_call_that_never_ends_holds_back_no_other(void **state)
     assert_int_equal(plugin, 7);
 }
 
+/* A call whose task NCCL started but whose channels it never reports (work without a proxy
+ * op: a self pair, by NCCL's source symmetric and copy-engine kernels) is done, untimed,
+ * once a later call of its comm has ended and a grace has passed: not left in flight to the
+ * trace's end, where it read as unfinished and `top` would age it as a hang. The calls
+ * around it keep their GPU times. */
+static void a_call_whose_channels_never_come_is_done_untimed(void **state)
+{
+    (void)state;
+    const char *env[] = {"COLLPROF_GPU_TIMING=plugin", "STUB_NCCL_PROFILER=1",
+                         "STUB_NCCL_PROFILER_NOCH=2", NULL};
+    const char *argv[] = {"hold", "8", NULL};
+    run("shim_gpu_job", env, argv);
+    size_t bcast = SIZE_MAX;
+    for (size_t i = 0; i < g_seen.ncalls; i++)
+        if (g_seen.calls[i].op == CP_OP_BROADCAST)
+            bcast = i;
+    assert_true(bcast != SIZE_MAX);
+    /* 1.5 s after the last AllReduce, before the Broadcast's CALL */
+    size_t plugin = 0, untimed = 0;
+    for (size_t i = 0; i < g_seen.dones_before[bcast]; i++) {
+        const cp_rec_done *d = &g_seen.dones[i];
+        if (d->op != CP_OP_ALLREDUCE)
+            continue;
+        if (d->seq == 2) {
+            assert_int_equal(d->timing, CP_TIMING_NONE);
+            untimed++;
+        } else {
+            assert_int_equal(d->timing, CP_TIMING_PLUGIN);
+            plugin++;
+        }
+    }
+    assert_int_equal(untimed, 1);
+    assert_int_equal(plugin, 7);
+}
+
 static void sample_n_times_every_nth_call(void **state)
 {
     (void)state;
@@ -491,6 +526,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_timed_call_has_one_done_in_stream_order),
         cmocka_unit_test(a_calibrating_call_that_never_ends_holds_back_no_other),
+        cmocka_unit_test(a_call_whose_channels_never_come_is_done_untimed),
         cmocka_unit_test(sample_n_times_every_nth_call),
         cmocka_unit_test(auto_without_the_plugin_times_within_its_budget),
         cmocka_unit_test(off_gives_no_done),
