@@ -57,9 +57,9 @@ int cp_gpu_poll_wanted(void) { return atomic_load_explicit(&g_want, memory_order
 
 size_t cp_gpu_pending_count(void) { return g_n; }
 
-/* Fork child: the parent's pending pairs and references are forgotten. */
 static void noch_forget(void);
 
+/* Fork child: the parent's pending pairs and references are forgotten. */
 static void forget_after_fork(void)
 {
     /* The pending pairs are the parent's calls, in the parent's CUDA contexts, which a fork
