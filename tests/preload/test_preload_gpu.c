@@ -151,11 +151,11 @@ static void every_timed_call_has_one_done_in_stream_order(void **state)
  * it: a window's calibrating pick can be the hung call) the calls that did end must still
  * get their DONEs, at once: held to the job's end, they once made the watchdog name a
  * finished call and the report a hang at the wrong collective. */
-static void a_calibrating_call_that_never_ends_holds_back_no_other(void **state)
+/* shim_gpu_job's "hold 8" under the stub's plugin with `stub_env` (STUB_NCCL_PROFILER_...):
+ * the index of its Broadcast's CALL, 1.5 s after its 8 AllReduces. */
+static size_t run_hold_job(const char *timing, const char *stub_env)
 {
-    (void)state;
-    const char *env[] = {"COLLPROF_GPU_TIMING=auto", "STUB_NCCL_PROFILER=1",
-                         "STUB_NCCL_PROFILER_HOLD=0", NULL};
+    const char *env[] = {timing, "STUB_NCCL_PROFILER=1", stub_env, NULL};
     const char *argv[] = {"hold", "8", NULL};
     run("shim_gpu_job", env, argv);
     size_t bcast = SIZE_MAX, allreduces = 0;
@@ -166,6 +166,13 @@ static void a_calibrating_call_that_never_ends_holds_back_no_other(void **state)
     }
     assert_int_equal(allreduces, 8);
     assert_true(bcast != SIZE_MAX);
+    return bcast;
+}
+
+static void a_calibrating_call_that_never_ends_holds_back_no_other(void **state)
+{
+    (void)state;
+    size_t bcast = run_hold_job("COLLPROF_GPU_TIMING=auto", "STUB_NCCL_PROFILER_HOLD=0");
     /* 1.5 s after the last AllReduce, before the Broadcast's CALL: every AllReduce's DONE
      * (the first's by its events, the others' by the plugin) */
     size_t plugin = 0, events = 0;
@@ -191,16 +198,8 @@ static void a_calibrating_call_that_never_ends_holds_back_no_other(void **state)
 static void a_call_whose_channels_never_come_is_done_untimed(void **state)
 {
     (void)state;
-    const char *env[] = {"COLLPROF_GPU_TIMING=plugin", "STUB_NCCL_PROFILER=1",
-                         "STUB_NCCL_PROFILER_NOCH=2", NULL};
-    const char *argv[] = {"hold", "8", NULL};
-    run("shim_gpu_job", env, argv);
-    size_t bcast = SIZE_MAX;
-    for (size_t i = 0; i < g_seen.ncalls; i++)
-        if (g_seen.calls[i].op == CP_OP_BROADCAST)
-            bcast = i;
-    assert_true(bcast != SIZE_MAX);
-    /* 1.5 s after the last AllReduce, before the Broadcast's CALL */
+    size_t bcast = run_hold_job("COLLPROF_GPU_TIMING=plugin", "STUB_NCCL_PROFILER_NOCH=2");
+    /* before the Broadcast's CALL */
     size_t plugin = 0, untimed = 0;
     for (size_t i = 0; i < g_seen.dones_before[bcast]; i++) {
         const cp_rec_done *d = &g_seen.dones[i];
