@@ -288,8 +288,10 @@ static int calibrate(cp_pending_slot *p, const cp_pcall_view *v)
  * isSymColl / isCeColl), which we cannot run here. Such a call would wait to the trace's
  * end, a false "unfinished" and a hang in `top`. NCCL runs a communicator's kernels in
  * order, so once a call of the same comm entered after it has ended (its channels came),
- * its own channels, had it any, are due within the proxy's latency (µs to ms): a call with
- * every task started and no channel CP_NOCH_GRACE_NS after that is done, untimed. Per comm
+ * its own channels, had it any, are due within the proxy's latency (µs to ms), and its tasks
+ * (NCCL starts them as its plan launches, in order too): a call with no channel begun
+ * CP_NOCH_GRACE_NS after that is done, untimed. A copy-engine collective may make no task at
+ * all: the same rule ends it. Captured calls never come here (kept, not recorded). Per comm
  * (direct-mapped by index; a collision only delays the rule): the latest entry of a call
  * that ended with channels. */
 #define CP_NOCH_GRACE_NS 1000000000ull
@@ -315,7 +317,7 @@ static void noch_ended(const cp_pending_slot *p)
 
 static int noch_given_up(cp_pending_slot *p, const cp_pcall_view *v)
 {
-    if (!v->tasks_started || v->ch_started || !p->enter_ns || p->comm_index == CP_COMM_NONE)
+    if (v->ch_started || !p->enter_ns || p->comm_index == CP_COMM_NONE)
         return 0;
     unsigned k = p->comm_index % CP_NOCH_COMMS;
     if (g_noch_last[k].comm_index != p->comm_index || g_noch_last[k].enter_ns <= p->enter_ns)

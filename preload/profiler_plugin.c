@@ -488,7 +488,6 @@ int cp_pcall_state(cp_pcall *p, cp_pcall_view *v)
     uint32_t ch_exp = atomic_load_explicit(&p->ch_expected, memory_order_acquire);
     uint32_t ch_stop = atomic_load_explicit(&p->ch_stopped, memory_order_acquire) +
                        atomic_load_explicit(&p->ch_lost, memory_order_acquire);
-    v->tasks_started = started >= expected;
     v->ch_started = atomic_load_explicit(&p->ch_started, memory_order_acquire);
     v->ch_stopped = atomic_load_explicit(&p->ch_stopped, memory_order_relaxed);
     v->gt_start = atomic_load_explicit(&p->gt_start, memory_order_relaxed);

@@ -201,7 +201,6 @@ extern _Atomic uint64_t cp_gpu_untimed;
 extern _Atomic uint64_t cp_plugin_untimed;
 typedef struct cp_pcall_view {
     uint32_t ch_started, ch_stopped;
-    uint8_t tasks_started;     /* every task NCCL will start for it has started */
     uint64_t gt_start, gt_end; /* globaltimer; gt_start UINT64_MAX: no channel began */
     uint64_t nccl_seq;
     uint8_t algo, proto, nchannels, nwarps;
