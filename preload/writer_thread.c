@@ -15,6 +15,7 @@
  * any CALL that names it is committed, so it always lands in the file first.
  */
 #include "preload/shim.h"
+#include "preload/writer_pace.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -199,11 +200,11 @@ static void *writer_main(void *arg)
     int tick_ms = g_flush_ms < CP_TICK_MS ? g_flush_ms : CP_TICK_MS;
     uint64_t next_flush = cp_mono_ns() + (uint64_t)g_flush_ms * 1000000u;
     uint64_t next_heartbeat = cp_mono_ns() + CP_HEARTBEAT_NS;
+    long wait_ms = tick_ms;
+    uint64_t last_tick = cp_mono_ns();
+    size_t left = 0; /* pending after the last poll */
     pthread_mutex_lock(&g_wait_mu);
     while (!atomic_load(&g_stop)) {
-        /* Many event pairs in flight: tick each ms. At 3 us a call (a one-rank AllReduce in
-         * place on an H200) a 10 ms tick leaves 3,300 of the pool's 4096 pairs in flight. */
-        long wait_ms = cp_gpu_pending_count() > CP_EV_PAIRS / 8 ? 1 : tick_ms;
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
         until.tv_nsec += wait_ms * 1000000L;
@@ -229,7 +230,14 @@ static void *writer_main(void *arg)
         }
         if (wanted || flush_due || gpu)
             drain(0);
+        /* what came since the last tick paces the next (writer_pace.h); a flush on the
+         * job's thread may have taken some: never negative */
+        size_t pending = cp_gpu_pending_count();
+        wait_ms = cp_writer_wait_ms(tick_ms, wanted, pending > left ? pending - left : 0,
+                                    now - last_tick, CP_EV_PAIRS / 8);
+        last_tick = now;
         cp_gpu_poll(g_w, CP_POLL_TICK);
+        left = cp_gpu_pending_count();
         cp_live_tick(g_w);
         if (flush_due) {
             if (cp_trace_writer_flush(g_w) != 0)

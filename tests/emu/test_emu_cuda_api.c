@@ -428,10 +428,53 @@ static void exit_with_busy_streams_and_fork_behave_like_the_driver(void **state)
     assert_int_equal(in_child(fork_child_after_init), 0);
 }
 
+/* COLLPROF_EMU_EVENT_NS=R:Q: each record takes the calling thread R ns, each query Q ns
+ * (what a real driver's do: docs/EMULATION.md). Exit status: 0, or the bits of what was too
+ * quick (2 records, 4 queries). A lower bound only: the spin cannot be shorter. */
+static void event_cost_child(void)
+{
+    CUcontext c;
+    CUstream s;
+    CUevent e;
+    if (cuInit(0) || cuDevicePrimaryCtxRetain(&c, 0) || cuCtxSetCurrent(c) ||
+        cuStreamCreate(&s, 0) || cuEventCreate(&e, 0))
+        _exit(1);
+    uint64_t t0 = test_now_ns();
+    for (int i = 0; i < 50; i++)
+        if (cuEventRecord(e, s) != CUDA_SUCCESS)
+            _exit(1);
+    uint64_t t1 = test_now_ns();
+    if (cuEventSynchronize(e) != CUDA_SUCCESS)
+        _exit(1);
+    uint64_t t2 = test_now_ns();
+    for (int i = 0; i < 50; i++)
+        if (cuEventQuery(e) != CUDA_SUCCESS)
+            _exit(1);
+    uint64_t t3 = test_now_ns();
+    _exit((t1 - t0 >= 50 * 200000ull ? 0 : 2) | (t3 - t2 >= 50 * 100000ull ? 0 : 4));
+}
+
+static void exec_event_cost_child(void)
+{
+    setenv("COLLPROF_EMU_EVENT_NS", "200000:100000", 1);
+    execl("/proc/self/exe", "test_emu_cuda_api", "--event-cost-child", (char *)NULL);
+    _exit(127);
+}
+
+static void events_cost_what_the_knob_says(void **state)
+{
+    (void)state;
+    assert_int_equal(in_child(exec_event_cost_child), 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--exit-child") == 0) {
         exit_child();
+        return 2;
+    }
+    if (argc == 2 && strcmp(argv[1], "--event-cost-child") == 0) {
+        event_cost_child();
         return 2;
     }
     static const char *const vars[] = {"COLLPROF_EMU_TOPO", "COLLPROF_EMU_HOSTS",
@@ -449,6 +492,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(exports_the_driver_api_and_nothing_internal),
         cmocka_unit_test(error_strings_are_the_drivers),
         cmocka_unit_test(exit_with_busy_streams_and_fork_behave_like_the_driver),
+        cmocka_unit_test(events_cost_what_the_knob_says),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
