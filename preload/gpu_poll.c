@@ -88,6 +88,10 @@ void cp_gpu_pending_add(const cp_pending_slot *slot)
         g_cap = cap;
     }
     g_q[g_n++] = *slot;
+    /* a discarded plugin call (events timed it) carries no entry: its arrival here, later
+     * than its entry, still orders it for the give-up rule (noch_given_up), conservatively */
+    if (slot->pcall && !slot->recorded && !slot->enter_ns)
+        g_q[g_n - 1].enter_ns = cp_mono_ns();
     atomic_store_explicit(&g_want, 1, memory_order_relaxed);
 }
 
@@ -337,7 +341,7 @@ static int finish_plugin(cp_trace_writer *w, cp_pending_slot *p)
 {
     cp_pcall_view v;
     int complete = cp_pcall_state(p->pcall, &v), given_up = 0;
-    if (!complete && !g_plugin_final && p->recorded && noch_given_up(p, &v))
+    if (!complete && !g_plugin_final && noch_given_up(p, &v))
         complete = given_up = 1;
     if (!complete && !g_plugin_final)
         return 0;
