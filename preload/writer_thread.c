@@ -210,6 +210,7 @@ static void *writer_main(void *arg)
         until.tv_nsec += wait_ms * 1000000L;
         until.tv_sec += until.tv_nsec / 1000000000L;
         until.tv_nsec %= 1000000000L;
+        wait_ms = tick_ms; /* unless this tick paces the next */
         pthread_cond_timedwait(&g_wait_cv, &g_wait_mu, &until);
         if (atomic_load(&g_stop))
             break;
