@@ -12,7 +12,6 @@
  * once, and a waiter never spins.
  */
 #include <stdlib.h>
-#include <time.h>
 
 #include "emu/cuda/cuda_internal.h"
 
@@ -50,13 +49,8 @@ static void driver_cost(int record)
     if (!ns)
         return;
     pthread_mutex_lock(&g_drv_mu);
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    uint64_t until = (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec + ns, now;
-    do {
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        now = (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-    } while (now < until);
+    for (uint64_t until = cu_now_ns() + ns; cu_now_ns() < until;)
+        ;
     pthread_mutex_unlock(&g_drv_mu);
 }
 
