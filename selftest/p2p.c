@@ -20,12 +20,54 @@
  * (a rail), host h's rank i sends to host h+1's rank i and back (hosts in the order of their
  * first rank; a ring of hosts, one pair per rail with two hosts). One step at a time over the
  * whole job, so no other pair shares a NIC or the fabric; the same per-call median, the same
- * swap and one all-reduce at the end. */
+ * swap and one all-reduce at the end.
+ *
+ * A second look: after each pass every pair below 3/4 of the pass's median (the verdict's
+ * PASS line, verdict.c) is measured once more, and keeps the faster of its two figures. A
+ * link is named slow only when it was slow twice, minutes apart: a host busy with something
+ * else for a few seconds (a loaded CI machine, the emulation beside another job) slowed a
+ * healthy pair's every call once and a verdict named it. The median is over every pair of
+ * the pass, so a kind of link slower than the rest (PCIe beside NVLink, NET beside both) is
+ * measured twice too: that costs time, never a verdict. Under a launcher every rank derives
+ * the same second list from the figures the all-reduce gave them all. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "selftest/sweep_internal.h"
+
+/* The progress line of a step: "p2p 1->3 16 MiB", " again" on the second look (which no
+ * total counted ahead, so it is no step more). */
+static void say_step(struct cps_progress *pr, int pass, const char *kind, int from, int to,
+                     const char *size)
+{
+    char what[96];
+    snprintf(what, sizeof what, "%s %d->%d %s%s", kind, from, to, size, pass ? " again" : "");
+    if (pass)
+        cps_progress_note(pr, what);
+    else
+        cps_progress_step(pr, what);
+}
+
+/* Below this share of the pass's median a pair is measured again (verdict.c's PASS_RATIO). */
+#define AGAIN_BELOW 0.75
+
+/* The figure under which a pair of fig[0..n) is measured again: AGAIN_BELOW of the median of
+ * the measured (positive) figures; 0 when none was measured or memory ran out (no second
+ * look then, the first figures stand). */
+static double again_below(const double *fig, size_t n)
+{
+    double *v = malloc((n ? n : 1) * sizeof *v);
+    int m = 0;
+    if (!v)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (fig[i] > 0)
+            v[m++] = fig[i];
+    double cut = m ? AGAIN_BELOW * cps_median(v, m) : 0;
+    free(v);
+    return cut;
+}
 
 struct pair_call {
     int a, b;
@@ -173,6 +215,20 @@ static int time_half(struct cps_world *w, int send, int peer, size_t count, int 
     return 0;
 }
 
+/* Whether step (a, b) of the launcher's matrix is measured again: some host's pair of local
+ * indices a -> b (fig[rank * widest + b], local[rank] == a) is under cut. Every rank reads
+ * the same agreed figures, so every rank walks the same steps. */
+static int again_step(const double *fig, const int *local, int n, int widest, int a, int b,
+                      double cut)
+{
+    for (int s = 0; s < n; s++) {
+        double f = fig[(size_t)s * (size_t)widest + (size_t)b];
+        if (local[s] == a && f > 0 && f < cut)
+            return 1;
+    }
+    return 0;
+}
+
 static int launcher_matrix(struct cps_world *w, size_t count, int warmup, int iters,
                            struct cps_progress *pr, cps_run *r, char *why, size_t whyn)
 {
@@ -187,31 +243,45 @@ static int launcher_matrix(struct cps_world *w, size_t count, int warmup, int it
     /* fig[s * widest + b]: GB/s from rank s to local index b of its host; 0 elsewhere */
     double *fig = calloc((size_t)n * (size_t)widest + 1, sizeof *fig);
     double *us = calloc((size_t)iters, sizeof *us), *theirs = calloc((size_t)iters, sizeof *us);
+    int *local = calloc((size_t)n + 1, sizeof *local); /* each rank's index on its host */
     int rc = -1;
-    if (!fig || !us || !theirs) {
+    if (!fig || !us || !theirs || !local) {
         snprintf(why, whyn, "p2p: out of memory");
         goto out;
     }
+    for (int s = 0; s < n; s++)
+        for (int i = 0; i < s; i++)
+            local[s] += strcmp(r->gpus[i].host, r->gpus[s].host) == 0;
     char size[32];
     cps_bytes_text(r->p2p_bytes, size, sizeof size);
-    for (int a = 0; a < widest; a++)
-        for (int b = 0; b < widest; b++) {
-            if (a == b)
-                continue;
-            char what[96];
-            snprintf(what, sizeof what, "p2p %d->%d %s", a, b, size);
-            cps_progress_step(pr, what);
-            int send = me == a && b < nmine, recv = me == b && a < nmine;
-            if (!send && !recv)
-                continue;
-            snprintf(what, sizeof what, "p2p %d->%d %s", mine[a], mine[b], size);
-            if (time_half(w, send, mine[send ? b : a], count, warmup, iters, what, us, theirs,
-                          &fig[mine[a] * widest + b], why, whyn))
-                goto out;
-        }
-    if (cps_world_agree(w, fig, (size_t)n * (size_t)widest, ncclMax, "the p2p matrix", why,
-                        whyn))
-        goto out;
+    size_t nfig = (size_t)n * (size_t)widest;
+    /* pass 0 measures every step; pass 1 those of a figure under cut, keeping the faster */
+    for (int pass = 0; pass < 2; pass++) {
+        double cut = pass ? again_below(fig, nfig) : 0;
+        if (pass && !(cut > 0))
+            break;
+        for (int a = 0; a < widest; a++)
+            for (int b = 0; b < widest; b++) {
+                if (a == b)
+                    continue;
+                if (pass && !again_step(fig, local, n, widest, a, b, cut))
+                    continue;
+                say_step(pr, pass, "p2p", a, b, size);
+                int send = me == a && b < nmine, recv = me == b && a < nmine;
+                if (!send && !recv)
+                    continue;
+                char what[96];
+                snprintf(what, sizeof what, "p2p %d->%d %s", mine[a], mine[b], size);
+                double g;
+                if (time_half(w, send, mine[send ? b : a], count, warmup, iters, what, us,
+                              theirs, &g, why, whyn))
+                    goto out;
+                double *f = &fig[mine[a] * widest + b];
+                *f = g > *f ? g : *f;
+            }
+        if (cps_world_agree(w, fig, nfig, ncclMax, "the p2p matrix", why, whyn))
+            goto out;
+    }
     for (int a = 0; a < nmine; a++)
         for (int b = 0; b < nmine; b++)
             r->p2p_gbps[a][b] = a == b ? 0 : fig[mine[a] * widest + b];
@@ -220,6 +290,7 @@ out:
     free(fig);
     free(us);
     free(theirs);
+    free(local);
     return rc;
 }
 
@@ -248,22 +319,32 @@ int cps_p2p_matrix(struct cps_world *w, uint64_t bytes, int warmup, int iters,
     }
     char size[32];
     cps_bytes_text(r->p2p_bytes, size, sizeof size);
-    for (int a = 0; a < w->n; a++)
-        for (int b = 0; b < w->n; b++) {
-            if (a == b)
-                continue;
-            struct pair_call c = {a, b, count};
-            char what[96];
-            snprintf(what, sizeof what, "p2p %d->%d %s", w->r[a].rank, w->r[b].rank, size);
-            cps_progress_step(pr, what);
-            if (cps_time_each(w, (1u << a) | (1u << b), issue_pair, &c, warmup, iters, 0, what,
-                              us, why, whyn)) {
-                free(us);
-                return -1;
+    /* pass 0 measures every pair; pass 1 those under cut, keeping the faster figure */
+    for (int pass = 0; pass < 2; pass++) {
+        double cut = pass ? again_below(&r->p2p_gbps[0][0], sizeof r->p2p_gbps / sizeof(double))
+                          : 0;
+        if (pass && !(cut > 0))
+            break;
+        for (int a = 0; a < w->n; a++)
+            for (int b = 0; b < w->n; b++) {
+                double *f = &r->p2p_gbps[a][b];
+                if (a == b || (pass && !(*f > 0 && *f < cut)))
+                    continue;
+                struct pair_call c = {a, b, count};
+                char what[96];
+                snprintf(what, sizeof what, "p2p %d->%d %s", w->r[a].rank, w->r[b].rank,
+                         size);
+                say_step(pr, pass, "p2p", w->r[a].rank, w->r[b].rank, size);
+                if (cps_time_each(w, (1u << a) | (1u << b), issue_pair, &c, warmup, iters, 0,
+                                  what, us, why, whyn)) {
+                    free(us);
+                    return -1;
+                }
+                double t = cps_median(us, iters);
+                double g = t > 0 ? (double)r->p2p_bytes / (t * 1e3) : 0;
+                *f = pass && *f > g ? *f : g;
             }
-            double t = cps_median(us, iters);
-            r->p2p_gbps[a][b] = t > 0 ? (double)r->p2p_bytes / (t * 1e3) : 0;
-        }
+    }
     free(us);
     return 0;
 }
@@ -360,22 +441,32 @@ int cps_net_pairs(struct cps_world *w, uint64_t bytes, int warmup, int iters,
     }
     char size[32];
     cps_bytes_text(r->p2p_bytes, size, sizeof size);
-    for (int s = 0; s < 2 * np; s++) {
-        int a, b;
-        rail_pair(&pl, s / 2, &a, &b);
-        int from = s % 2 ? b : a, to = s % 2 ? a : b;
-        char what[96];
-        snprintf(what, sizeof what, "net %d->%d %s", from, to, size);
-        cps_progress_step(pr, what);
-        int me = w->world_rank;
-        if (me != from && me != to)
-            continue;
-        if (time_half(w, me == from, me == from ? to : from, count, warmup, iters, what, us,
-                      theirs, &fig[s], why, whyn))
+    /* pass 0 measures every step; pass 1 those under cut, keeping the faster figure */
+    for (int pass = 0; pass < 2; pass++) {
+        double cut = pass ? again_below(fig, (size_t)np * 2) : 0;
+        if (pass && !(cut > 0))
+            break;
+        for (int s = 0; s < 2 * np; s++) {
+            if (pass && !(fig[s] > 0 && fig[s] < cut))
+                continue;
+            int a, b;
+            rail_pair(&pl, s / 2, &a, &b);
+            int from = s % 2 ? b : a, to = s % 2 ? a : b;
+            char what[96];
+            snprintf(what, sizeof what, "net %d->%d %s", from, to, size);
+            say_step(pr, pass, "net", from, to, size);
+            int me = w->world_rank;
+            if (me != from && me != to)
+                continue;
+            double g;
+            if (time_half(w, me == from, me == from ? to : from, count, warmup, iters, what,
+                          us, theirs, &g, why, whyn))
+                goto out;
+            fig[s] = g > fig[s] ? g : fig[s];
+        }
+        if (cps_world_agree(w, fig, (size_t)np * 2, ncclMax, "the rail pairs", why, whyn))
             goto out;
     }
-    if (cps_world_agree(w, fig, (size_t)np * 2, ncclMax, "the rail pairs", why, whyn))
-        goto out;
     for (int p = 0; p < np; p++) {
         int a, b;
         rail_pair(&pl, p, &a, &b);

@@ -4,8 +4,13 @@
 
 void cps_progress_step(struct cps_progress *p, const char *what)
 {
+    cps_progress_note(p, what);
+    p->done++;
+}
+
+void cps_progress_note(struct cps_progress *p, const char *what)
+{
     if (p->o->progress && !p->quiet)
         p->o->progress(p->o->progress_arg, what,
                        p->total > 0 ? (double)p->done / p->total : 0.0);
-    p->done++;
 }

@@ -172,6 +172,9 @@ struct cps_progress {
     int quiet;              /* a rank other than 0 under a launcher: rank 0 tells */
 };
 void cps_progress_step(struct cps_progress *p, const char *what);
+/* The same callback without a step more: a pair measured again (p2p.c), which no total
+ * could count ahead. */
+void cps_progress_note(struct cps_progress *p, const char *what);
 
 /* ---- sweep_ops.c ---- */
 

@@ -4,6 +4,7 @@
 #include "emu/common/topo.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,14 +225,30 @@ void cpemu_host_name(int host, char *out, size_t cap)
         snprintf(out, cap, "%s-emu%d", real, host);
 }
 
-static double slow_factor(const cpemu_topo *t, int ga, int gb)
+/* The product of the slow-link factors between global GPUs ga and gb that hold for message
+ * msg; msg < 0: the link's own (the faults of every message) only. */
+static double slow_factor(const cpemu_topo *t, int ga, int gb, long long msg)
 {
     double f = 1.0;
-    for (int i = 0; i < t->nslow; i++)
-        if ((t->slow[i].a == ga && t->slow[i].b == gb) ||
-            (t->slow[i].a == gb && t->slow[i].b == ga))
-            f *= t->slow[i].factor;
+    for (int i = 0; i < t->nslow; i++) {
+        const cpemu_fault_link *l = &t->slow[i];
+        int pair = (l->a == ga && l->b == gb) || (l->a == gb && l->b == ga);
+        if (pair && (msg < 0 ? l->msgs == 0 : l->msgs > 0 && msg < l->msgs))
+            f *= l->factor;
+    }
     return f;
+}
+
+double cpemu_topo_passing(const cpemu_topo *t, int host_a, int dev_a, int host_b, int dev_b,
+                          uint64_t msg)
+{
+    int n = t->ngpus > 0 ? t->ngpus : 1;
+    dev_a = ((dev_a % n) + n) % n;
+    dev_b = ((dev_b % n) + n) % n;
+    if (msg > (uint64_t)LLONG_MAX || (host_a == host_b && dev_a == dev_b))
+        return 1.0;
+    return slow_factor(t, host_a * t->ngpus + dev_a, host_b * t->ngpus + dev_b,
+                       (long long)msg);
 }
 
 static double net_gbps(const cpemu_topo *t, double *alpha_us)
@@ -265,7 +282,7 @@ cpemu_link cpemu_topo_link(const cpemu_topo *t, int host_a, int dev_a, int host_
         l.alpha_us = t->link_alpha_us[dev_a][dev_b];
     }
     if (!(host_a == host_b && dev_a == dev_b))
-        l.gbps *= slow_factor(t, host_a * t->ngpus + dev_a, host_b * t->ngpus + dev_b);
+        l.gbps *= slow_factor(t, host_a * t->ngpus + dev_a, host_b * t->ngpus + dev_b, -1);
     return l;
 }
 

@@ -50,7 +50,9 @@ typedef struct cpemu_fault_delay { int rank; double ms; } cpemu_fault_delay;
 typedef struct cpemu_fault_hang { int rank; uint64_t seq; } cpemu_fault_hang;
 /* COLLPROF_EMU_HANG=RANK:init: the seq of a rank whose communicator init never completes */
 #define CPEMU_HANG_INIT UINT64_MAX
-typedef struct cpemu_fault_link { int a, b; double factor; } cpemu_fault_link;
+/* A slow link: every message, or (msgs > 0) only the first msgs messages each way between
+ * the pair, as a link busy with another job's traffic for a while. */
+typedef struct cpemu_fault_link { int a, b; double factor; long msgs; } cpemu_fault_link;
 typedef struct cpemu_fault_clock { int host; double us; } cpemu_fault_clock;
 
 typedef struct cpemu_topo {
@@ -96,6 +98,11 @@ void cpemu_host_name(int host, char *out, size_t cap);
  * bandwidth includes COLLPROF_EMU_SLOW_LINK factors (by global GPU index: host*ngpus+dev). */
 typedef struct cpemu_link { int kind; int lanes; double gbps; double alpha_us; } cpemu_link;
 cpemu_link cpemu_topo_link(const cpemu_topo *t, int host_a, int dev_a, int host_b, int dev_b);
+/* The factor COLLPROF_EMU_SLOW_LINK's passing faults (A-B:F:N) put on message msg (0-based,
+ * one direction) between two GPUs: F while msg < N, else 1. A message under it takes 1/F as
+ * long; cpemu_topo_link leaves these out (the link itself is as fast as ever). */
+double cpemu_topo_passing(const cpemu_topo *t, int host_a, int dev_a, int host_b, int dev_b,
+                          uint64_t msg);
 
 /* The model's duration of one operation, ns: a ring over the ranks in the given order, bounded
  * by its slowest link (NET links carry all NICs of a host in parallel, or socket_gbps).

@@ -95,6 +95,9 @@ static int entry_slow(cpemu_topo *t, const char **p, void *slot)
         a == b || expect(p, ':') || parse_double(p, &l->factor) || !(l->factor > 0) ||
         l->factor > 1)
         return -1;
+    l->msgs = 0;
+    if (**p == ':' && (expect(p, ':') || parse_long(p, 1, 1L << 40, &l->msgs)))
+        return -1;
     l->a = (int)a;
     l->b = (int)b;
     return 0;
@@ -179,7 +182,7 @@ void cpemu_topo_read_env(cpemu_topo *t)
     read_list(t, "COLLPROF_EMU_HANG", "RANK:SEQ|init[,RANK:SEQ|init...]", entry_hang, t->hangs,
               sizeof t->hangs[0], &t->nhangs);
     read_list(t, "COLLPROF_EMU_SLOW_LINK",
-              "A-B:FACTOR[,...] with A != B global GPU indices and FACTOR in (0,1]", entry_slow,
+              "A-B:FACTOR[:MSGS][,...] with A != B global GPU indices, FACTOR in (0,1], MSGS >= 1", entry_slow,
               t->slow, sizeof t->slow[0], &t->nslow);
     read_list(t, "COLLPROF_EMU_CLOCK_OFFSET_US", "HOST:US[,HOST:US...] with HOST < hosts",
               entry_clock, t->clock, sizeof t->clock[0], &t->nclock);

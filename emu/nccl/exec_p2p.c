@@ -36,7 +36,10 @@ static uint64_t pair_end(cpn_core *core, const p2p_state *st, uint64_t start)
     cpemu_place ends[2];
     ends[0] = core->places[st->send ? core->rank : st->peer];
     ends[1] = core->places[st->send ? st->peer : core->rank];
-    return start + (uint64_t)cpemu_model_ns(&core->topo, CPEMU_OP_SEND, st->bytes, ends, 2);
+    double ns = cpemu_model_ns(&core->topo, CPEMU_OP_SEND, st->bytes, ends, 2);
+    double f = cpemu_topo_passing(&core->topo, ends[0].host, ends[0].dev, ends[1].host,
+                                  ends[1].dev, st->msg);
+    return start + (uint64_t)(ns / f);
 }
 
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }

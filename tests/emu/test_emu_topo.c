@@ -192,8 +192,17 @@ static void fault_lists(void **state)
 
     load_with("COLLPROF_EMU_SLOW_LINK", "0-3:0.5", 0);
     assert_int_equal(g_t.nslow, 1);
+    /* a passing fault (the first MSGS messages) slows those messages, not the link */
+    load_with("COLLPROF_EMU_SLOW_LINK", "0-3:0.5,1-2:0.25:7", 0);
+    assert_int_equal(g_t.nslow, 2);
+    assert_true(cpemu_topo_link(&g_t, 0, 0, 0, 3).gbps == 0.5 * g_t.link_gbps[0][3]);
+    assert_true(cpemu_topo_link(&g_t, 0, 1, 0, 2).gbps == g_t.link_gbps[1][2]);
+    assert_true(cpemu_topo_passing(&g_t, 0, 2, 0, 1, 6) == 0.25);
+    assert_true(cpemu_topo_passing(&g_t, 0, 1, 0, 2, 7) == 1.0);
+    assert_true(cpemu_topo_passing(&g_t, 0, 0, 0, 3, 0) == 1.0);
     static const char *const bad_slow[] = {"0-0:0.5", "0-3:1.5", "0-3:0", "0-8:0.5", "3:0.5",
-                                           "0-3"};
+                                           "0-3", "0-3:0.5:0", "0-3:0.5:", "0-3:0.5:x",
+                                           "0-3:0.5:2:"};
     for (size_t i = 0; i < sizeof bad_slow / sizeof bad_slow[0]; i++) {
         load_with("COLLPROF_EMU_SLOW_LINK", bad_slow[i], 1);
         assert_int_equal(g_t.nslow, 0);
