@@ -285,6 +285,10 @@ static int launcher_matrix(struct cps_world *w, size_t count, int warmup, int it
     for (int a = 0; a < nmine; a++)
         for (int b = 0; b < nmine; b++)
             r->p2p_gbps[a][b] = a == b ? 0 : fig[mine[a] * widest + b];
+    free(r->p2p_job);
+    r->p2p_job = fig;
+    r->p2p_widest = widest;
+    fig = NULL;
     rc = 0;
 out:
     free(fig);

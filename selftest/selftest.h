@@ -156,6 +156,11 @@ typedef struct cps_run {
     double p2p_gbps[CPS_MAX_GPUS][CPS_MAX_GPUS];
     int p2p_rank[CPS_MAX_GPUS];   /* NCCL rank of local index a */
     uint64_t p2p_bytes;
+    /* Under a launcher, every host's matrix as every rank agreed it: p2p_job[rank *
+     * p2p_widest + b] GB/s from rank to local index b of its host, 0 where not measured;
+     * NULL in one process. The verdict judges the other hosts' pairs from it. */
+    double *p2p_job;
+    int p2p_widest;
     /* Under a launcher with 2+ hosts, the rail pairs: for each local index every host has,
      * host h's rank to host h+1's (a ring of hosts; one pair per rail with two), same on every
      * rank. The path between hosts that the matrix above never crosses: NIC, cable, switch. */

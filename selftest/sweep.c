@@ -383,10 +383,13 @@ void cps_run_free(cps_run *r)
     free(r->gpus);
     free(r->points);
     free(r->net_pairs);
+    free(r->p2p_job);
     cps_nccl_log_free(&r->log);
     r->gpus = NULL;
     r->points = NULL;
     r->npoints = 0;
     r->net_pairs = NULL;
     r->n_net_pairs = 0;
+    r->p2p_job = NULL;
+    r->p2p_widest = 0;
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "selftest/selftest.h"
 
@@ -224,11 +225,156 @@ static void host_groups(const cps_run *r, int *group)
 }
 
 #define KIND_NET 3
-#define NKINDS 4
+#define KIND_UNKNOWN 4 /* another host's GPU this host's topology does not show */
+#define NKINDS 5
 
 static const char *pair_kind_name(int k)
 {
-    return k == KIND_NET ? "NET" : cps_link_kind_name(k);
+    return k == KIND_NET ? "NET" : k == KIND_UNKNOWN ? "unknown" : cps_link_kind_name(k);
+}
+
+/* A pair's figure is its slower direction; a, b: topology numbers (a < b) on the judging
+ * host, or (another host's GPU unknown here) local indices. */
+typedef struct pair { int a, b, kind; double gbps, expect; } pair;
+
+/* What the matrices of every host add up to, for the summary check. */
+struct p2p_sum {
+    int worst, slow, npairs, nhosts;
+    double slowest_ratio, slowest_gbps, slowest_ref;
+    /* "NVLINK median 362.0 GB/s (expected 370.0)" for this host's kinds, "on host-b: ..."
+     * for another's that falls short */
+    char kinds[360];
+};
+
+/* Judges one host's pairs against that host's own pairs of their kind: a check for each slow
+ * one (named "p2p.<a>-<b>", and "@<host>" when host is another host's name), the kinds'
+ * medians against their expected figures into s. Returns 0, or -1 when memory ran out. */
+static int judge_host(cps_report *rep, const pair *pairs, int np, const char *host,
+                      struct p2p_sum *s)
+{
+    double ref[NKINDS] = {0}, expect[NKINDS] = {0};
+    for (int k = 0; k < NKINDS; k++) {
+        double v[CPS_MAX_GPUS * CPS_MAX_GPUS];
+        int m = 0;
+        for (int i = 0; i < np; i++)
+            if (pairs[i].kind == k) {
+                v[m++] = pairs[i].gbps;
+                expect[k] = pairs[i].expect;
+            }
+        if (m == 0)
+            continue;
+        ref[k] = reference(v, m);
+        int st = ratio_status(ref[k], expect[k]);
+        s->worst = st > s->worst ? st : s->worst;
+        if (host && st == CPS_PASS)
+            continue; /* another host's kinds are told only when they fall short */
+        size_t used = strlen(s->kinds);
+        snprintf(s->kinds + used, sizeof s->kinds - used, "%s%s%.40s%s%s median %.1f GB/s "
+                 "(expected %.1f)", used ? "; " : "", host ? "on " : "", host ? host : "",
+                 host ? ": " : "", pair_kind_name(k), ref[k], expect[k]);
+    }
+    s->npairs += np;
+    s->nhosts += np > 0;
+    for (int i = 0; i < np; i++) {
+        const pair *p = &pairs[i];
+        double rr = ref[p->kind] > 0 ? p->gbps / ref[p->kind] : 1;
+        if (rr < s->slowest_ratio) {
+            s->slowest_ratio = rr;
+            s->slowest_gbps = p->gbps;
+            s->slowest_ref = ref[p->kind];
+        }
+        int st = rr >= PASS_RATIO ? CPS_PASS : rr >= WARN_RATIO ? CPS_WARN : CPS_FAIL;
+        if (st == CPS_PASS)
+            continue;
+        s->slow++;
+        s->worst = st > s->worst ? st : s->worst;
+        char name[CPS_CHECK_NAME], on[80] = "";
+        snprintf(name, sizeof name, "p2p.%d-%d%s%.30s", p->a, p->b, host ? "@" : "",
+                 host ? host : "");
+        if (host)
+            snprintf(on, sizeof on, " on %.60s", host);
+        cps_check *c = add(rep, name, st);
+        if (!c)
+            return -1;
+        c->measured = p->gbps;
+        c->expected = ref[p->kind];
+        snprintf(c->unit, sizeof c->unit, "GB/s");
+        snprintf(c->detail, sizeof c->detail, "GPU %d-%d%s over %s: %.1f GB/s, %.0f%% of the "
+                 "other %s pairs' %.1f GB/s: a slow link", p->a, p->b, on,
+                 pair_kind_name(p->kind), p->gbps, 100 * rr, pair_kind_name(p->kind),
+                 ref[p->kind]);
+    }
+    return 0;
+}
+
+/* This host's topology number of rank's GPU, by its PCI id: another host of the same make
+ * shows the same ids; -1 when this host has no such GPU. */
+static int topo_by_pci(const cps_report *rep, int rank)
+{
+    for (int k = 0; k < rep->topo->n_gpus; k++)
+        if (strcasecmp(rep->topo->gpus[k].pci, rep->run->gpus[rank].pci) == 0)
+            return k;
+    return -1;
+}
+
+/* The pairs of another host from the job's agreed matrix: ranks on[0..n) (local indices in
+ * order). Kinds and expected figures from this host's topology for the same PCI ids (the
+ * hosts of one job are of one make, as a rule); a GPU it does not show makes the pair's
+ * kind unknown, judged against the host's other unknown pairs. Returns the count. */
+static int other_host_pairs(const cps_report *rep, const int *on, int n, pair *pairs)
+{
+    const cps_run *r = rep->run;
+    int np = 0, w = r->p2p_widest;
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            double ab = r->p2p_job[(size_t)on[i] * (size_t)w + (size_t)j];
+            double ba = r->p2p_job[(size_t)on[j] * (size_t)w + (size_t)i];
+            if (!(ab > 0) && !(ba > 0))
+                continue;
+            int ti = topo_by_pci(rep, on[i]), tj = topo_by_pci(rep, on[j]);
+            pair *p = &pairs[np++];
+            p->gbps = ab > 0 && ba > 0 ? (ab < ba ? ab : ba) : (ab > 0 ? ab : ba);
+            if (ti >= 0 && tj >= 0 && ti != tj) {
+                cps_expect e;
+                p->expect = cps_expect_pair(rep->topo, ti, tj, &e);
+                p->kind = e.link_kind;
+            } else {
+                ti = i;
+                tj = j;
+                p->expect = 0;
+                p->kind = KIND_UNKNOWN;
+            }
+            p->a = ti < tj ? ti : tj;
+            p->b = ti < tj ? tj : ti;
+        }
+    return np;
+}
+
+/* Under a launcher with 2+ hosts every rank holds every host's matrix: the other hosts' are
+ * judged here too, so rank 0's report (the one printed) and every rank's exit status speak
+ * for the whole job, not for rank 0's host alone. */
+static int judge_other_hosts(cps_report *rep, struct p2p_sum *s)
+{
+    const cps_run *r = rep->run;
+    if (!r->p2p_job || r->p2p_widest < 2 || r->world_rank < 0 || r->world_rank >= r->nranks)
+        return 0;
+    const char *mine = r->gpus[r->world_rank].host;
+    pair pairs[CPS_MAX_GPUS * (CPS_MAX_GPUS - 1) / 2];
+    for (int first = 0; first < r->nranks; first++) {
+        const char *host = r->gpus[first].host;
+        int seen = strcmp(host, mine) == 0;
+        for (int k = 0; k < first && !seen; k++)
+            seen = strcmp(r->gpus[k].host, host) == 0;
+        if (seen)
+            continue;
+        int on[CPS_MAX_GPUS], n = 0;
+        for (int k = first; k < r->nranks && n < CPS_MAX_GPUS && n < r->p2p_widest; k++)
+            if (strcmp(r->gpus[k].host, host) == 0)
+                on[n++] = k;
+        if (judge_host(rep, pairs, other_host_pairs(rep, on, n, pairs), host, s))
+            return -1;
+    }
+    return 0;
 }
 
 static int check_p2p(cps_report *rep)
@@ -243,8 +389,6 @@ static int check_p2p(cps_report *rep)
     host_groups(r, group);
     cps_expect netx;
     cps_expect_net_pair(rep->topo, &netx);
-    /* A pair's figure is its slower direction; pairs named by topology index, a < b. */
-    typedef struct pair { int a, b, kind; double gbps, expect; } pair;
     pair pairs[CPS_MAX_GPUS * (CPS_MAX_GPUS - 1) / 2];
     int np = 0;
     for (int i = 0; i < n; i++)
@@ -272,80 +416,26 @@ static int check_p2p(cps_report *rep)
     free(group);
     if (np == 0)
         return 0;
-    /* The reference of each kind. */
-    double ref[NKINDS] = {0}, expect[NKINDS] = {0};
-    int count[NKINDS] = {0};
-    for (int k = 0; k < NKINDS; k++) {
-        double v[CPS_MAX_GPUS * CPS_MAX_GPUS];
-        int m = 0;
-        for (int i = 0; i < np; i++)
-            if (pairs[i].kind == k) {
-                v[m++] = pairs[i].gbps;
-                expect[k] = pairs[i].expect;
-            }
-        count[k] = m;
-        if (m == 0)
-            continue;
-        ref[k] = reference(v, m);
-    }
-    int worst_status = CPS_PASS, slow = 0;
-    const pair *slowest = NULL;
-    double slowest_ratio = 2;
-    for (int i = 0; i < np; i++) {
-        double rr = ref[pairs[i].kind] > 0 ? pairs[i].gbps / ref[pairs[i].kind] : 1;
-        if (rr < slowest_ratio) {
-            slowest_ratio = rr;
-            slowest = &pairs[i];
-        }
-    }
-    /* The summary first, then each slow pair. */
-    cps_check *sum = add(rep, "p2p", CPS_PASS);
-    if (!sum)
+    /* The summary first, then each slow pair: this host's, then the other hosts'. */
+    if (!add(rep, "p2p", CPS_PASS))
         return -1;
     int sum_index = rep->nchecks - 1;
-    char kinds[240] = "";
-    for (int k = 0; k < NKINDS; k++) {
-        if (!count[k])
-            continue;
-        size_t used = strlen(kinds);
-        snprintf(kinds + used, sizeof kinds - used, "%s%s median %.1f GB/s (expected %.1f)",
-                 used ? "; " : "", pair_kind_name(k), ref[k], expect[k]);
-        int st = ratio_status(ref[k], expect[k]);
-        if (st > worst_status)
-            worst_status = st;
-    }
-    for (int i = 0; i < np; i++) {
-        const pair *p = &pairs[i];
-        double rr = ref[p->kind] > 0 ? p->gbps / ref[p->kind] : 1;
-        int st = rr >= PASS_RATIO ? CPS_PASS : rr >= WARN_RATIO ? CPS_WARN : CPS_FAIL;
-        if (st == CPS_PASS)
-            continue;
-        slow++;
-        if (st > worst_status)
-            worst_status = st;
-        char name[CPS_CHECK_NAME];
-        snprintf(name, sizeof name, "p2p.%d-%d", p->a, p->b);
-        cps_check *c = add(rep, name, st);
-        if (!c)
-            return -1;
-        c->measured = p->gbps;
-        c->expected = ref[p->kind];
-        snprintf(c->unit, sizeof c->unit, "GB/s");
-        snprintf(c->detail, sizeof c->detail, "GPU %d-%d over %s: %.1f GB/s, %.0f%% of the "
-                 "other %s pairs' %.1f GB/s: a slow link", p->a, p->b, pair_kind_name(p->kind),
-                 p->gbps, 100 * rr, pair_kind_name(p->kind), ref[p->kind]);
-    }
-    sum = &rep->checks[sum_index]; /* add() may have moved it */
-    sum->status = worst_status;
+    struct p2p_sum s = {.worst = CPS_PASS, .slowest_ratio = 2};
+    if (judge_host(rep, pairs, np, NULL, &s) || judge_other_hosts(rep, &s))
+        return -1;
+    cps_check *sum = &rep->checks[sum_index]; /* add() may have moved it */
+    sum->status = s.worst;
     snprintf(sum->unit, sizeof sum->unit, "GB/s");
-    if (slowest) {
-        sum->measured = slowest->gbps;
-        sum->expected = ref[slowest->kind];
+    if (s.slowest_ratio < 2) {
+        sum->measured = s.slowest_gbps;
+        sum->expected = s.slowest_ref;
     }
-    char size[32];
+    char size[32], hosts[48] = "";
     cps_bytes_text(r->p2p_bytes, size, sizeof size);
-    snprintf(sum->detail, sizeof sum->detail, "%d pairs at %s, %d slow; %s", np, size, slow,
-             kinds);
+    if (s.nhosts > 1)
+        snprintf(hosts, sizeof hosts, " on %d hosts", s.nhosts);
+    snprintf(sum->detail, sizeof sum->detail, "%d pairs%s at %s, %d slow; %s", s.npairs, hosts,
+             size, s.slow, s.kinds);
     return 0;
 }
 

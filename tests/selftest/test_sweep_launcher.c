@@ -401,6 +401,50 @@ static void test_slow_rail(void **state)
         cli_result_free(&k[r].res);
 }
 
+/* A slow NVLink on the second host (its GPUs 0-1: global 8-9, ranks 3 and 4 of three ranks a
+ * host). Rank 0 prints the report, so it judges every host's matrix from the figures all
+ * ranks agreed: the pair is named with its host, and every rank exits 1 (rank 0 said PASS
+ * and exited 0 while the second host's ranks exited 1). */
+static void test_slow_pair_on_another_host_is_named(void **state)
+{
+    (void)state;
+    struct job j = {6, 3, 2, tp_free_port(), "30", NULL, NULL, "8-9:0.25"};
+    struct rank_run k[6];
+    run_job(k, &j);
+    for (int r = 0; r < 6; r++) {
+        fprintf(stderr, "rank %d: exit %d %s\n", r, k[r].res.status, k[r].res.err);
+        assert_int_equal(k[r].res.status, 1);
+    }
+    json_object *o = json_tokener_parse(k[0].res.out);
+    if (!o)
+        fail_msg("rank 0 printed no JSON: '%s'", k[0].res.out);
+    json_object *checks = get(o, "checks");
+    int named = 0;
+    for (size_t i = 0; i < json_object_array_length(checks); i++) {
+        json_object *c = json_object_array_get_idx(checks, i);
+        const char *name = json_object_get_string(get(c, "name"));
+        const char *detail = json_object_get_string(get(c, "detail"));
+        if (strncmp(name, "p2p.", 4) && strncmp(name, "net.", 4))
+            continue;
+        if (strncmp(name, "p2p.0-1@", 8) || !strstr(name, "-emu1"))
+            fail_msg("only host 1's pair 0-1 is slow, yet %s: %s", name, detail);
+        fprintf(stderr, "%s: %s\n", name, detail);
+        assert_string_equal(json_object_get_string(get(c, "status")), "FAIL");
+        double ratio = json_object_get_double(get(c, "measured")) /
+                       json_object_get_double(get(c, "expected"));
+        if (!(ratio > 0.25 * (1 - TOLERANCE) && ratio < 0.25 * (1 + TOLERANCE)))
+            fail_msg("%s at %.2f of its host's other pairs, want 0.25", name, ratio);
+        named++;
+    }
+    assert_int_equal(named, 1);
+    json_object *p2p = check_named(o, "p2p");
+    assert_string_equal(json_object_get_string(get(p2p, "status")), "FAIL");
+    assert_non_null(strstr(json_object_get_string(get(p2p, "detail")), "on 2 hosts"));
+    json_object_put(o);
+    for (int r = 0; r < 6; r++)
+        cli_result_free(&k[r].res);
+}
+
 /* Links slow for a while only, as when another job's traffic shares them: the pair of
  * host 0's GPUs 0-1 (ranks 0, 1: a pair of the matrix) and the rail 1-9 (ranks 1, 3), each
  * for the first 9 messages each way: a pair's first look (2 warmup + 5 timed calls, and two
@@ -541,6 +585,7 @@ int main(void)
         cmocka_unit_test(test_rendezvous_dir),
         cmocka_unit_test(test_slow_rail),
         cmocka_unit_test(test_passing_slowness_is_not_named),
+        cmocka_unit_test(test_slow_pair_on_another_host_is_named),
         cmocka_unit_test(test_peer_missing),
         cmocka_unit_test(test_ranks_share_a_gpu),
         cmocka_unit_test(test_hang_times_out),
