@@ -64,6 +64,7 @@ static pf_event *event_init(pf_event *e, char ph, const char *name, const char *
     e->bind_id = 0;
     e->flow_in = e->flow_out = e->is_wait = 0;
     e->busbw_gbps = -1;
+    e->run_from = e->run_to = 0;
     e->nargs = 0;
     return e;
 }
@@ -71,7 +72,16 @@ static pf_event *event_init(pf_event *e, char ph, const char *name, const char *
 static pf_arg *arg(pf_event *e, const char *key, size_t keylen, const char *jkey, uint8_t kind)
 {
     pf_arg *a = &e->args[e->nargs < PF_MAX_ARGS ? e->nargs++ : PF_MAX_ARGS - 1];
-    *a = (pf_arg){.key = key, .jkey = jkey, .keylen = (uint8_t)keylen, .kind = kind};
+    /* what every writer reads of any arg; the value is the caller's, and sid and pre are
+     * read only where has_sid and (PA_STR) pre say (zeroing the whole arg, 48 bytes, was
+     * a twentieth of the JSON export) */
+    a->key = key;
+    a->jkey = jkey;
+    a->keylen = (uint8_t)keylen;
+    a->kind = kind;
+    a->s_static = 0;
+    a->has_sid = 0;
+    a->pre = NULL;
     return a;
 }
 /* Keys are string literals (KEY fails to compile on anything else, or on a key longer than
@@ -168,6 +178,7 @@ static void pw_release(pw *p)
     free(p->items2);
     free(p->stack);
     free(p->jbuf);
+    free(p->jruns);
 }
 
 /* pid = the rank; a file with no rank, or a rank two files claim, gets one past all ranks,
@@ -456,6 +467,31 @@ static int flow_ends(pw *p)
     return 0;
 }
 
+/* The fields args[run_from, run_to) of a call's slice are made from (call_events), packed:
+ * two calls of one key have the same args there. */
+static void run_key(pf_event *e, const cpa_call *c)
+{
+    struct {
+        uint64_t count;
+        int32_t peer, nchannels;
+        uint8_t op, dtype, redop, gpu_timed, seen, algo, proto, pad;
+    } k;
+    _Static_assert(sizeof k == PF_RUN_KEY, "the run key's fields fill it");
+    memset(&k, 0, sizeof k);
+    int seen = (c->nccl & CPA_NCCL_SEEN) != 0;
+    k.count = c->count;
+    k.peer = is_rooted(c->op) || cp_op_is_p2p(c->op) ? c->peer : 0;
+    k.nchannels = seen ? c->nchannels : 0;
+    k.op = c->op;
+    k.dtype = c->dtype;
+    k.redop = c->redop;
+    k.gpu_timed = c->gpu_timed != 0;
+    k.seen = (uint8_t)seen;
+    k.algo = seen ? c->algo : 0;
+    k.proto = seen ? c->proto : 0;
+    memcpy(e->run_key, &k, sizeof k);
+}
+
 static void call_events(pw *p, size_t ri, size_t ci)
 {
     const cpa_analysis *a = p->a;
@@ -491,6 +527,7 @@ static void call_events(pw *p, size_t ri, size_t ci)
     ca->sid = comm_id;
     if (c->seq != CPA_SEQ_NONE) /* a call NCCL refused has none */
         arg_u64(e, "seq", c->seq);
+    e->run_from = (uint8_t)e->nargs; /* from count to channels: run_key's fields alone */
     arg_u64(e, "count", c->count);
     arg_name(e, "dtype", cp_dtype_name(c->dtype));
     uint64_t bytes = cpa_elem_bytes(c->count, c->dtype);
@@ -509,10 +546,14 @@ static void call_events(pw *p, size_t ri, size_t ci)
         if (c->proto)
             arg_name(e, "proto", cp_proto_name(c->proto));
         arg_i64(e, "channels", c->nchannels);
+        e->run_to = (uint8_t)e->nargs;
         uint64_t nseq = cpa_call_nccl_seq(r, c); /* NCCL's own, per comm and function */
         if (nseq != CPA_SEQ_NONE)
             arg_u64(e, "nccl_seq", nseq);
     }
+    if (!e->run_to)
+        e->run_to = (uint8_t)e->nargs;
+    run_key(e, c);
     if (q->unfinished)
         arg_bool(e, "unfinished", 1);
     if (q->clipped)
@@ -790,6 +831,9 @@ int cpx_export_perfetto_piece(FILE *out, const cpa_analysis *a, const cpx_piece 
         errno = ENOMEM;
         return -1;
     }
+    /* kept runs speed the JSON writer up; without the memory, every run is written */
+    if (!p.proto)
+        p.jruns = calloc(1, sizeof *p.jruns);
     if (flow_ends(&p) != 0) {
         pw_release(&p);
         errno = ENOMEM;

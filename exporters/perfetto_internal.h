@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "analyzer/analyzer.h"
 
@@ -50,6 +51,7 @@ typedef struct pf_arg {
     };
 } pf_arg;
 #define PF_MAX_ARGS 40
+#define PF_RUN_KEY 24
 typedef struct pf_event {
     char ph;             /* 'X' a slice on a stream's track, 'i' an instant on the rank */
     const char *name, *cat; /* cat a literal, and a slice's ('X') name: both writers keep
@@ -61,9 +63,63 @@ typedef struct pf_event {
     uint8_t flow_in, flow_out;
     uint8_t is_wait;     /* the wait nested in its call's slice */
     double busbw_gbps;   /* the call's bus bandwidth over its slice (counter); < 0 none */
+    /* args[run_from, run_to) are made from run_key alone (a call's size, type and how NCCL
+     * ran it: the same for most calls of a job), so a writer may keep what it wrote for them
+     * by the key and copy it for the next event of that key (cpx_run_*). run_to == run_from:
+     * none; else run_from >= 1 (never the first arg: its text starts after a separator). */
+    uint8_t run_from, run_to;
+    uint8_t run_key[PF_RUN_KEY];
     size_t nargs;
     pf_arg args[PF_MAX_ARGS];
 } pf_event;
+
+/* The writers' kept runs (pf_event.run_*): a few dozen keys, each with its output bytes. A
+ * slot by the key's hash; a miss is written as any other args and kept after. */
+#define PF_RUN_SLOTS 64
+#define PF_RUN_BYTES 240
+typedef struct pf_run_cache {
+    struct {
+        uint8_t key[PF_RUN_KEY];
+        uint16_t len;     /* 0: empty */
+        unsigned char bytes[PF_RUN_BYTES];
+    } slot[PF_RUN_SLOTS];
+} pf_run_cache;
+
+static inline size_t cpx_run_slot(const uint8_t *key)
+{
+    uint64_t a, b, c;
+    memcpy(&a, key, 8);
+    memcpy(&b, key + 8, 8);
+    memcpy(&c, key + 16, 8);
+    uint64_t h = (a * 0x9e3779b97f4a7c15ull) ^ (b * 0xc2b2ae3d27d4eb4full) ^
+                 (c * 0x165667b19e3779f9ull);
+    return (size_t)(h >> 58) & (PF_RUN_SLOTS - 1);
+}
+
+/* The kept bytes of e's run, or NULL (none kept, or no run); *len their length. */
+static inline const unsigned char *cpx_run_find(const pf_run_cache *rc, const pf_event *e,
+                                                size_t *len)
+{
+    if (e->run_to <= e->run_from)
+        return NULL;
+    size_t i = cpx_run_slot(e->run_key);
+    if (!rc->slot[i].len || memcmp(rc->slot[i].key, e->run_key, PF_RUN_KEY) != 0)
+        return NULL;
+    *len = rc->slot[i].len;
+    return rc->slot[i].bytes;
+}
+
+/* Keeps bytes[0..len) as e's run (nothing when they do not fit). */
+static inline void cpx_run_keep(pf_run_cache *rc, const pf_event *e, const void *bytes,
+                                size_t len)
+{
+    if (len == 0 || len > PF_RUN_BYTES)
+        return;
+    size_t i = cpx_run_slot(e->run_key);
+    memcpy(rc->slot[i].key, e->run_key, PF_RUN_KEY);
+    memcpy(rc->slot[i].bytes, bytes, len);
+    rc->slot[i].len = (uint16_t)len;
+}
 
 typedef struct ppw ppw; /* perfetto_proto.c's state */
 
@@ -115,6 +171,7 @@ typedef struct pw {
         char text[40];   /* copied whole */
     } jids[8];
     char *jbuf;          /* the JSON writer's event text */
+    pf_run_cache *jruns; /* the JSON writer's kept runs; NULL: none kept (out of memory) */
     size_t jlen, jcap;
     /* names that live as long as the program (ops', dtypes', categories), quoted and
        escaped once, by address */

@@ -297,9 +297,22 @@ void cpx_pj_event(pw *p, const pf_event *e)
         jus(p, e->dur);
     }
     JLIT(p, ",\"args\":{");
+    size_t run_len = 0, run_at = 0;
+    const unsigned char *run = p->jruns ? cpx_run_find(p->jruns, e, &run_len) : NULL;
     for (size_t i = 0; i < e->nargs; i++) {
+        if (i == e->run_from && e->run_to > e->run_from) {
+            if (run) { /* at most PF_RUN_BYTES: inside the room jreserve keeps */
+                memcpy(p->jbuf + p->jlen, run, run_len);
+                p->jlen += run_len;
+                i = e->run_to - 1;
+                continue;
+            }
+            run_at = p->jlen;
+        }
         jkey_arg(p, &e->args[i], i == 0);
         jarg(p, &e->args[i]);
+        if (i + 1 == e->run_to && p->jruns && !p->failed)
+            cpx_run_keep(p->jruns, e, p->jbuf + run_at, p->jlen - run_at);
     }
     JLIT(p, "}");
     if (e->bind_id) {

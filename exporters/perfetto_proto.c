@@ -138,6 +138,7 @@ struct ppw {
         uint8_t len;
         unsigned char bytes[8];  /* DA_NAME_IID's tag and iid; copied whole */
     } by_key[64];
+    pf_run_cache runs;  /* the annotations of a call's runs (pf_event.run_*), kept whole */
     buf ob;             /* what is to be written: a quarter MB at a time (a write a packet
                            was a tenth of the export) */
     held_packet *hp;
@@ -786,8 +787,24 @@ void cpx_ppw_event(ppw *w, const pf_event *e)
     track_event(w, instant ? TYPE_INSTANT : TYPE_SLICE_BEGIN,
                 instant ? uuid_process(e->pid) : uuid_thread(e->tid), 2);
     event_names(w, e->name, e->cat, !instant);
-    for (size_t i = 0; i < e->nargs; i++)
+    size_t run_len = 0, run_at = 0;
+    const unsigned char *run = cpx_run_find(&w->runs, e, &run_len);
+    for (size_t i = 0; i < e->nargs; i++) {
+        if (i == e->run_from && e->run_to > e->run_from) {
+            if (run) { /* annotations stand alone: their bytes fit anywhere in an event */
+                if (grow(w, &p->b, run_len) != 0)
+                    return;
+                memcpy(p->b.b + p->b.len, run, run_len);
+                p->b.len += run_len;
+                i = e->run_to - 1;
+                continue;
+            }
+            run_at = p->b.len;
+        }
         annotation(w, &e->args[i]);
+        if (i + 1 == e->run_to && !w->failed)
+            cpx_run_keep(&w->runs, e, p->b.b + run_at, p->b.len - run_at);
+    }
     if (e->bind_id)
         put_fixed64(w, p, e->flow_out ? TE_FLOW_IDS : TE_TERMINATING_FLOW_IDS, e->bind_id);
     close_msg(w, p);
