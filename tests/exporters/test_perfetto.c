@@ -443,6 +443,94 @@ static void a_refused_call_is_flagged_with_its_result(void **state)
     free(dir);
 }
 
+/* The writers keep a call's run of args (count to channels) by a key of the fields they come
+ * from and copy it for the next call of that key: calls of rank 0 that differ from the one
+ * before in one field at a time (count, dtype, redop, whether and how NCCL reported it) each
+ * show their own values, so a field the key left out would show the call before's. */
+static void each_call_shows_its_own_size_type_and_nccl_choices(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    exp_write_job(dir);
+    cpa_analysis a;
+    exp_analyze(dir, &a);
+    cpa_rank *r0 = &a.model->ranks[0];
+    cpa_call was = {.count = 4096, .nccl = CPA_NCCL_SEEN, .algo = 1, .proto = 1,
+                    .nchannels = 2};
+    unsigned n = 0;
+    for (size_t i = 0; i < r0->ncalls; i++) {
+        cpa_call *c = &r0->calls[i];
+        if (cp_op_is_p2p(c->op))
+            continue;
+        switch (n++ % 7) { /* one field moves from one call to the next */
+        case 0: was.count++; break;
+        case 1: was.dtype = (uint8_t)((was.dtype + 1) % 3); break;
+        case 2: was.redop = (uint8_t)(!was.redop); break;
+        case 3: was.algo = (uint8_t)(3 - was.algo); break;
+        case 4: was.proto = (uint8_t)(3 - was.proto); break;
+        case 5: was.nchannels = (uint8_t)(was.nchannels % 4 + 1); break;
+        case 6: was.nccl = was.nccl ? 0 : CPA_NCCL_SEEN; break;
+        }
+        c->count = was.count;
+        c->dtype = was.dtype;
+        c->redop = was.redop;
+        c->nccl = was.nccl;
+        c->algo = was.algo;
+        c->proto = was.proto;
+        c->nchannels = was.nchannels;
+    }
+    /* and the last two alike but for NCCL's word, which said nothing of algo or channels */
+    for (size_t i = r0->ncalls, left = 2; i-- > 0 && left;)
+        if (!cp_op_is_p2p(r0->calls[i].op)) {
+            cpa_call *c = &r0->calls[i];
+            c->nccl = --left ? CPA_NCCL_SEEN : 0;
+            c->algo = c->proto = c->nchannels = 0;
+            c->count = 4096;
+            c->dtype = 0;
+            c->redop = 0;
+        }
+    char *s = export_of(&a);
+    json_object *doc = pj_parse_strict(s);
+    free(s);
+    fixture g = { .doc = doc };
+    assert_true(json_object_object_get_ex(doc, "traceEvents", &g.events));
+    size_t checked = 0;
+    for (size_t i = 0; i < r0->ncalls; i++) {
+        const cpa_call *c = &r0->calls[i];
+        if (cp_op_is_p2p(c->op) || c->seq == CPA_SEQ_NONE)
+            continue;
+        json_object *ev = slice(&g, 0, cp_op_name(c->op), (int64_t)c->seq);
+        assert_int_equal(json_object_get_int64(arg(ev, "count")), (int64_t)c->count);
+        assert_string_equal(json_object_get_string(arg(ev, "dtype")), cp_dtype_name(c->dtype));
+        assert_int_equal(json_object_get_int64(arg(ev, "bytes")),
+                         (int64_t)cpa_elem_bytes(c->count, c->dtype));
+        assert_string_equal(json_object_get_string(arg(ev, "redop")), cp_redop_name(c->redop));
+        if (c->nccl & CPA_NCCL_SEEN) {
+            if (c->algo)
+                assert_string_equal(json_object_get_string(arg(ev, "algo")),
+                                    cp_algo_name(c->algo));
+            else
+                assert_null(arg(ev, "algo"));
+            if (c->proto)
+                assert_string_equal(json_object_get_string(arg(ev, "proto")),
+                                    cp_proto_name(c->proto));
+            else
+                assert_null(arg(ev, "proto"));
+            assert_non_null(arg(ev, "channels"));
+            assert_int_equal(json_object_get_int(arg(ev, "channels")), c->nchannels);
+        } else {
+            assert_null(arg(ev, "algo"));
+            assert_null(arg(ev, "channels"));
+        }
+        checked++;
+    }
+    assert_true(checked >= 14); /* every field moved twice */
+    json_object_put(doc);
+    cpa_analysis_free(&a);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 /* The writer's strings are json-c's (JSON_C_TO_STRING_NOSLASHESCAPE): each byte that needs
  * escaping, and some that do not, at every place of strings shorter and longer than the
  * eight bytes the writer scans at a time, alone and with a second one eight bytes on. */
@@ -609,6 +697,7 @@ int main(void)
         cmocka_unit_test(slices_on_a_stream_never_partly_overlap),
         cmocka_unit_test(an_aborted_call_is_flagged),
         cmocka_unit_test(a_refused_call_is_flagged_with_its_result),
+        cmocka_unit_test(each_call_shows_its_own_size_type_and_nccl_choices),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
