@@ -197,11 +197,18 @@ static inline size_t varint_len(uint64_t v)
     return k;
 }
 
+/* Little-endian, as protobuf's fixed64 is: one store where the machine is (gcc -O2 left
+ * the byte loop a loop: a fiftieth of the export). */
 static inline unsigned char *wr_fixed64(unsigned char *q, uint64_t v)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(q, &v, 8);
+    return q + 8;
+#else
     for (int i = 0; i < 8; i++)
         *q++ = (unsigned char)(v >> (8 * i));
     return q;
+#endif
 }
 
 static inline void put_varint(ppw *w, enc *e, uint64_t v)
