@@ -43,7 +43,8 @@ enum {
     TP_TIMESTAMP = 8, TP_SEQUENCE_ID = 10, TP_TRACK_EVENT = 11, TP_INTERNED_DATA = 12,
     TP_SEQUENCE_FLAGS = 13, TP_TRACK_DESCRIPTOR = 60,
     TE_CATEGORY_IIDS = 3, TE_DEBUG_ANNOTATIONS = 4, TE_TYPE = 9, TE_NAME_IID = 10,
-    TE_TRACK_UUID = 11, TE_DOUBLE_COUNTER_VALUE = 44, TE_FLOW_IDS = 47,
+    TE_TRACK_UUID = 11, TE_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS = 45,
+    TE_EXTRA_DOUBLE_COUNTER_VALUES = 46, TE_FLOW_IDS = 47,
     TE_TERMINATING_FLOW_IDS = 48,
     TD_UUID = 1, TD_NAME = 2, TD_PROCESS = 3, TD_THREAD = 4, TD_PARENT_UUID = 5, TD_COUNTER = 8,
     PD_PID = 1, PD_PROCESS_NAME = 6,
@@ -52,7 +53,7 @@ enum {
     DA_NAME_IID = 1, DA_BOOL = 2, DA_UINT = 3, DA_INT = 4, DA_DOUBLE = 5, DA_STRING = 6,
     DA_ARRAY_VALUES = 12, DA_STRING_IID = 17,
 };
-enum { TYPE_SLICE_BEGIN = 1, TYPE_SLICE_END = 2, TYPE_INSTANT = 3, TYPE_COUNTER = 4 };
+enum { TYPE_SLICE_BEGIN = 1, TYPE_SLICE_END = 2, TYPE_INSTANT = 3 };
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2 };
 #define SEQ_INCREMENTAL_STATE_CLEARED 1
 #define SEQ_NEEDS_INCREMENTAL_STATE 2
@@ -235,13 +236,6 @@ static void put_fixed64(ppw *w, enc *e, unsigned field, uint64_t v)
     if (grow(w, &e->b, 8) != 0)
         return;
     e->b.len = (size_t)(wr_fixed64(e->b.b + e->b.len, v) - e->b.b);
-}
-
-static void put_double(ppw *w, enc *e, unsigned field, double d)
-{
-    uint64_t v;
-    memcpy(&v, &d, sizeof v);
-    put_fixed64(w, e, field, v);
 }
 
 static void put_bytes(ppw *w, enc *e, unsigned field, const void *s, size_t n)
@@ -733,18 +727,31 @@ static void track_event(ppw *w, unsigned type, uint64_t track, uint8_t kept)
     e->b.len = (size_t)(q - e->b.b);
 }
 
-/* A slice's end or a counter's value, held: a packet of under 128 bytes that interns
- * nothing, written in one go (through packet_begin, track_event and the puts, each of the
- * two a call cost what a slice's begin with its annotations did). with_value: a counter. */
-static void small_packet(ppw *w, int64_t ts, unsigned type, uint64_t track, int with_value,
+/* A counter's value v on track counter, as a TrackEvent's extra counter (Perfetto's way to
+ * give counters a value at a slice's begin and end without packets of their own), written at
+ * q; returns the end (21 bytes at most). */
+static unsigned char *wr_extra_counter(unsigned char *q, uint64_t counter, double v)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    q = wr_varint(q, TE_EXTRA_DOUBLE_COUNTER_TRACK_UUIDS << 3 | WT_VARINT);
+    q = wr_varint(q, counter);
+    q = wr_varint(q, TE_EXTRA_DOUBLE_COUNTER_VALUES << 3 | WT_I64);
+    return wr_fixed64(q, bits);
+}
+
+/* A slice's end, held: a packet of under 128 bytes that interns nothing, written in one go
+ * (through packet_begin, track_event and the puts, each of the two a call cost what a slice's
+ * begin with its annotations did). counter: the track given v at the end (0: none). */
+static void small_packet(ppw *w, int64_t ts, unsigned type, uint64_t track, uint64_t counter,
                          double v, uint8_t phase, int64_t key2, int64_t key3)
 {
     enc *e = &w->pkt;
     if (w->first || ts < 0) { /* not on this path: the first packet flags the sequence */
         packet_begin(w, ts, 0);
         track_event(w, type, track, 1);
-        if (with_value)
-            put_double(w, e, TE_DOUBLE_COUNTER_VALUE, v);
+        if (counter && grow(w, &e->b, 24) == 0)
+            e->b.len = (size_t)(wr_extra_counter(e->b.b + e->b.len, counter, v) - e->b.b);
         close_msg(w, e);
         hold(w, ts, phase, key2, key3);
         return;
@@ -766,22 +773,12 @@ static void small_packet(ppw *w, int64_t ts, unsigned type, uint64_t track, int 
     *q++ = (unsigned char)type;
     *q++ = TE_TRACK_UUID << 3 | WT_VARINT;
     q = wr_varint(q, track);
-    if (with_value) {
-        uint64_t bits;
-        memcpy(&bits, &v, sizeof bits);
-        q = wr_varint(q, TE_DOUBLE_COUNTER_VALUE << 3 | WT_I64);
-        q = wr_fixed64(q, bits);
-    }
+    if (counter)
+        q = wr_extra_counter(q, counter, v);
     *tlen = (unsigned char)(q - tlen - 1); /* each under 48 */
     *plen = (unsigned char)(q - plen - 1);
     e->b.len += (size_t)(q - p0);
     hold(w, ts, phase, key2, key3);
-}
-
-static void counter(ppw *w, const pf_event *e, int64_t ts, double v, uint8_t phase)
-{
-    small_packet(w, ts, TYPE_COUNTER, uuid_counter(e->tid), 1, v, phase,
-                 phase ? -(ts + e->dur) : -e->ts, 2);
 }
 
 void cpx_ppw_event(ppw *w, const pf_event *e)
@@ -814,6 +811,10 @@ void cpx_ppw_event(ppw *w, const pf_event *e)
     }
     if (e->bind_id)
         put_fixed64(w, p, e->flow_out ? TE_FLOW_IDS : TE_TERMINATING_FLOW_IDS, e->bind_id);
+    /* the stream's bandwidth counter: the slice's busbw from its begin, 0 from its end */
+    uint64_t counter = !instant && e->busbw_gbps >= 0 ? uuid_counter(e->tid) : 0;
+    if (counter && grow(w, &p->b, 24) == 0)
+        p->b.len = (size_t)(wr_extra_counter(p->b.b + p->b.len, counter, e->busbw_gbps) - p->b.b);
     close_msg(w, p);
     if (instant) { /* nothing nests in an instant: written as it comes */
         packet_write(w);
@@ -827,14 +828,11 @@ void cpx_ppw_event(ppw *w, const pf_event *e)
     uint64_t id = w->order;
     hold(w, e->ts, 1, -te, e->dur ? e->is_wait : 4 + 2 * (int64_t)id);
     if (e->dur)
-        small_packet(w, te, TYPE_SLICE_END, uuid_thread(e->tid), 0, 0, 0, -e->ts, !e->is_wait);
+        small_packet(w, te, TYPE_SLICE_END, uuid_thread(e->tid), counter, 0, 0, -e->ts,
+                     !e->is_wait);
     else
-        small_packet(w, te, TYPE_SLICE_END, uuid_thread(e->tid), 0, 0, 1, -te,
+        small_packet(w, te, TYPE_SLICE_END, uuid_thread(e->tid), counter, 0, 1, -te,
                      5 + 2 * (int64_t)id);
-    if (e->busbw_gbps >= 0) {
-        counter(w, e, e->ts, e->busbw_gbps, 1);
-        counter(w, e, e->ts + e->dur, 0, 0);
-    }
     if (!w->failed)
         w->events++;
 }

@@ -449,8 +449,21 @@ static void hangs_mismatches_and_the_job_are_said(void **state)
             assert_string_equal(ann(te, "ranks"), "4");
             assert_string_equal(ann(te, "holes"), "none");
             job++;
-        } else if (!strcmp(type, "TYPE_COUNTER")) {
-            assert_non_null(val(te, "double_counter_value"));
+        } else if (val(te, "extra_double_counter_values")) {
+            /* the stream's counter track (a descriptor's, with a unit) and the slice's
+             * busbw at its begin, 0 at its end */
+            uint64_t track = uval(te, "extra_double_counter_track_uuids");
+            int described = 0;
+            for (size_t k = 0; k < f->trace->nkids && !described; k++) {
+                node *td = kid(f->trace->kids[k], "track_descriptor");
+                described = td && kid(td, "counter") && uval(td, "uuid") == track;
+            }
+            assert_true(described);
+            double v = strtod(val(te, "extra_double_counter_values"), NULL);
+            if (!strcmp(type, "TYPE_SLICE_END"))
+                assert_true(v == 0);
+            else
+                assert_true(!strcmp(type, "TYPE_SLICE_BEGIN") && v > 0);
             counters++;
         }
     }
@@ -458,7 +471,8 @@ static void hangs_mismatches_and_the_job_are_said(void **state)
     assert_int_equal(mismatches, EXP_NRANKS);
     assert_int_equal(job, 1);
     /* the GPU-timed AllGathers of 4 ranks (the events' AllReduces too): a value at each
-     * slice's begin and a 0 at its end */
+     * slice's begin and a 0 at its end, carried by the slice's own begin and end (extra
+     * counter values: no packet of their own) */
     assert_true(counters >= 2 * EXP_NRANKS * EXP_N_AG);
     assert_int_equal(counters % 2, 0);
 }
