@@ -756,7 +756,8 @@ static void small_packet(ppw *w, int64_t ts, unsigned type, uint64_t track, uint
         hold(w, ts, phase, key2, key3);
         return;
     }
-    if (grow(w, &e->b, 48) != 0)
+    /* framing 10, a time and a track 22, an extra counter 21: 53 at most */
+    if (grow(w, &e->b, 64) != 0)
         return;
     w->pstart = e->b.len;
     e->depth = 0;
@@ -775,7 +776,7 @@ static void small_packet(ppw *w, int64_t ts, unsigned type, uint64_t track, uint
     q = wr_varint(q, track);
     if (counter)
         q = wr_extra_counter(q, counter, v);
-    *tlen = (unsigned char)(q - tlen - 1); /* each under 48 */
+    *tlen = (unsigned char)(q - tlen - 1); /* each under 64 */
     *plen = (unsigned char)(q - plen - 1);
     e->b.len += (size_t)(q - p0);
     hold(w, ts, phase, key2, key3);
