@@ -729,7 +729,7 @@ static void track_event(ppw *w, unsigned type, uint64_t track, uint8_t kept)
 
 /* A counter's value v on track counter, as a TrackEvent's extra counter (Perfetto's way to
  * give counters a value at a slice's begin and end without packets of their own), written at
- * q; returns the end (21 bytes at most). */
+ * q; returns the end (22 bytes at most: two-byte tags). */
 static unsigned char *wr_extra_counter(unsigned char *q, uint64_t counter, double v)
 {
     uint64_t bits;
@@ -756,7 +756,7 @@ static void small_packet(ppw *w, int64_t ts, unsigned type, uint64_t track, uint
         hold(w, ts, phase, key2, key3);
         return;
     }
-    /* framing 10, a time and a track 22, an extra counter 21: 53 at most */
+    /* framing 8, a time and a track 22, an extra counter 22: 52 at most */
     if (grow(w, &e->b, 64) != 0)
         return;
     w->pstart = e->b.len;
