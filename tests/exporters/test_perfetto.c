@@ -29,6 +29,16 @@ static char *export_of(const cpa_analysis *a)
     return exp_buf_close(&b);
 }
 
+/* a's export parsed strictly: doc (the caller puts it) and its traceEvents. */
+static fixture parsed_export(const cpa_analysis *a)
+{
+    char *s = export_of(a);
+    fixture g = { .doc = pj_parse_strict(s) };
+    free(s);
+    assert_true(json_object_object_get_ex(g.doc, "traceEvents", &g.events));
+    return g;
+}
+
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
@@ -373,11 +383,8 @@ static void slices_on_a_stream_never_partly_overlap(void **state)
     }
     cpa_analysis a;
     exp_analyze(dir, &a);
-    char *s = export_of(&a);
-    json_object *doc = pj_parse_strict(s);
-    free(s);
-    fixture g = { .doc = doc };
-    assert_true(json_object_object_get_ex(doc, "traceEvents", &g.events));
+    fixture g = parsed_export(&a);
+    json_object *doc = g.doc;
     assert_no_partial_overlap(g.events);
     json_object *second = slice(&g, 0, "AllReduce", 1);
     assert_us(pj_field(second, "ts"), 10.0); /* job time starts at the first entry */
@@ -398,11 +405,8 @@ static void an_aborted_call_is_flagged(void **state)
     exp_write_aborted_job(dir);
     cpa_analysis a;
     exp_analyze(dir, &a);
-    char *s = export_of(&a);
-    json_object *doc = pj_parse_strict(s);
-    free(s);
-    fixture g = { .doc = doc };
-    assert_true(json_object_object_get_ex(doc, "traceEvents", &g.events));
+    fixture g = parsed_export(&a);
+    json_object *doc = g.doc;
     json_object *ab = slice(&g, 0, "AllReduce", 1);
     assert_true(json_object_get_boolean(arg(ab, "aborted")));
     assert_null(arg(slice(&g, 0, "AllReduce", 0), "aborted"));
@@ -420,11 +424,8 @@ static void a_refused_call_is_flagged_with_its_result(void **state)
     exp_write_refused_job(dir);
     cpa_analysis a;
     exp_analyze(dir, &a);
-    char *s = export_of(&a);
-    json_object *doc = pj_parse_strict(s);
-    free(s);
-    fixture g = { .doc = doc };
-    assert_true(json_object_object_get_ex(doc, "traceEvents", &g.events));
+    fixture g = parsed_export(&a);
+    json_object *doc = g.doc;
     size_t refused = 0;
     for (size_t i = 0; i < json_object_array_length(g.events); i++) {
         json_object *ev = json_object_array_get_idx(g.events, i);
@@ -489,11 +490,8 @@ static void each_call_shows_its_own_size_type_and_nccl_choices(void **state)
             c->dtype = 0;
             c->redop = 0;
         }
-    char *s = export_of(&a);
-    json_object *doc = pj_parse_strict(s);
-    free(s);
-    fixture g = { .doc = doc };
-    assert_true(json_object_object_get_ex(doc, "traceEvents", &g.events));
+    fixture g = parsed_export(&a);
+    json_object *doc = g.doc;
     size_t checked = 0;
     for (size_t i = 0; i < r0->ncalls; i++) {
         const cpa_call *c = &r0->calls[i];
@@ -622,11 +620,8 @@ static void values_past_64_bits_are_left_out_or_saturate(void **state)
     memcpy(keep, late, nops * sizeof *late);
     for (size_t i = 0; i < nops; i++)
         late[i] = 3.0e38f;
-    char *s = export_of(&f->a);
-    json_object *doc = pj_parse_strict(s);
-    free(s);
-    fixture g = { .doc = doc };
-    assert_true(json_object_object_get_ex(doc, "traceEvents", &g.events));
+    fixture g = parsed_export(&f->a);
+    json_object *doc = g.doc;
     json_object *ar = slice(&g, 2, "AllReduce", 7);
     assert_null(arg(ar, "bytes"));
     assert_int_equal(json_object_get_uint64(arg(ar, "count")), 1ull << 62);
