@@ -190,6 +190,28 @@ static json_object *check_named(json_object *report, const char *name)
     return c;
 }
 
+/* Rank 0's report of a finished job of n ranks: every rank exits want (or, want < 0, as
+ * rank 0 does) and only rank 0 prints. The caller puts it. */
+static json_object *rank0_report(struct rank_run *k, int n, int want)
+{
+    for (int r = 0; r < n; r++) {
+        fprintf(stderr, "rank %d: exit %d %s\n", r, k[r].res.status, k[r].res.err);
+        assert_int_equal(k[r].res.status, want < 0 ? k[0].res.status : want);
+        if (r > 0)
+            assert_string_equal(k[r].res.out, "");
+    }
+    json_object *o = json_tokener_parse(k[0].res.out);
+    if (!o)
+        fail_msg("rank 0 printed no JSON: '%s'", k[0].res.out);
+    return o;
+}
+
+static void free_ranks(struct rank_run *k, int n)
+{
+    for (int r = 0; r < n; r++)
+        cli_result_free(&k[r].res);
+}
+
 /* Four ranks on two hosts: every rank exits with one code (0: PASS), rank 0 alone prints,
  * and its report is of the whole job. */
 static void run_healthy(int port)
@@ -330,8 +352,7 @@ static void run_healthy(int port)
         }
     }
     json_object_put(o);
-    for (int r = 0; r < 4; r++)
-        cli_result_free(&k[r].res);
+    free_ranks(k, 4);
 }
 
 static void test_master_port(void **state)
@@ -356,15 +377,7 @@ static void test_slow_rail(void **state)
     struct job j = {4, 2, 2, tp_free_port(), "30", NULL, NULL, "1-9:0.25"};
     struct rank_run k[4];
     run_job(k, &j);
-    for (int r = 0; r < 4; r++) {
-        fprintf(stderr, "rank %d: exit %d %s\n", r, k[r].res.status, k[r].res.err);
-        assert_int_equal(k[r].res.status, 1);
-        if (r > 0)
-            assert_string_equal(k[r].res.out, "");
-    }
-    json_object *o = json_tokener_parse(k[0].res.out);
-    if (!o)
-        fail_msg("rank 0 printed no JSON: '%s'", k[0].res.out);
+    json_object *o = rank0_report(k, 4, 1);
     assert_string_equal(json_object_get_string(get(o, "verdict")), "FAIL");
     json_object *slow = check_named(o, "net.1-3");
     const char *detail = json_object_get_string(get(slow, "detail"));
@@ -397,8 +410,7 @@ static void test_slow_rail(void **state)
     assert_null(find_check(o, "p2p.0-1"));
     assert_string_equal(json_object_get_string(get(check_named(o, "p2p"), "status")), "PASS");
     json_object_put(o);
-    for (int r = 0; r < 4; r++)
-        cli_result_free(&k[r].res);
+    free_ranks(k, 4);
 }
 
 /* A slow NVLink on the second host (its GPUs 0-1: global 8-9, ranks 3 and 4 of three ranks a
@@ -411,13 +423,7 @@ static void test_slow_pair_on_another_host_is_named(void **state)
     struct job j = {6, 3, 2, tp_free_port(), "30", NULL, NULL, "8-9:0.25"};
     struct rank_run k[6];
     run_job(k, &j);
-    for (int r = 0; r < 6; r++) {
-        fprintf(stderr, "rank %d: exit %d %s\n", r, k[r].res.status, k[r].res.err);
-        assert_int_equal(k[r].res.status, 1);
-    }
-    json_object *o = json_tokener_parse(k[0].res.out);
-    if (!o)
-        fail_msg("rank 0 printed no JSON: '%s'", k[0].res.out);
+    json_object *o = rank0_report(k, 6, 1);
     json_object *checks = get(o, "checks");
     int named = 0;
     for (size_t i = 0; i < json_object_array_length(checks); i++) {
@@ -441,8 +447,7 @@ static void test_slow_pair_on_another_host_is_named(void **state)
     assert_string_equal(json_object_get_string(get(p2p, "status")), "FAIL");
     assert_non_null(strstr(json_object_get_string(get(p2p, "detail")), "on 2 hosts"));
     json_object_put(o);
-    for (int r = 0; r < 6; r++)
-        cli_result_free(&k[r].res);
+    free_ranks(k, 6);
 }
 
 /* Links slow for a while only, as when another job's traffic shares them: the pair of
@@ -456,13 +461,7 @@ static void test_passing_slowness_is_not_named(void **state)
     struct job j = {4, 2, 2, tp_free_port(), "30", NULL, NULL, "0-1:0.25:9,1-9:0.25:9"};
     struct rank_run k[4];
     run_job(k, &j);
-    for (int r = 0; r < 4; r++) {
-        fprintf(stderr, "rank %d: exit %d %s\n", r, k[r].res.status, k[r].res.err);
-        assert_int_equal(k[r].res.status, k[0].res.status);
-    }
-    json_object *o = json_tokener_parse(k[0].res.out);
-    if (!o)
-        fail_msg("rank 0 printed no JSON: '%s'", k[0].res.out);
+    json_object *o = rank0_report(k, 4, -1);
     json_object *checks = get(o, "checks");
     for (size_t i = 0; i < json_object_array_length(checks); i++) {
         json_object *c = json_object_array_get_idx(checks, i);
@@ -476,8 +475,7 @@ static void test_passing_slowness_is_not_named(void **state)
     assert_string_not_equal(json_object_get_string(get(check_named(o, "p2p"), "status")),
                             "FAIL");
     json_object_put(o);
-    for (int r = 0; r < 4; r++)
-        cli_result_free(&k[r].res);
+    free_ranks(k, 4);
 }
 
 /* One rank of two: the other never comes, and the run ends by --timeout with one line. */
