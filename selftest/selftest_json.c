@@ -191,6 +191,51 @@ static int add_p2p(json_object *top, const cps_report *rep)
     return 0;
 }
 
+/* Under a launcher with 2+ hosts, every host's matrix as the ranks agreed it: [{host, ranks
+ * (NCCL ranks by local index), gbps (row sends to column; null on the diagonal and where
+ * not measured)}], hosts in the order of their first rank. */
+static int add_p2p_hosts(json_object *top, const cps_report *rep)
+{
+    const cps_run *r = rep->run;
+    int w = r->p2p_widest;
+    if (!r->p2p_job || w < 2 || r->nhosts < 2)
+        return 0;
+    json_object *arr = json_object_new_array();
+    if (add(top, "p2p_hosts", arr))
+        return -1;
+    for (int first = 0; first < r->nranks; first++) {
+        int seen = 0;
+        for (int k = 0; k < first && !seen; k++)
+            seen = strcmp(r->gpus[k].host, r->gpus[first].host) == 0;
+        if (seen)
+            continue;
+        int on[CPS_MAX_GPUS], n = 0;
+        for (int k = first; k < r->nranks && n < CPS_MAX_GPUS && n < w; k++)
+            if (strcmp(r->gpus[k].host, r->gpus[first].host) == 0)
+                on[n++] = k;
+        json_object *o = json_object_new_object(), *ranks = json_object_new_array(),
+                    *rows = json_object_new_array();
+        if (!o || json_object_array_add(arr, o) || add(o, "host", text(r->gpus[first].host)) ||
+            add(o, "ranks", ranks) || add(o, "gbps", rows))
+            return -1;
+        for (int i = 0; i < n; i++) {
+            json_object *row = json_object_new_array();
+            if (json_object_array_add(ranks, json_object_new_int(on[i])) || !row ||
+                json_object_array_add(rows, row))
+                return -1;
+            for (int j = 0; j < n; j++) {
+                double v = r->p2p_job[(size_t)on[i] * (size_t)w + (size_t)j];
+                json_object *x = num(i != j && v > 0 ? v : NAN);
+                if (json_object_array_add(row, x)) {
+                    json_object_put(x);
+                    return -1;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
 static int add_net(json_object *top, const cps_report *rep)
 {
     const cps_run *r = rep->run;
@@ -221,7 +266,7 @@ json_object *cps_report_json(const cps_report *rep)
         add(top, "verdict", json_object_new_string(cps_status_name(rep->verdict))) ||
         add(top, "topology", cps_topo_json(rep->topo)) || add_checks(top, rep) ||
         add_ops(top, rep) || add_run(top, rep) || add_p2p(top, rep) ||
-        add_net(top, rep)) {
+        add_p2p_hosts(top, rep) || add_net(top, rep)) {
         json_object_put(top);
         return NULL;
     }

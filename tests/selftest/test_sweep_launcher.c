@@ -446,6 +446,22 @@ static void test_slow_pair_on_another_host_is_named(void **state)
     json_object *p2p = check_named(o, "p2p");
     assert_string_equal(json_object_get_string(get(p2p, "status")), "FAIL");
     assert_non_null(strstr(json_object_get_string(get(p2p, "detail")), "on 2 hosts"));
+    /* and every host's matrix in the JSON: the second host's ranks 3-5, its 0-1 pair slow */
+    json_object *hosts = get(o, "p2p_hosts");
+    assert_int_equal(json_object_array_length(hosts), 2);
+    json_object *h1 = json_object_array_get_idx(hosts, 1);
+    assert_non_null(strstr(json_object_get_string(get(h1, "host")), "-emu1"));
+    json_object *ranks = get(h1, "ranks"), *rows = get(h1, "gbps");
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(json_object_get_int(json_object_array_get_idx(ranks, (size_t)i)),
+                         3 + i);
+    double slow01 = json_object_get_double(
+               json_object_array_get_idx(json_object_array_get_idx(rows, 0), 1)),
+           ok02 = json_object_get_double(
+               json_object_array_get_idx(json_object_array_get_idx(rows, 0), 2));
+    assert_null(json_object_array_get_idx(json_object_array_get_idx(rows, 1), 1)); /* diagonal */
+    if (!(slow01 > 0 && ok02 > 0 && slow01 < 0.5 * ok02))
+        fail_msg("host 1's matrix: 0->1 %.1f GB/s, 0->2 %.1f", slow01, ok02);
     json_object_put(o);
     free_ranks(k, 6);
 }
