@@ -111,22 +111,12 @@ static int issue_pair(struct cps_world *w, void *arg, char *why, size_t whyn)
 
 /* ---- one rank per process ------------------------------------------------------------ */
 
-/* The ranks on rank's host, ascending (their local indices); returns how many. */
-static int host_ranks(const cps_run *r, int rank, int *out)
-{
-    int n = 0;
-    for (int i = 0; i < r->nranks && n < CPS_MAX_GPUS; i++)
-        if (strcmp(r->gpus[i].host, r->gpus[rank].host) == 0)
-            out[n++] = i;
-    return n;
-}
-
 /* The most ranks any host has: every rank counts the same from the same gpus[]. */
 static int widest_host(const cps_run *r)
 {
     int most = 0, mine[CPS_MAX_GPUS];
     for (int i = 0; i < r->nranks; i++) {
-        int n = host_ranks(r, i, mine);
+        int n = cps_run_host_ranks(r, i, mine);
         most = n > most ? n : most;
     }
     return most;
@@ -232,7 +222,7 @@ static int again_step(const double *fig, const int *local, int n, int widest, in
 static int launcher_matrix(struct cps_world *w, size_t count, int warmup, int iters,
                            struct cps_progress *pr, cps_run *r, char *why, size_t whyn)
 {
-    int mine[CPS_MAX_GPUS], nmine = host_ranks(r, w->world_rank, mine), me = 0;
+    int mine[CPS_MAX_GPUS], nmine = cps_run_host_ranks(r, w->world_rank, mine), me = 0;
     int widest = widest_host(r), n = w->nranks;
     for (int i = 0; i < nmine; i++)
         if (mine[i] == w->world_rank)

@@ -192,6 +192,9 @@ enum cps_sweep_rc {
  * with cps_run_free. */
 int cps_sweep(const cps_options *o, cps_run *r, char *why, size_t whyn);
 void cps_run_free(cps_run *r);
+/* The ranks on rank's host (gpus[].host), ascending: their local indices; at most
+ * CPS_MAX_GPUS. Returns how many. out[0] == rank: rank is its host's first. */
+int cps_run_host_ranks(const cps_run *r, int rank, int *out);
 
 /* ---- checks ----------------------------------------------------------------------------- */
 

@@ -204,15 +204,10 @@ static int add_p2p_hosts(json_object *top, const cps_report *rep)
     if (add(top, "p2p_hosts", arr))
         return -1;
     for (int first = 0; first < r->nranks; first++) {
-        int seen = 0;
-        for (int k = 0; k < first && !seen; k++)
-            seen = strcmp(r->gpus[k].host, r->gpus[first].host) == 0;
-        if (seen)
-            continue;
-        int on[CPS_MAX_GPUS], n = 0;
-        for (int k = first; k < r->nranks && n < CPS_MAX_GPUS && n < w; k++)
-            if (strcmp(r->gpus[k].host, r->gpus[first].host) == 0)
-                on[n++] = k;
+        int on[CPS_MAX_GPUS], n = cps_run_host_ranks(r, first, on);
+        if (!n || on[0] != first)
+            continue; /* not its host's first rank */
+        n = n < w ? n : w;
         json_object *o = json_object_new_object(), *ranks = json_object_new_array(),
                     *rows = json_object_new_array();
         if (!o || json_object_array_add(arr, o) || add(o, "host", text(r->gpus[first].host)) ||

@@ -361,16 +361,11 @@ static int judge_other_hosts(cps_report *rep, struct p2p_sum *s)
     const char *mine = r->gpus[r->world_rank].host;
     pair pairs[CPS_MAX_GPUS * (CPS_MAX_GPUS - 1) / 2];
     for (int first = 0; first < r->nranks; first++) {
+        int on[CPS_MAX_GPUS], n = cps_run_host_ranks(r, first, on);
         const char *host = r->gpus[first].host;
-        int seen = strcmp(host, mine) == 0;
-        for (int k = 0; k < first && !seen; k++)
-            seen = strcmp(r->gpus[k].host, host) == 0;
-        if (seen)
-            continue;
-        int on[CPS_MAX_GPUS], n = 0;
-        for (int k = first; k < r->nranks && n < CPS_MAX_GPUS && n < r->p2p_widest; k++)
-            if (strcmp(r->gpus[k].host, host) == 0)
-                on[n++] = k;
+        if (!n || on[0] != first || strcmp(host, mine) == 0)
+            continue; /* not a host's first rank, or this host's */
+        n = n < r->p2p_widest ? n : r->p2p_widest;
         if (judge_host(rep, pairs, other_host_pairs(rep, on, n, pairs), host, s))
             return -1;
     }
