@@ -376,15 +376,6 @@ int cps_sweep(const cps_options *o, cps_run *r, char *why, size_t whyn)
     return CPS_SWEEP_OK;
 }
 
-int cps_run_host_ranks(const cps_run *r, int rank, int *out)
-{
-    int n = 0;
-    for (int i = 0; i < r->nranks && n < CPS_MAX_GPUS; i++)
-        if (strcmp(r->gpus[i].host, r->gpus[rank].host) == 0)
-            out[n++] = i;
-    return n;
-}
-
 void cps_run_free(cps_run *r)
 {
     if (!r)

@@ -110,6 +110,15 @@ struct ident {
     int32_t cc_major, cc_minor, cuda_index;
 };
 
+int cps_run_host_ranks(const cps_run *r, int rank, int *out)
+{
+    int n = 0;
+    for (int i = 0; i < r->nranks && n < CPS_MAX_GPUS; i++)
+        if (strcmp(r->gpus[i].host, r->gpus[rank].host) == 0)
+            out[n++] = i;
+    return n;
+}
+
 static int exchange_gpus(struct cps_world *w, const cps_cuda_gpu *me, int local_world,
                          cps_run *r, char *why, size_t whyn)
 {
