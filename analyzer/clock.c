@@ -72,7 +72,7 @@ static int build_anchors(const cpa_model *m, const cpa_clock *c, size_t d, cpa_a
         for (size_t k = 0; k < r->nclocks; k++) {
             int64_t a;
             if (cpa_clk_sample_anchor(&r->clocks[k], &a))
-                dst[n++] = (cpa_anchor){r->clocks[k].mono_ns, a};
+                dst[n++] = (cpa_anchor){r->clocks[k].mono_ns, a, 0};
             else
                 (*dropped)++;
         }
@@ -89,9 +89,12 @@ static int build_anchors(const cpa_model *m, const cpa_clock *c, size_t d, cpa_a
         for (size_t k = i; k < j; k++)
             vals[k - i] = dst[k].a;
         qsort(vals, j - i, sizeof *vals, cmp_i64);
-        dst[out++] = (cpa_anchor){dst[i + (j - i - 1) / 2].mono, vals[(j - i - 1) / 2]};
+        dst[out++] = (cpa_anchor){dst[i + (j - i - 1) / 2].mono, vals[(j - i - 1) / 2], 0};
         i = j;
     }
+    /* monos ascend strictly (clusters are CLUSTER_NS apart); anchors' differences fit */
+    for (size_t i = 0; i + 1 < out; i++)
+        dst[i].slope = (double)(dst[i + 1].a - dst[i].a) / (double)(dst[i + 1].mono - dst[i].mono);
     free(vals);
     *n_out = out;
     return 0;
@@ -370,6 +373,7 @@ int cpa_clock_align(const cpa_model *m, const cpa_matched *mt, cpa_clock *out, c
         /* No usable anchor: assume it reads like the reference, the best guess there is. */
         if (!dm->n && d > 0 && out->map->d[0].n) {
             out->map->anchors[used] = out->map->anchors[out->map->d[0].first];
+            out->map->anchors[used].slope = 0;
             dm->n = 1;
         }
         used += dm->n;

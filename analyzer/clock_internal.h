@@ -15,6 +15,9 @@
 typedef struct cpa_anchor {
     uint64_t mono;
     int64_t a;               /* realtime - mono */
+    double slope;            /* (next a - a) / (next mono - mono); 0 for the last: a
+                              * multiplication a conversion where a division was its
+                              * largest cost */
 } cpa_anchor;
 
 typedef struct cpa_dmap {
@@ -118,10 +121,8 @@ static inline int64_t cpa_clk_anchor_at(const cpa_anchor *an, size_t n, uint64_t
         return an[0].a;
     if (t >= an[n - 1].mono)
         return an[n - 1].a;
-    size_t lo = cpa_clk_segment(an, sizeof *an, n, t, finger), hi = lo + 1;
-    double x = (double)(t - an[lo].mono) / (double)(an[hi].mono - an[lo].mono) *
-               (double)(an[hi].a - an[lo].a);
-    return an[lo].a + cpa_round_i64(x);
+    size_t lo = cpa_clk_segment(an, sizeof *an, n, t, finger);
+    return an[lo].a + cpa_round_i64((double)(t - an[lo].mono) * an[lo].slope);
 }
 
 /* A sample's anchor, realtime - mono; 0 when it has none. Both at most CPA_TIME_MAX (the
@@ -148,7 +149,7 @@ static inline double cpa_clk_seg_at(const cpa_gseg *g, size_t n, uint64_t t)
 /* Nearest rank: the ceil(0.9 n)-th smallest of v[0..n), n > 0, reordering v. */
 double cpa_clk_p90(double *v, size_t n);
 /* Where most of v[0..n) (ends of one operation, ns) agree within 2 x CPA_CLK_AGREE_NS, else
- * their median; sorts v. */
+ * their median; reorders v. */
 #define CPA_CLK_AGREE_NS 50000.0
 double cpa_clk_consensus(double *v, size_t n);
 /* Operations whose ends are simultaneous on every rank. */

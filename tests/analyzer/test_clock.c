@@ -404,6 +404,23 @@ static void write_gpu_frames(tjob *j, int late_rank)
     job_close(j, t + 10 * MS);
 }
 
+/* Every rank's GPU end of every blocking collective on one instant again. */
+static void assert_ends_together(const res *x)
+{
+    for (size_t i = 0; i < x->mt.nops; i++) {
+        const cpa_op *o = &x->mt.ops[i];
+        const cpa_part *p = &x->mt.parts[o->first_part];
+        uint64_t e0 = cpa_clock_gpu_job_ns(x->m, &x->c, p[0].rank_idx, p[0].end_ns);
+        for (uint32_t k = 1; k < o->nparts; k++) {
+            double d = (double)(int64_t)(cpa_clock_gpu_job_ns(x->m, &x->c, p[k].rank_idx,
+                                                               p[k].end_ns) - e0);
+            if (fabs(d) > 2 * US)
+                fail_msg("op %zu: rank %u's end %.0f ns off rank %u's", i, p[k].rank_idx, d,
+                         p[0].rank_idx);
+        }
+    }
+}
+
 static void bad_gpu_references_are_corrected(void **state)
 {
     (void)state;
@@ -411,19 +428,7 @@ static void bad_gpu_references_are_corrected(void **state)
     res x;
     write_gpu_frames(&j, -1);
     analyze(&j, &x);
-    /* every rank's GPU end of every blocking collective on one instant again */
-    for (size_t i = 0; i < x.mt.nops; i++) {
-        const cpa_op *o = &x.mt.ops[i];
-        const cpa_part *p = &x.mt.parts[o->first_part];
-        uint64_t e0 = cpa_clock_gpu_job_ns(x.m, &x.c, p[0].rank_idx, p[0].end_ns);
-        for (uint32_t k = 1; k < o->nparts; k++) {
-            double d = (double)(int64_t)(cpa_clock_gpu_job_ns(x.m, &x.c, p[k].rank_idx,
-                                                               p[k].end_ns) - e0);
-            if (fabs(d) > 2 * US)
-                fail_msg("op %zu: rank %u's end %.0f ns off rank %u's", i, p[k].rank_idx, d,
-                         p[0].rank_idx);
-        }
-    }
+    assert_ends_together(&x);
     /* ... and on the true time line, less the tightest launch: the good references' frame */
     uint64_t g = gpu_of(&j, 3, 100 * MS);
     double got = (double)(cpa_clock_gpu_job_ns(x.m, &x.c, 3, g) - EPOCH);
@@ -442,6 +447,41 @@ static void bad_gpu_references_are_corrected(void **state)
     assert_int_equal(x.s.rows[0].late_count, 20 * (8 + 1 + 1));
     assert_true(fabs(x.s.rows[0].late_us_p50 - 2000) < 40);
     assert_int_equal(x.s.kind, CPA_STRAGGLER_PERSISTENT);
+    res_free(&x);
+    job_free(&j);
+}
+
+/* Two groups with one lowest rank, each its own communicator: {0,1,2,3} and {0,4,5,6,7}.
+ * The frames' pairs of the second group's operations are (0,4), (0,5)...: the pairs found
+ * for the first group's, kept by part position, must not be taken for them. */
+static void groups_sharing_their_lowest_rank_keep_their_own_pairs(void **state)
+{
+    (void)state;
+    static const thost h[] = {{"a", 1000000000000ull, 0, 0, 1}};
+    static const int host_of[8] = {0};
+    static const int ga[4] = {0, 1, 2, 3}, gb[5] = {0, 4, 5, 6, 7};
+    static const double err_ms[8] = {0, 3.1, 7.4, 1.9, 12.5, 5.2, 9.8, 2.6};
+    tjob j;
+    res x;
+    job_open(&j, 8, h, host_of);
+    for (int r = 0; r < 8; r++)
+        j.gerr[r] = err_ms[r] * MS;
+    job_comm(&j, 0, 0x201, ga, 4);
+    job_comm(&j, 1, 0x202, gb, 5);
+    uint64_t s = 11;
+    double t = 1 * MS;
+    for (int i = 0; i < 40; i++, t += 2 * MS) {
+        const int *m = i % 2 ? gb : ga;
+        int nm = i % 2 ? 5 : 4;
+        double arr[5];
+        for (int k = 0; k < nm; k++)
+            arr[k] = t + 20 * US * jit(&s);
+        job_coll(&j, (uint32_t)(i % 2), m, nm, CP_OP_ALLREDUCE, arr, NULL, t + 300 * US, 1);
+    }
+    job_close(&j, t + 10 * MS);
+    analyze(&j, &x);
+    assert_ends_together(&x);
+    assert_true(x.s.late == 0);
     res_free(&x);
     job_free(&j);
 }
@@ -713,6 +753,7 @@ int main(void)
         cmocka_unit_test(wall_clock_anchors_are_followed),
         cmocka_unit_test(mixed_timing_is_not_judged),
         cmocka_unit_test(bad_gpu_references_are_corrected),
+        cmocka_unit_test(groups_sharing_their_lowest_rank_keep_their_own_pairs),
         cmocka_unit_test(a_host_whose_gpu_references_are_all_bad),
         cmocka_unit_test(clock_sample_past_int64_max),
         cmocka_unit_test(header_anchor_past_the_bound),
