@@ -3,6 +3,7 @@
 #include "analyzer/model.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -131,32 +132,62 @@ long cpa_rank_index(const cpa_model *m, int32_t rank)
     return lo < m->nranks && m->ranks[lo].rank == rank ? (long)lo : -1;
 }
 
-/* Hoare's selection, O(n) expected: the clock solver takes medians of every domain's ties on
- * every pass, the straggler judge one per operation. */
+/* Floyd and Rivest's selection (CACM 1975, algorithm 489): above SELECT_SAMPLE elements, a
+ * sample's own selection first narrows v[lo..hi] to a band that holds the k-th with high
+ * probability, so the partition that follows leaves little to go on with: about n + k
+ * comparisons where Hoare's takes some 3n. The clock stage takes medians of millions of end
+ * differences, the straggler judge one per operation. */
+#define SELECT_SAMPLE 1200
+
+static void swap_d(double *v, ptrdiff_t a, ptrdiff_t b)
+{
+    double x = v[a];
+    v[a] = v[b];
+    v[b] = x;
+}
+
+static void select_range(double *v, ptrdiff_t lo, ptrdiff_t hi, ptrdiff_t k)
+{
+    while (hi > lo) {
+        if (hi - lo > SELECT_SAMPLE) {
+            double n = (double)(hi - lo + 1), i = (double)(k - lo + 1), z = log(n);
+            double s = 0.5 * exp(2 * z / 3);
+            double sd = 0.5 * sqrt(z * s * (n - s) / n) * (i - n / 2 < 0 ? -1 : 1);
+            ptrdiff_t nlo = (ptrdiff_t)((double)k - i * s / n + sd);
+            ptrdiff_t nhi = (ptrdiff_t)((double)k + (n - i) * s / n + sd);
+            select_range(v, nlo > lo ? nlo : lo, nhi < hi ? nhi : hi, k);
+        }
+        /* partition around t = v[k], which the band's selection put in place */
+        double t = v[k];
+        ptrdiff_t i = lo, j = hi;
+        swap_d(v, lo, k);
+        if (v[hi] > t)
+            swap_d(v, hi, lo);
+        while (i < j) {
+            swap_d(v, i, j);
+            i++;
+            j--;
+            while (v[i] < t)
+                i++;
+            while (v[j] > t)
+                j--;
+        }
+        if (v[lo] == t) {
+            swap_d(v, lo, j);
+        } else {
+            j++;
+            swap_d(v, j, hi);
+        }
+        if (j <= k)
+            lo = j + 1;
+        if (k <= j)
+            hi = j - 1;
+    }
+}
+
 double cpa_select(double *v, size_t n, size_t k)
 {
-    ptrdiff_t lo = 0, hi = (ptrdiff_t)n - 1, kk = (ptrdiff_t)k;
-    while (hi > lo) {
-        double p = v[lo + (hi - lo) / 2];
-        ptrdiff_t i = lo, j = hi;
-        while (i <= j) {
-            while (v[i] < p)
-                i++;
-            while (v[j] > p)
-                j--;
-            if (i <= j) {
-                double x = v[i];
-                v[i++] = v[j];
-                v[j--] = x;
-            }
-        }
-        if (kk <= j)
-            hi = j;
-        else if (kk >= i)
-            lo = i;
-        else
-            break;
-    }
+    select_range(v, 0, (ptrdiff_t)n - 1, (ptrdiff_t)k);
     return v[k];
 }
 
