@@ -464,6 +464,7 @@ int cpa_match(const cpa_model *m, cpa_matched *out, char *err, size_t errlen)
     out->parts = malloc((nc + np ? nc + np : 1) * sizeof *out->parts);
     if (!out->parts || alloc_call_op(m, out))
         goto oom;
+    cpa_populate(out->parts, (nc + np) * sizeof *out->parts); /* each part is placed once */
     int counted = count_collectives(m, &cs, out);
     if (counted < 0)
         goto oom;

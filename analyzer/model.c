@@ -9,6 +9,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+void cpa_populate(void *p, size_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || len < 64 * (size_t)page)
+        return;
+    uintptr_t a = ((uintptr_t)p + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
+    uintptr_t b = ((uintptr_t)p + len) & ~(uintptr_t)(page - 1);
+    if (b > a)
+        (void)madvise((void *)a, b - a, MADV_POPULATE_WRITE);
+#else
+    (void)p;
+    (void)len;
+#endif
+}
 
 int cpa_grow(void **arr, size_t *cap, size_t need, size_t elem)
 {

@@ -306,6 +306,10 @@ long cpa_rank_index(const cpa_model *m, int32_t rank);
  * of an array so that *cap >= need (element size elem). Both return 0, or -1 out of memory. */
 int cpa_model_warn(cpa_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int cpa_grow(void **arr, size_t *cap, size_t need, size_t elem);
+/* Maps in the whole pages of p[0..len), a fresh array about to be written end to end, in one
+ * call (MADV_POPULATE_WRITE) instead of a page fault a page; nothing where the kernel lacks
+ * it. A hint: the array reads and writes the same either way. */
+void cpa_populate(void *p, size_t len);
 /* The k-th smallest (0-based) of v[0..n), n > 0, reordering v: what sorting would put at k,
  * in O(n) (a median per operation was a sort per operation). */
 double cpa_select(double *v, size_t n, size_t k);
