@@ -122,14 +122,26 @@ static int cmp_first(const void *a, const void *b, void *ctx)
     return cmp_key(&s[*(const uint32_t *)a], &s[*(const uint32_t *)b]);
 }
 
-/* Sorts the samples by row key, then time, equal ones in their order (qsort with
- * cmp_sample, stable, gave the same): two stable radix sorts, by time and then by the rank
- * of the row key among the few distinct ones, instead of n log n calls to cmp_sample (a
- * tenth of a 1024-rank job's analysis). 0, or -1 out of memory. */
-static int sort_samples(sample *s, size_t ns)
+/* The samples' order by row key, then time, equal ones in their order (qsort with
+ * cmp_sample, stable, gave the same): in *order, each entry's val a sample's index and its
+ * key the place of that sample's row key among the distinct ones (equal keys: one row). Two
+ * stable radix sorts, by time and then by the rank of the row key among the few distinct
+ * ones, instead of n log n calls to cmp_sample (a tenth of a 1024-rank job's analysis). The
+ * samples themselves stay where they are: moving them into that order, cycle by cycle, was
+ * a chain of dependent cache misses and half of the statistics' time; the rows read them
+ * through the order instead, each read independent of the last. 0, or -1 out of memory. */
+static int sort_samples(sample *s, size_t ns, cpa_kv **order)
 {
-    if (ns < 2 || ns >= UINT32_MAX)
-        return ns < 2 ? 0 : (qsort(s, ns, sizeof *s, cmp_sample), 0);
+    cpa_kv *kv = malloc((ns ? ns : 1) * sizeof *kv);
+    if (!(*order = kv))
+        return -1;
+    if (ns < 2 || ns >= UINT32_MAX) {
+        if (ns >= 2)
+            qsort(s, ns, sizeof *s, cmp_sample);
+        for (size_t i = 0; i < ns; i++)
+            kv[i] = (cpa_kv){i ? kv[i - 1].key + (cmp_key(&s[i - 1], &s[i]) != 0) : 0, i};
+        return 0;
+    }
     int rc = -1;
     size_t nslot = 16;
     while (nslot < 2 * ns)
@@ -137,8 +149,8 @@ static int sort_samples(sample *s, size_t ns)
     keyset ks = {.slot = calloc(nslot, sizeof *ks.slot), .mask = nslot - 1};
     uint32_t *group = malloc(ns * sizeof *group), *firsts = malloc(ns * sizeof *firsts);
     uint32_t *rank = NULL;
-    cpa_kv *kv = malloc(ns * sizeof *kv), *tmp = malloc(ns * sizeof *tmp);
-    if (!ks.slot || !group || !firsts || !kv || !tmp)
+    cpa_kv *tmp = malloc(ns * sizeof *tmp);
+    if (!ks.slot || !group || !firsts || !tmp)
         goto done;
     size_t ngroups = 0;
     for (size_t i = 0; i < ns; i++) {
@@ -165,32 +177,17 @@ static int sort_samples(sample *s, size_t ns)
     for (size_t i = 0; i < ns; i++)
         kv[i].key = rank[group[kv[i].val]];
     cpa_sort_kv(kv, tmp, ns);
-    /* s[i] = old s[kv[i].val], in place, cycle by cycle (a sorted copy was the statistics'
-     * largest allocation, at the analysis' peak of memory) */
-    for (size_t i = 0; i < ns; i++) {
-        if (kv[i].val == UINT64_MAX)
-            continue;
-        sample first = s[i];
-        size_t j = i;
-        for (;;) {
-            size_t from = (size_t)kv[j].val;
-            kv[j].val = UINT64_MAX;
-            if (from == i) {
-                s[j] = first;
-                break;
-            }
-            s[j] = s[from];
-            j = from;
-        }
-    }
     rc = 0;
 done:
     free(ks.slot);
     free(group);
     free(firsts);
     free(rank);
-    free(kv);
     free(tmp);
+    if (rc) {
+        free(kv);
+        *order = NULL;
+    }
     return rc;
 }
 
@@ -283,10 +280,10 @@ static void free_shares(float **shares, size_t n)
 }
 
 /* Nearest rank: the ceil(pct/100 * n)-th smallest, in integers so that 99% of 100 is 99. */
-static double percentile(const sample *s, size_t n, unsigned pct)
+static double percentile(const sample *s, const cpa_kv *at, size_t n, unsigned pct)
 {
     size_t k = (size_t)(((uint64_t)pct * n + 99) / 100);
-    return s[k ? k - 1 : 0].time_ns;
+    return s[at[k ? k - 1 : 0].val].time_ns;
 }
 
 static int is_rooted(unsigned op)
@@ -305,40 +302,44 @@ static void set_key(sample *x, cpa_rows kind)
     }
 }
 
-/* One row from samples s[0..n), which share a key, sorted by time. */
-static void fill_row(cpa_stat *row, const sample *s, size_t n)
+/* One row from the samples s[at[0..n).val], which share a key, in time order. */
+static void fill_row(cpa_stat *row, const sample *s, const cpa_kv *at, size_t n)
 {
     double t = 0, bus = 0;
     uint64_t bytes = 0, calls = 0;
-    *row = (cpa_stat){.op = s[0].op, .nranks = s[0].nranks, .size = s[0].key_size,
-                      .dtype = s[0].dtype, .redop = s[0].redop, .root = s[0].root, .ops = n};
+    const sample *s0 = &s[at[0].val];
+    *row = (cpa_stat){.op = s0->op, .nranks = s0->nranks, .size = s0->key_size,
+                      .dtype = s0->dtype, .redop = s0->redop, .root = s0->root, .ops = n};
     for (size_t k = 0; k < n; k++) {
-        t += s[k].time_ns;
-        bus += s[k].bus_bytes;
-        bytes = cpa_sat_add(bytes, s[k].bytes);
-        calls += s[k].calls;
-        if (s[k].dtype != row->dtype)
+        const sample *x = &s[at[k].val];
+        if (k + 8 < n)
+            __builtin_prefetch(&s[at[k + 8].val]);
+        t += x->time_ns;
+        bus += x->bus_bytes;
+        bytes = cpa_sat_add(bytes, x->bytes);
+        calls += x->calls;
+        if (x->dtype != row->dtype)
             row->dtype = CPA_MIXED;
-        if (s[k].redop != row->redop)
+        if (x->redop != row->redop)
             row->redop = CPA_MIXED;
-        if (s[k].root != row->root)
+        if (x->root != row->root)
             row->root = CPA_ROOT_MIXED;
-        row->timed_plugin += s[k].source == 2;
-        row->timed_events += s[k].source == 1;
-        row->timed_host += s[k].source == 0;
-        row->timed_cupti += s[k].source == 3;
-        if (s[k].algo < CP_ALGO_COUNT && s[k].proto < CP_PROTO_COUNT &&
-            (s[k].algo || s[k].proto) && row->algo_proto[s[k].algo][s[k].proto] < UINT32_MAX)
-            row->algo_proto[s[k].algo][s[k].proto]++;
-        if (s[k].nchannels > row->channels_max)
-            row->channels_max = s[k].nchannels;
+        row->timed_plugin += x->source == 2;
+        row->timed_events += x->source == 1;
+        row->timed_host += x->source == 0;
+        row->timed_cupti += x->source == 3;
+        if (x->algo < CP_ALGO_COUNT && x->proto < CP_PROTO_COUNT && (x->algo || x->proto) &&
+            row->algo_proto[x->algo][x->proto] < UINT32_MAX)
+            row->algo_proto[x->algo][x->proto]++;
+        if (x->nchannels > row->channels_max)
+            row->channels_max = x->nchannels;
     }
     /* bytes per ns is GB/s (1e9 B/s). A row of zero-time operations has no rate. */
     row->calls = calls;
     row->bytes = bytes;
     row->time_us_total = t / 1e3;
-    row->time_us_p50 = percentile(s, n, 50) / 1e3;
-    row->time_us_p99 = percentile(s, n, 99) / 1e3;
+    row->time_us_p50 = percentile(s, at, n, 50) / 1e3;
+    row->time_us_p99 = percentile(s, at, n, 99) / 1e3;
     row->algbw_gbps = t > 0 ? (double)bytes / t : 0;
     row->busbw_gbps = t > 0 ? bus / t : 0;
 }
@@ -457,6 +458,7 @@ int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_rows kind, 
     sample *s = malloc((mt->nops ? mt->nops : 1) * sizeof *s);
     float **shares = calloc(m->nranks ? m->nranks : 1, sizeof *shares);
     opacc *acc = calloc(mt->nops ? mt->nops : 1, sizeof *acc);
+    cpa_kv *order = NULL;
     if (!s || !shares || !acc)
         goto oom;
     for (size_t r = 0; r < m->nranks; r++)
@@ -496,23 +498,25 @@ int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_rows kind, 
     }
     free(acc); /* before the sort's scratch: the analysis' peak of memory is near */
     acc = NULL;
-    if (sort_samples(s, ns))
+    if (sort_samples(s, ns, &order))
         goto oom;
     size_t cap = 0;
     for (size_t i = 0; i < ns;) {
         size_t j = i + 1;
-        while (j < ns && cmp_key(&s[i], &s[j]) == 0)
+        while (j < ns && order[j].key == order[i].key)
             j++;
         if (cpa_grow((void **)&out->rows, &cap, out->nrows + 1, sizeof *out->rows))
             goto oom;
-        fill_row(&out->rows[out->nrows++], s + i, j - i);
+        fill_row(&out->rows[out->nrows++], s, order + i, j - i);
         i = j;
     }
+    free(order);
     free(s);
     free(acc);
     free_shares(shares, m->nranks);
     return 0;
 oom:
+    free(order);
     free(s);
     free(acc);
     free_shares(shares, m->nranks);
