@@ -124,6 +124,7 @@ int cpa_analyze_model(cpa_model *model, cpa_analysis *a, cpa_progress_fn progres
     if (cpa_clock_align(m, &a->matched, &a->clock, err, errlen))
         goto fail;
     say(progress, ctx, "stragglers", 0.8);
+    cpa_arrivals_job(m, &a->matched, &a->clock);
     if (cpa_stragglers_compute(m, &a->matched, &a->clock, &a->stragglers, err, errlen))
         goto fail;
     if (cpa_kernels_before(m, &a->matched, &a->stragglers)) {

@@ -54,7 +54,10 @@ typedef struct cpa_part {
     uint32_t timed : 1;     /* CP_CALL_TIMED */
     uint32_t done : 1;      /* cpa_call.done */
     uint32_t call_idx;     /* into that rank's calls */
-    uint64_t arrival_ns;   /* gpu_start when timed, else enter_ns */
+    /* gpu_start when timed, else enter_ns: the rank's local time until cpa_arrivals_job
+     * (cpa_matched.arrivals_job) puts it on the job time line, once for every stage after
+     * the clocks (two of them converted each of 10 M arrivals of a 1024-rank job again) */
+    uint64_t arrival_ns;
     uint64_t end_ns;       /* gpu_end when timed, else enter_ns + host_ns */
 } cpa_part;
 
@@ -83,6 +86,7 @@ typedef struct cpa_matched {
      * operation by operation to calls all over the model. */
     uint32_t **call_op;
     size_t nranks;         /* call_op's */
+    int arrivals_job;      /* parts' arrival_ns are on the job time line (cpa_arrivals_job) */
 } cpa_matched;
 
 int cpa_match(const cpa_model *m, cpa_matched *out, char *err, size_t errlen);
@@ -514,6 +518,18 @@ double cpa_job_us(const cpa_analysis *a, size_t rank_idx, uint64_t local_ns);
 double cpa_gpu_job_us(const cpa_analysis *a, size_t rank_idx, uint64_t local_ns);
 double cpa_job_ns_us(const cpa_analysis *a, uint64_t job_ns);
 
+/* Every part's arrival_ns on the job time line (its call's arrival, cpa_call_arrival_job_ns
+ * of it), once the clocks are aligned; cpa_analyze_model calls it before the stragglers. */
+void cpa_arrivals_job(const cpa_model *m, cpa_matched *mt, const cpa_clock *c);
+/* A part's arrival on the job time line, whether or not cpa_arrivals_job has run. */
+static inline uint64_t cpa_part_arrival_job_ns(const cpa_model *m, const cpa_matched *mt,
+                                               const cpa_clock *c, const cpa_part *p)
+{
+    if (mt->arrivals_job)
+        return p->arrival_ns;
+    return p->gpu_timed ? cpa_clock_gpu_job_ns(m, c, p->rank_idx, p->arrival_ns)
+                        : cpa_clock_job_ns(m, c, p->rank_idx, p->arrival_ns);
+}
 /* 0, or -1 out of memory (errno ENOMEM); cpa_analyze_model calls it. */
 int cpa_timeline_build(const cpa_analysis *a, cpa_timeline *t);
 void cpa_timeline_free(cpa_timeline *t);

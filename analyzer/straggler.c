@@ -155,8 +155,7 @@ static int judge(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c,
     uint32_t last = 0;
     int spans = 0;
     for (uint32_t k = 0; k < o->nparts; k++) {
-        arr[k] = (int64_t)(timed ? cpa_clock_gpu_job_ns(m, c, p[k].rank_idx, p[k].arrival_ns)
-                                 : cpa_clock_job_ns(m, c, p[k].rank_idx, p[k].arrival_ns));
+        arr[k] = (int64_t)cpa_part_arrival_job_ns(m, mt, c, &p[k]); /* all timed, or none */
         if (arr[k] > arr[last])
             last = k;
         if (c->rank_domain && c->rank_domain[p[k].rank_idx] != c->rank_domain[p[0].rank_idx])

@@ -72,6 +72,18 @@ double cpa_gpu_job_us(const cpa_analysis *a, size_t rank_idx, uint64_t local_ns)
     return cpa_job_ns_us(a, cpa_clock_gpu_job_ns(a->model, &a->clock, rank_idx, local_ns));
 }
 
+void cpa_arrivals_job(const cpa_model *m, cpa_matched *mt, const cpa_clock *c)
+{
+    if (mt->arrivals_job)
+        return;
+    for (size_t i = 0; i < mt->nparts; i++) {
+        cpa_part *p = &mt->parts[i];
+        if (p->rank_idx < m->nranks)
+            p->arrival_ns = cpa_part_arrival_job_ns(m, mt, c, p);
+    }
+    mt->arrivals_job = 1;
+}
+
 int cpa_timeline_build(const cpa_analysis *a, cpa_timeline *t)
 {
     const cpa_model *m = a->model;
@@ -94,9 +106,7 @@ int cpa_timeline_build(const cpa_analysis *a, cpa_timeline *t)
             if (p->rank_idx >= m->nranks || p->call_idx >= m->ranks[p->rank_idx].ncalls)
                 continue;
             /* the part's arrival is its call's (gpu start or entry): no call is read */
-            uint64_t at = p->gpu_timed
-                              ? cpa_clock_gpu_job_ns(m, &a->clock, p->rank_idx, p->arrival_ns)
-                              : cpa_clock_job_ns(m, &a->clock, p->rank_idx, p->arrival_ns);
+            uint64_t at = cpa_part_arrival_job_ns(m, mt, &a->clock, p);
             if (at < lo) {
                 lo = at;
                 t->first_part[i] = k;

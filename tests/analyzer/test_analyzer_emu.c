@@ -231,11 +231,9 @@ static void tally_lateness(const cpa_analysis *a, late_tally *t)
             if ((int32_t)pt->rank_idx != late)
                 continue;
             const cpa_call *c = &m->ranks[pt->rank_idx].calls[pt->call_idx];
-            double arrival = (double)(c->gpu_timed
-                                          ? cpa_clock_gpu_job_ns(m, &a->clock, pt->rank_idx,
-                                                                 pt->arrival_ns)
-                                          : cpa_clock_job_ns(m, &a->clock, pt->rank_idx,
-                                                             pt->arrival_ns));
+            uint64_t job_arrival = cpa_call_arrival_job_ns(a, pt->rank_idx, c);
+            assert_int_equal(pt->arrival_ns, job_arrival); /* on the job time line */
+            double arrival = (double)job_arrival;
             double late_ns = a->stragglers.op_late_us[op] * 1e3;
             double enter = (double)cpa_clock_job_ns(m, &a->clock, pt->rank_idx, c->enter_ns);
             int unexplained = enter < arrival - late_ns / 2;
