@@ -133,16 +133,29 @@ typedef struct tscratch {
     uint64_t *seen;      /* ... so far, and every stride-th of them makes a tie */
     uint64_t *stride;
     _Atomic uint32_t *finger; /* per domain: its anchor segment last found */
+    uint32_t *ranks;     /* the ranks, part by part, of the operation dom, touched and cnt
+                          * were found for: nranks of them, nt domains */
+    uint32_t nranks, nt;
 } tscratch;
 
-/* The domains operation o holds, ascending, in x->touched; x->cnt counts parts per domain
- * (the caller zeroes the touched entries again). Returns how many. */
+/* The domains operation o holds, ascending, in x->touched; x->cnt counts parts per domain,
+ * x->dom[k] is part k's. Returns how many. An operation with the ranks of the one before
+ * (its communicator's next, nearly always) has its domains too: they are kept, not found
+ * again part by part. */
 static size_t op_domains(const cpa_matched *mt, const cpa_clock *c, const cpa_op *o,
                          tscratch *x)
 {
     const cpa_part *p = &mt->parts[o->first_part];
+    uint32_t same = o->nparts == x->nranks;
+    for (uint32_t k = 0; same && k < o->nparts; k++)
+        same = p[k].rank_idx == x->ranks[k];
+    if (same)
+        return x->nt;
+    for (size_t i = 0; i < x->nt; i++)
+        x->cnt[x->touched[i]] = 0;
     size_t nt = 0;
     for (uint32_t k = 0; k < o->nparts; k++) {
+        x->ranks[k] = p[k].rank_idx;
         uint32_t d = x->dom[k] = c->rank_domain[p[k].rank_idx];
         if (!x->cnt[d]++)
             x->touched[nt++] = d;
@@ -153,6 +166,8 @@ static size_t op_domains(const cpa_matched *mt, const cpa_clock *c, const cpa_op
             x->touched[j] = x->touched[j - 1];
             x->touched[j - 1] = tmp;
         }
+    x->nranks = o->nparts;
+    x->nt = (uint32_t)nt;
     return nt;
 }
 
@@ -209,8 +224,6 @@ static int op_ties(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c
         }
     }
 out:
-    for (size_t i = 0; i < nt; i++)
-        x->cnt[x->touched[i]] = 0;
     return rc;
 }
 
@@ -233,20 +246,19 @@ static int collect_ties(const cpa_model *m, const cpa_matched *mt, const cpa_clo
                   .cnt = calloc(nd, sizeof *x.cnt), .at = malloc(nd * sizeof *x.at),
                   .spans = calloc(nd, sizeof *x.spans), .seen = calloc(nd, sizeof *x.seen),
                   .stride = malloc(nd * sizeof *x.stride),
-                  .finger = calloc(nd, sizeof *x.finger)};
+                  .finger = calloc(nd, sizeof *x.finger),
+                  .ranks = malloc(maxp * sizeof *x.ranks)};
     cpa_tie *t = NULL;
     int rc = -1;
     if (!x.v || !x.dom || !x.touched || !x.cnt || !x.at || !x.spans || !x.seen || !x.stride ||
-        !x.finger)
+        !x.finger || !x.ranks)
         goto out;
     for (size_t i = 0; i < mt->nops; i++) {
         if (!tying[i])
             continue;
         size_t nt = op_domains(mt, c, &mt->ops[i], &x);
-        for (size_t k = 0; k < nt; k++) {
+        for (size_t k = 0; k < nt; k++)
             x.spans[x.touched[k]] += nt > 1;
-            x.cnt[x.touched[k]] = 0;
-        }
     }
     for (size_t d = 0; d < nd; d++) {
         x.stride[d] = x.spans[d] / TIE_BUDGET + 1;
@@ -267,6 +279,7 @@ out:
     free(x.seen);
     free(x.stride);
     free(x.finger);
+    free(x.ranks);
     if (rc)
         free(t);
     *out = rc ? NULL : t;
