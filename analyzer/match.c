@@ -229,6 +229,37 @@ static void census_free(census *cs, size_t nranks)
     memset(cs, 0, sizeof *cs);
 }
 
+/* Whether the parts come out in (comm rank, rank index) order as placed, walking the ranks
+ * in order: every communicator's members rank in it as in the job, one COMM record each
+ * (a communicator split by color with the job rank as key: all of them, nearly always).
+ * Then no operation needs sorting, nor each part's comm rank kept for it (4 bytes a call,
+ * at the analysis' peak of memory). -1 out of memory. */
+static int parts_come_sorted(const cpa_model *m, const census *cs)
+{
+    size_t n = cs->t.n ? cs->t.n : 1;
+    size_t *last_rank = malloc(n * sizeof *last_rank);
+    int32_t *last_cr = malloc(n * sizeof *last_cr);
+    int sorted = last_rank && last_cr;
+    for (size_t g = 0; sorted && g < cs->t.n; g++)
+        last_rank[g] = SIZE_MAX;
+    for (size_t r = 0; sorted && r < m->nranks; r++) {
+        const cpa_rank *k = &m->ranks[r];
+        for (size_t i = 0; sorted && i < k->ncomms; i++) {
+            uint32_t g = cs->range[r][i];
+            if (g == UINT32_MAX)
+                continue;
+            sorted = k->comms[i].rank >= 0 && last_rank[g] != r &&
+                     (last_rank[g] == SIZE_MAX || k->comms[i].rank > last_cr[g]);
+            last_rank[g] = r;
+            last_cr[g] = k->comms[i].rank;
+        }
+    }
+    int rc = last_rank && last_cr ? sorted : -1;
+    free(last_rank);
+    free(last_cr);
+    return rc;
+}
+
 /* Places the nc collective calls in out->parts [0, nc) and their operations in out->ops.
  * 1 when their sequence numbers are too sparse to count (nothing done), 0 done, -1 out of
  * memory. */
@@ -260,10 +291,13 @@ static int count_collectives(const cpa_model *m, census *cs, cpa_matched *out)
         t->ranges[g].base = nslot;
         nslot += span + 1;
     }
+    int sorted = parts_come_sorted(m, cs);
+    if (sorted < 0)
+        goto done;
     start = calloc(nslot + 1, sizeof *start);
-    a = malloc((nc ? nc : 1) * sizeof *a);
+    a = sorted ? NULL : malloc((nc ? nc : 1) * sizeof *a);
     slot = malloc((nc ? nc : 1) * sizeof *slot);
-    if (!start || !a || !slot)
+    if (!start || (!sorted && !a) || !slot)
         goto done;
     /* Count per slot, then each slot's end; placing the calls last to first moves each end
      * back to its slot's start and keeps every slot's parts in walk (rank, call) order. */
@@ -309,11 +343,13 @@ static int count_collectives(const cpa_model *m, census *cs, cpa_matched *out)
              * one: its line asked for now (the writes were a stall each) */
             if (i >= PREFETCH) {
                 __builtin_prefetch(&out->parts[start[slot[i - PREFETCH]] - 1], 1, 0);
-                __builtin_prefetch(&a[start[slot[i - PREFETCH]] - 1], 1, 0);
+                if (a)
+                    __builtin_prefetch(&a[start[slot[i - PREFETCH]] - 1], 1, 0);
             }
             op_of[c] = slot_op[slot[i]];
             out->parts[at] = part_of_call((uint32_t)r, (uint32_t)c, call);
-            a[at] = cm->rank;
+            if (a)
+                a[at] = cm->rank;
         }
     }
     size_t nops = 0;
@@ -330,7 +366,8 @@ static int count_collectives(const cpa_model *m, census *cs, cpa_matched *out)
             uint64_t s = cr->base + q;
             if (start[s + 1] == start[s])
                 continue;
-            sort_parts(out->parts, a, start[s], start[s + 1]);
+            if (a)
+                sort_parts(out->parts, a, start[s], start[s + 1]);
             cpa_op *o = &out->ops[out->nops++];
             *o = (cpa_op){.comm_id = cr->comm_id, .seq = cr->first_seq + q,
                           .first_part = start[s], .nparts = start[s + 1] - start[s]};
