@@ -57,22 +57,40 @@ double cpa_busbw_factor(unsigned op, int nranks)
     }
 }
 
+/* An operation's parts summed as they are read (accumulate, below). */
+enum { ACC_GPU = 1, ACC_UNFINISHED = 2, ACC_ABORTED = 4, ACC_SEEN = 8, ACC_AGAIN = 16 };
+
+typedef struct opacc {
+    double gpu;         /* the shortest share-weighted GPU time (ACC_GPU) */
+    uint64_t host;      /* host times' sum: exact */
+    uint32_t nhost;
+    uint8_t state;      /* ACC_* */
+    uint8_t source, nchannels, algo, proto;
+} opacc;
+
+/* An operation's row sample. Until it is made, its place holds its parts' sum (acc): one
+ * array for both, where two were the analysis' peak of memory. */
 typedef struct sample {
-    /* the row's key, by the kind of rows: fields a kind does not key on are 0 */
-    uint64_t key_size;
-    int32_t key_root;
-    uint8_t key_dtype, key_redop;
-    uint8_t op;
-    int32_t nranks;
-    /* the operation's own */
-    uint64_t bytes;
-    int32_t root;
-    uint8_t dtype, redop;
-    uint32_t calls;
-    double time_ns;
-    double bus_bytes;
-    uint8_t source;   /* 0 host, 1 events (or CUPTI), 2 plugin: the DONE's timing */
-    uint8_t algo, proto, nchannels;
+    union {
+        struct {
+            /* the row's key, by the kind of rows: fields a kind does not key on are 0 */
+            uint64_t key_size;
+            int32_t key_root;
+            uint8_t key_dtype, key_redop;
+            uint8_t op;
+            int32_t nranks;
+            /* the operation's own */
+            uint64_t bytes;
+            int32_t root;
+            uint8_t dtype, redop;
+            uint32_t calls;
+            double time_ns;
+            double bus_bytes;
+            uint8_t source;   /* 0 host, 1 events (or CUPTI), 2 plugin: the DONE's timing */
+            uint8_t algo, proto, nchannels;
+        };
+        opacc acc;
+    };
 } sample;
 
 static int cmp_key(const sample *p, const sample *q)
@@ -357,16 +375,6 @@ static void fill_row(cpa_stat *row, const sample *s, const cpa_kv *at, size_t n)
  * same in any order, except the algorithm and protocol, which the last part NCCL described
  * gives: an operation whose parts disagree on them (never seen from NCCL) is flagged and
  * left to op_time_ns. */
-enum { ACC_GPU = 1, ACC_UNFINISHED = 2, ACC_ABORTED = 4, ACC_SEEN = 8, ACC_AGAIN = 16 };
-
-typedef struct opacc {
-    double gpu;         /* the shortest share-weighted GPU time (ACC_GPU) */
-    uint64_t host;      /* host times' sum: exact */
-    uint32_t nhost;
-    uint8_t state;      /* ACC_* */
-    uint8_t source, nchannels, algo, proto;
-} opacc;
-
 /* One part's call into its operation's opacc. in_order: the parts come in their order, and
  * the last one NCCL described gives the algorithm and protocol; else a second that differs
  * from the first flags the operation (ACC_AGAIN). */
@@ -406,15 +414,15 @@ static void acc_add(opacc *a, const cpa_rank *k, const cpa_call *c, float share,
 }
 
 static void accumulate(const cpa_model *m, const cpa_matched *mt, float *const *shares,
-                       opacc *acc)
+                       sample *acc)
 {
     for (size_t r = 0; r < m->nranks; r++) {
         const cpa_rank *k = &m->ranks[r];
         const uint32_t *op_of = mt->call_op[r];
         for (size_t ci = 0; ci < k->ncalls; ci++)
             if (op_of[ci] < mt->nops)
-                acc_add(&acc[op_of[ci]], k, &k->calls[ci], shares[r] ? shares[r][ci] : 1.0f,
-                        0);
+                acc_add(&acc[op_of[ci]].acc, k, &k->calls[ci],
+                        shares[r] ? shares[r][ci] : 1.0f, 0);
     }
 }
 
@@ -455,24 +463,24 @@ int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_rows kind, 
 {
     memset(out, 0, sizeof *out);
     out->kind = kind;
-    sample *s = malloc((mt->nops ? mt->nops : 1) * sizeof *s);
+    sample *s = calloc(mt->nops ? mt->nops : 1, sizeof *s); /* each op's acc zeroed */
     float **shares = calloc(m->nranks ? m->nranks : 1, sizeof *shares);
-    opacc *acc = calloc(mt->nops ? mt->nops : 1, sizeof *acc);
     cpa_kv *order = NULL;
-    if (!s || !shares || !acc)
+    if (!s || !shares)
         goto oom;
     for (size_t r = 0; r < m->nranks; r++)
         if (rank_shares(&m->ranks[r], &shares[r]))
             goto oom;
-    accumulate(m, mt, shares, acc);
-    size_t ns = 0;
+    accumulate(m, mt, shares, s);
+    size_t ns = 0; /* samples made, in s[0, ns): none past op i, whose acc is read first */
     for (size_t i = 0; i < mt->nops; i++) {
         const cpa_op *o = &mt->ops[i];
         if (!o->nparts)
             continue;
+        opacc acc = s[i].acc;
         sample one = {0};
-        double t = acc[i].state & ACC_AGAIN ? op_time_ns(m, mt, o, shares, &one)
-                                            : acc_time_ns(&acc[i], &one);
+        double t = acc.state & ACC_AGAIN ? op_time_ns(m, mt, o, shares, &one)
+                                         : acc_time_ns(&acc, &one);
         if (t == -2)
             out->aborted++;
         if (t < 0)
@@ -496,8 +504,8 @@ int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_rows kind, 
                       .nchannels = one.nchannels};
         set_key(x, kind);
     }
-    free(acc); /* before the sort's scratch: the analysis' peak of memory is near */
-    acc = NULL;
+    free_shares(shares, m->nranks); /* before the sort's scratch: near the peak of memory */
+    shares = NULL;
     if (sort_samples(s, ns, &order))
         goto oom;
     size_t cap = 0;
@@ -512,13 +520,10 @@ int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_rows kind, 
     }
     free(order);
     free(s);
-    free(acc);
-    free_shares(shares, m->nranks);
     return 0;
 oom:
     free(order);
     free(s);
-    free(acc);
     free_shares(shares, m->nranks);
     cpa_stats_free(out);
     snprintf(err, errlen, "out of memory computing statistics");
