@@ -78,8 +78,21 @@ static int scan_comms(const finder *f, uint64_t *fin1)
 {
     const cpa_matched *mt = f->mt;
     uint32_t *view_of = malloc((f->ncoll ? f->ncoll : 1) * sizeof *view_of);
-    if (!view_of)
+    /* per view, the member the rank walked last found in it: a rank's calls go to its few
+     * communicators in turn, and a member search for each call was most of this scan */
+    typedef struct seen_member {
+        size_t rank;
+        int32_t cr;
+        member *mb;
+    } seen_member;
+    seen_member *seen = malloc((f->nviews ? f->nviews : 1) * sizeof *seen);
+    if (!view_of || !seen) {
+        free(view_of);
+        free(seen);
         return -1;
+    }
+    for (size_t v = 0; v < f->nviews; v++)
+        seen[v].rank = SIZE_MAX;
     for (size_t i = 0; i < f->ncoll; i++)
         view_of[i] = UINT32_MAX;
     for (size_t v = 0; v < f->nviews; v++) {
@@ -91,9 +104,6 @@ static int scan_comms(const finder *f, uint64_t *fin1)
     for (size_t r = 0; r < f->m->nranks; r++) {
         const cpa_rank *k = &f->m->ranks[r];
         const uint32_t *op_of = mt->call_op[r];
-        uint32_t last_v = UINT32_MAX;
-        int32_t last_cr = 0;
-        member *mb = NULL;
         for (size_t ci = 0; ci < k->ncalls; ci++) {
             uint32_t oi = op_of[ci];
             if (oi >= f->ncoll || view_of[oi] == UINT32_MAX)
@@ -101,11 +111,10 @@ static int scan_comms(const finder *f, uint64_t *fin1)
             const cpa_call *c = &k->calls[ci];
             uint32_t v = view_of[oi];
             int32_t cr = cpa_call_comm_rank(k, c);
-            if (v != last_v || cr != last_cr) {
-                mb = cpa_hg_find_member(&f->views[v], cr, (uint32_t)r);
-                last_v = v;
-                last_cr = cr;
-            }
+            seen_member *sm = &seen[v];
+            if (sm->rank != r || sm->cr != cr)
+                *sm = (seen_member){r, cr, cpa_hg_find_member(&f->views[v], cr, (uint32_t)r)};
+            member *mb = sm->mb;
             if (!mb)
                 continue;
             uint64_t seq1 = mt->ops[oi].seq + 1;
@@ -122,6 +131,7 @@ static int scan_comms(const finder *f, uint64_t *fin1)
         }
     }
     free(view_of);
+    free(seen);
     return 0;
 }
 
