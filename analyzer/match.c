@@ -260,48 +260,6 @@ static int parts_come_sorted(const cpa_model *m, const census *cs)
     return rc;
 }
 
-/* The reverse walk over every rank's calls that places the collectives: a cursor at
- * rank r's call c (calls before c still to go), and what it found. */
-typedef struct back_walk {
-    const cpa_model *m;
-    const census *cs;
-    const comm_range *ranges;
-    const uint32_t *order;  /* a range's place in ranges */
-    cpa_matched *out;
-    size_t r, c;
-} back_walk;
-
-typedef struct placed {
-    uint32_t r, c, slot;
-    int32_t comm_rank;
-} placed;
-
-/* The next collective back from the cursor into *e (a send/recv or unmatchable call passed
- * on the way gets no operation here: a pair's is written with it). 0 at the start. */
-static int walk_back(back_walk *w, placed *e)
-{
-    for (;;) {
-        while (w->c == 0) {
-            if (w->r == 0)
-                return 0;
-            w->r--;
-            w->c = w->m->ranks[w->r].ncalls;
-        }
-        const cpa_rank *k = &w->m->ranks[w->r];
-        size_t c = --w->c;
-        const cpa_call *call = &k->calls[c];
-        const cpa_comm *cm = cpa_call_comm(k, call);
-        if (call_kind(call, cm) != CALL_COLLECTIVE) {
-            w->out->call_op[w->r][c] = CPA_NO_OP;
-            continue;
-        }
-        const comm_range *g = &w->ranges[w->order[w->cs->range[w->r][cm - k->comms]]];
-        *e = (placed){(uint32_t)w->r, (uint32_t)c,
-                      (uint32_t)(g->base + (call->seq - g->first_seq)), cm->rank};
-        return 1;
-    }
-}
-
 /* Places the nc collective calls in out->parts [0, nc) and their operations in out->ops.
  * 1 when their sequence numbers are too sparse to count (nothing done), 0 done, -1 out of
  * memory. */
@@ -309,7 +267,7 @@ static int count_collectives(const cpa_model *m, census *cs, cpa_matched *out)
 {
     comm_table *t = &cs->t;
     const size_t nc = cs->nc;
-    uint32_t *order = NULL, *start = NULL, *slot_op = NULL;
+    uint32_t *order = NULL, *start = NULL, *slot_op = NULL, *slot = NULL;
     int32_t *a = NULL;
     int rc = -1;
     if (cs->sparse || nc >= UINT32_MAX)
@@ -338,10 +296,12 @@ static int count_collectives(const cpa_model *m, census *cs, cpa_matched *out)
         goto done;
     start = calloc(nslot + 1, sizeof *start);
     a = sorted ? NULL : malloc((nc ? nc : 1) * sizeof *a);
-    if (!start || (!sorted && !a))
+    slot = malloc((nc ? nc : 1) * sizeof *slot);
+    if (!start || (!sorted && !a) || !slot)
         goto done;
     /* Count per slot, then each slot's end; placing the calls last to first moves each end
      * back to its slot's start and keeps every slot's parts in walk (rank, call) order. */
+    size_t i = 0;
     for (size_t r = 0; r < m->nranks; r++) {
         const cpa_rank *k = &m->ranks[r];
         const uint32_t *range = cs->range[r];
@@ -351,7 +311,9 @@ static int count_collectives(const cpa_model *m, census *cs, cpa_matched *out)
             if (call_kind(call, cm) != CALL_COLLECTIVE)
                 continue;
             const comm_range *g = &t->ranges[order[range[cm - k->comms]]];
-            start[g->base + (call->seq - g->first_seq)]++;
+            slot[i] = (uint32_t)(g->base + (call->seq - g->first_seq));
+            start[slot[i]]++;
+            i++;
         }
     }
     /* Each slot's operation, before the parts are placed: the operations are the slots
@@ -366,31 +328,29 @@ static int count_collectives(const cpa_model *m, census *cs, cpa_matched *out)
         sum += start[s];
         start[s] = (uint32_t)sum;
     }
-    /* Placed walking back, a call's slot found PREFETCH collectives ahead of its placing:
-     * the part it will write lies an operation's width away from the one before, its line
-     * asked for then (the writes were a stall each; the slots kept from the count, 4 bytes
-     * a call, were the analysis' peak of memory). */
-    back_walk w = {.m = m, .cs = cs, .ranges = t->ranges, .order = order, .out = out,
-                   .r = m->nranks, .c = 0};
-    placed ring[PREFETCH];
-    size_t head = 0, queued = 0;
-    for (;;) {
-        while (queued < PREFETCH && walk_back(&w, &ring[(head + queued) % PREFETCH])) {
-            const placed *n = &ring[(head + queued++) % PREFETCH];
-            __builtin_prefetch(&out->parts[start[n->slot] - 1], 1, 0);
+    for (size_t r = m->nranks; r-- > 0;) {
+        const cpa_rank *k = &m->ranks[r];
+        uint32_t *op_of = out->call_op[r];
+        for (size_t c = k->ncalls; c-- > 0;) {
+            const cpa_call *call = &k->calls[c];
+            const cpa_comm *cm = cpa_call_comm(k, call);
+            if (call_kind(call, cm) != CALL_COLLECTIVE) {
+                op_of[c] = CPA_NO_OP; /* a send/recv's is written with its pair's */
+                continue;
+            }
+            uint32_t at = --start[slot[--i]];
+            /* the part written PREFETCH calls on lies an operation's width away from this
+             * one: its line asked for now (the writes were a stall each) */
+            if (i >= PREFETCH) {
+                __builtin_prefetch(&out->parts[start[slot[i - PREFETCH]] - 1], 1, 0);
+                if (a)
+                    __builtin_prefetch(&a[start[slot[i - PREFETCH]] - 1], 1, 0);
+            }
+            op_of[c] = slot_op[slot[i]];
+            out->parts[at] = part_of_call((uint32_t)r, (uint32_t)c, call);
             if (a)
-                __builtin_prefetch(&a[start[n->slot] - 1], 1, 0);
+                a[at] = cm->rank;
         }
-        if (!queued)
-            break;
-        placed e = ring[head];
-        head = (head + 1) % PREFETCH;
-        queued--;
-        uint32_t at = --start[e.slot];
-        out->call_op[e.r][e.c] = slot_op[e.slot];
-        out->parts[at] = part_of_call(e.r, e.c, &m->ranks[e.r].calls[e.c]);
-        if (a)
-            a[at] = e.comm_rank;
     }
     size_t nops = 0;
     for (uint64_t s = 0; s < nslot; s++)
@@ -420,6 +380,7 @@ done:
     free(order);
     free(start);
     free(slot_op);
+    free(slot);
     free(a);
     return rc;
 }
