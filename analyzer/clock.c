@@ -402,7 +402,8 @@ int cpa_clock_align(const cpa_model *m, const cpa_matched *mt, cpa_clock *out, c
         out->domains[d].samples = spans[d];
     if (out->ndomains == 1)
         out->domains[0].refined = 1;
-    if (cpa_clk_gpu_frames(m, mt, tying, out))
+    if (cpa_clk_fix(m, out, 0) || cpa_clk_gpu_frames(m, mt, tying, out) ||
+        cpa_clk_fix(m, out, 1))
         goto oom;
     free(t);
     t = NULL;
@@ -431,6 +432,7 @@ void cpa_clock_free(cpa_clock *c)
         free(c->map->gsegs);
         free(c->map->g_first);
         free(c->map->finger);
+        free(c->map->offset_ns);
         free(c->map);
     }
     free(c->domains);

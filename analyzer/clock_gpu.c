@@ -381,7 +381,7 @@ static size_t segments(const frames *f, uint32_t r, const float *res, const uint
                 s[n++] = (gsample){k->calls[i].gpu_start_ns, res[at]};
         }
     if (!n) {
-        out[0] = (cpa_gseg){0, f->u[r]};
+        out[0] = (cpa_gseg){0, f->u[r], 0};
         return 1;
     }
     size_t sorted = 1; /* file order is nearly always time order already */
@@ -405,11 +405,11 @@ static size_t segments(const frames *f, uint32_t r, const float *res, const uint
         }
         if (x < i + STEP_CONFIRM || hi - lo > 2 * STEP_TOL_NS)
             continue;
-        out[used++] = (cpa_gseg){start ? s[start].t : 0, level_of(s, start, i, level, w)};
+        out[used++] = (cpa_gseg){start ? s[start].t : 0, level_of(s, start, i, level, w), 0};
         level = (lo + hi) / 2;
         start = i;
     }
-    out[used++] = (cpa_gseg){start ? s[start].t : 0, level_of(s, start, n, level, w)};
+    out[used++] = (cpa_gseg){start ? s[start].t : 0, level_of(s, start, n, level, w), 0};
     for (size_t i = 0; i < used; i++)
         out[i].corr += f->u[r];
     return used;
@@ -567,6 +567,7 @@ int cpa_clk_gpu_frames(const cpa_model *m, const cpa_matched *mt, const uint8_t 
     double *perrank = malloc((nr ? nr : 1) * sizeof *perrank);
     if (!perrank)
         goto out;
+    cpa_clk_unfix(c); /* it moves offsets */
     causal_shift(&f, c, ncomp, scratch, perrank);
     free(perrank);
     rc = 0;

@@ -30,6 +30,7 @@ typedef struct cpa_dmap {
 typedef struct cpa_gseg {
     uint64_t t;
     double corr;
+    int64_t corr_ns;         /* cpa_round_i64(corr), once the map is final */
 } cpa_gseg;
 
 /* Per rank, the anchor segment and GPU segment its last conversion landed in. A rank's times
@@ -47,7 +48,22 @@ struct cpa_clock_map {
     cpa_gseg *gsegs;
     size_t *g_first;         /* per rank, and one past: gsegs[g_first[r] .. g_first[r + 1]) */
     cpa_finger *finger;      /* per rank */
+    /* While the domains' offsets hold still: each one rounded, or CPA_CLK_NOT_CONST where
+     * a drift makes it vary (NULL: not now). Host conversions then take them as they are
+     * instead of rounding again: the GPU frames' 20 M and, once the map is final
+     * (gpu_final, with each GPU segment's corr_ns), every conversion after the stage. Only
+     * clock_solve.c (before cpa_clk_fix_hosts) and the GPU frames' causal shift (which drops
+     * them first) move an offset. */
+    int64_t *offset_ns;
+    int gpu_final;
 };
+#define CPA_CLK_NOT_CONST INT64_MIN
+
+/* offset_ns from the domains as they are; gpu_final also rounds every GPU segment's
+ * correction. 0, or -1 out of memory (conversions then round as they go, as before). */
+int cpa_clk_fix(const cpa_model *m, cpa_clock *c, int gpu_final);
+/* Before an offset moves. */
+void cpa_clk_unfix(cpa_clock *c);
 
 /* The segment of sorted keys k[0..n) (stride bytes apart) holding t from a guess at *finger:
  * the largest i with k[i] <= t, or 0 when none; *finger updated. */
@@ -56,12 +72,12 @@ static inline size_t cpa_clk_segment(const void *base, size_t stride, size_t n, 
 {
 #define CPA_KEY(i) (*(const uint64_t *)((const char *)base + (i) * stride))
     size_t lo = atomic_load_explicit(finger, memory_order_relaxed);
-    for (int step = 0; step < 2 && lo < n; step++, lo++)
-        if ((lo == 0 || CPA_KEY(lo) <= t) && (lo + 1 >= n || t < CPA_KEY(lo + 1))) {
-            if (step)
-                atomic_store_explicit(finger, (uint32_t)lo, memory_order_relaxed);
-            return lo;
-        }
+    if (lo < n && (lo == 0 || CPA_KEY(lo) <= t) && (lo + 1 >= n || t < CPA_KEY(lo + 1)))
+        return lo;
+    if (++lo < n && CPA_KEY(lo) <= t && (lo + 1 >= n || t < CPA_KEY(lo + 1))) {
+        atomic_store_explicit(finger, (uint32_t)lo, memory_order_relaxed);
+        return lo;
+    }
     CP_LOWER_BOUND(lo, n, i, CPA_KEY(i) <= t);
     lo = lo ? lo - 1 : 0;
 #undef CPA_KEY
@@ -117,6 +133,9 @@ static inline int64_t cpa_clk_anchor_at(const cpa_anchor *an, size_t n, uint64_t
 {
     if (!n)
         return 0;
+    size_t f = atomic_load_explicit(finger, memory_order_relaxed);
+    if (f + 1 < n && an[f].mono <= t && t < an[f + 1].mono) /* nearly always */
+        return an[f].a + cpa_round_i64((double)(t - an[f].mono) * an[f].slope);
     if (t <= an[0].mono)
         return an[0].a;
     if (t >= an[n - 1].mono)

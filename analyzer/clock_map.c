@@ -2,6 +2,8 @@
  * host times (the domain's anchors and offset) and its GPU times (the rank's GPU segments on
  * top), below the stages that build the map (clock.c, clock_gpu.c) and everything after
  * them that converts. */
+#include <stdlib.h>
+
 #include "analyzer/clock_internal.h"
 
 /* Inlined into each of the three below, so that a single conversion (n and gpu_from known)
@@ -11,6 +13,38 @@ convert(const cpa_model *m, const cpa_clock *c, size_t rank_idx, const uint64_t 
         uint64_t *job, size_t n, size_t gpu_from)
 {
     const struct cpa_clock_map *map = c->map;
+    /* offsets fixed (and for GPU times the segments too): the same sums, their roundings
+     * made once */
+    if (map && map->offset_ns && (gpu_from >= n || map->gpu_final)) {
+        uint32_t d = c->rank_domain[rank_idx];
+        int64_t off = map->offset_ns[d];
+        if (off != CPA_CLK_NOT_CONST) {
+            const cpa_dmap *dm = &map->d[d];
+            const cpa_anchor *an = map->anchors + dm->first;
+            const cpa_gseg *g = NULL;
+            size_t gn = 0;
+            if (gpu_from < n) {
+                g = map->gsegs + map->g_first[rank_idx];
+                gn = map->g_first[rank_idx + 1] - map->g_first[rank_idx];
+            }
+            _Atomic uint32_t *fa = &map->finger[rank_idx].a, *fg = &map->finger[rank_idx].g;
+            for (size_t i = 0; i < n; i++) {
+                uint64_t t = local[i];
+                int64_t j = cpa_clk_add(t > INT64_MAX ? INT64_MAX : (int64_t)t,
+                                        cpa_clk_anchor_at(an, dm->n, t, fa));
+                j = cpa_clk_add(j, off);
+                if (j < 0)
+                    j = 0;
+                if (i >= gpu_from && gn) {
+                    j = cpa_clk_add(j, g[cpa_clk_segment(g, sizeof *g, gn, t, fg)].corr_ns);
+                    if (j < 0)
+                        j = 0;
+                }
+                job[i] = (uint64_t)j;
+            }
+            return;
+        }
+    }
     int aligned = map && c->rank_domain;
     const cpa_dmap *dm = NULL;
     const cpa_clock_domain *dom = NULL;
@@ -65,4 +99,36 @@ uint64_t cpa_clock_gpu_job_ns(const cpa_model *m, const cpa_clock *c, size_t ran
     uint64_t j;
     convert(m, c, rank_idx, &local_ns, &j, 1, 0);
     return j;
+}
+
+int cpa_clk_fix(const cpa_model *m, cpa_clock *c, int gpu_final)
+{
+    struct cpa_clock_map *map = c->map;
+    cpa_clk_unfix(c);
+    if (!map || !c->rank_domain || !map->finger)
+        return 0; /* nothing to fix: conversions keep their general path */
+    if (gpu_final && (!map->g_first || !map->gsegs))
+        gpu_final = 0;
+    int64_t *off = malloc((c->ndomains ? c->ndomains : 1) * sizeof *off);
+    if (!off)
+        return -1;
+    /* cpa_clk_job's correction, rounded as it rounds it */
+    for (size_t d = 0; d < c->ndomains; d++)
+        off[d] = c->domains[d].drift == 0 ? cpa_round_i64(c->domains[d].offset_ns)
+                                          : CPA_CLK_NOT_CONST;
+    if (gpu_final)
+        for (size_t i = 0; i < map->g_first[m->nranks]; i++)
+            map->gsegs[i].corr_ns = cpa_round_i64(map->gsegs[i].corr);
+    map->offset_ns = off;
+    map->gpu_final = gpu_final;
+    return 0;
+}
+
+void cpa_clk_unfix(cpa_clock *c)
+{
+    if (!c->map)
+        return;
+    free(c->map->offset_ns);
+    c->map->offset_ns = NULL;
+    c->map->gpu_final = 0;
 }

@@ -2,6 +2,11 @@
  * each rank's GPU time line, checked against the true times the jobs were written in. */
 #include "tests/analyzer/clock_job.h"
 
+#include "analyzer/clock_internal.h" /* the map's fixed offsets, against rounding each time */
+
+static void fixed_matches_unfixed(const cpa_model *m, cpa_clock *c);
+static void fixed_matches_unfixed_now(const cpa_model *m, cpa_clock *c);
+
 /* ---- clocks ---- */
 
 static void one_host_no_offset(void **state)
@@ -78,6 +83,7 @@ static void two_hosts_wall_clocks_5ms_apart(void **state)
     assert_true(x.c.domains[1].drift == 0); /* 0.3 s of trace: too short to weigh a drift */
     assert_int_equal(x.c.domains[1].samples, 100);
     assert_true(x.c.error_us < 2);
+    fixed_matches_unfixed(x.m, &x.c);
     for (int r = 0; r < 8; r++)
         assert_job_time(&x, &j, r, 150 * MS, 2 * US);
     assert_int_equal(x.s.judged, 100);
@@ -162,6 +168,82 @@ static void batch_matches_singles(const cpa_model *m, const cpa_clock *c)
         }
 }
 
+/* The conversions of a finished clock (offsets and GPU corrections rounded once) against
+ * the same map rounding them at each conversion, at every call's times, on and beside every
+ * anchor and GPU segment boundary, and at the far end of the clock. */
+static const double frac[4] = {0.5, -0.5, 0.25, -1.75}; /* halves round away from zero */
+
+static void perturb(const cpa_model *m, cpa_clock *c, double sign)
+{
+    for (size_t d = 0; d < c->ndomains; d++)
+        c->domains[d].offset_ns += sign * frac[d % 4];
+    for (size_t i = 0; i < c->map->g_first[m->nranks]; i++)
+        c->map->gsegs[i].corr += sign * frac[(i + 1) % 4];
+}
+
+static void fixed_matches_unfixed(const cpa_model *m, cpa_clock *c)
+{
+    struct cpa_clock_map *map = c->map;
+    assert_non_null(map->offset_ns);
+    assert_true(map->gpu_final);
+    for (int pass = 0; pass < 2; pass++) {
+        /* the second with corrections not whole ns (a median of an even count is a half) */
+        if (pass)
+            perturb(m, c, 1);
+        assert_int_equal(cpa_clk_fix(m, c, 1), 0);
+        fixed_matches_unfixed_now(m, c);
+        if (pass)
+            perturb(m, c, -1);
+    }
+    assert_int_equal(cpa_clk_fix(m, c, 1), 0);
+}
+
+static void fixed_matches_unfixed_now(const cpa_model *m, cpa_clock *c)
+{
+    struct cpa_clock_map *map = c->map;
+    for (size_t r = 0; r < m->nranks; r++) {
+        size_t cap = 3 * m->ranks[r].ncalls + 3 * (map->d[c->rank_domain[r]].n +
+                                                     map->g_first[r + 1] - map->g_first[r]) + 8;
+        uint64_t *t = malloc(cap * sizeof *t), *host = malloc(cap * sizeof *host),
+                 *gpu = malloc(cap * sizeof *gpu);
+        size_t n = 0;
+        for (size_t i = 0; i < m->ranks[r].ncalls; i++) {
+            const cpa_call *k = &m->ranks[r].calls[i];
+            t[n++] = k->enter_ns;
+            t[n++] = k->gpu_start_ns;
+            t[n++] = k->gpu_end_ns;
+        }
+        const cpa_dmap *dm = &map->d[c->rank_domain[r]];
+        for (size_t i = 0; i < dm->n; i++)
+            for (int d = -1; d <= 1; d++)
+                t[n++] = map->anchors[dm->first + i].mono + (uint64_t)(int64_t)d;
+        for (size_t i = map->g_first[r]; i < map->g_first[r + 1]; i++)
+            for (int d = -1; d <= 1; d++)
+                t[n++] = map->gsegs[i].t + (uint64_t)(int64_t)d;
+        const uint64_t ends[] = {0, 1, CPA_TIME_MAX, INT64_MAX, (1ull << 63) + 5, UINT64_MAX};
+        for (size_t i = 0; i < sizeof ends / sizeof *ends; i++)
+            t[n++] = ends[i];
+        assert_true(n <= cap);
+        for (size_t i = 0; i < n; i++) {
+            host[i] = cpa_clock_job_ns(m, c, r, t[i]);
+            gpu[i] = cpa_clock_gpu_job_ns(m, c, r, t[i]);
+        }
+        cpa_clk_unfix(c);
+        for (size_t i = 0; i < n; i++)
+            if (host[i] != cpa_clock_job_ns(m, c, r, t[i]) ||
+                gpu[i] != cpa_clock_gpu_job_ns(m, c, r, t[i]))
+                fail_msg("rank %zu time %llu: fixed %llu/%llu, rounding each time %llu/%llu", r,
+                         (unsigned long long)t[i], (unsigned long long)host[i],
+                         (unsigned long long)gpu[i],
+                         (unsigned long long)cpa_clock_job_ns(m, c, r, t[i]),
+                         (unsigned long long)cpa_clock_gpu_job_ns(m, c, r, t[i]));
+        assert_int_equal(cpa_clk_fix(m, c, 1), 0);
+        free(t);
+        free(host);
+        free(gpu);
+    }
+}
+
 /* 200 s, host b's monotonic clock 20 ppm fast and no anchor after the header (no CLOCK
  * record: killed ranks write none): its offset moves by 4 ms over the trace. */
 static void drift_over_a_long_trace(void **state)
@@ -194,6 +276,7 @@ static void drift_over_a_long_trace(void **state)
     }
     assert_no_straggler(&x);
     batch_matches_singles(x.m, &x.c); /* drift between the ties, held past them */
+    fixed_matches_unfixed(x.m, &x.c);
     res_free(&x);
     job_free(&j);
 }
@@ -434,6 +517,7 @@ static void bad_gpu_references_are_corrected(void **state)
     double got = (double)(cpa_clock_gpu_job_ns(x.m, &x.c, 3, g) - EPOCH);
     assert_true(fabs(got - (100 * MS - LAUNCH_NS)) < 25 * US);
     batch_matches_singles(x.m, &x.c);
+    fixed_matches_unfixed(x.m, &x.c);
     assert_int_equal(x.s.judged, 20 * (16 + 4 + 1));
     assert_true(x.s.late == 0);
     assert_no_straggler(&x);
@@ -732,6 +816,7 @@ static void conversions_saturate(void **state)
             assert_true(r == 0 ? host == INT64_MAX : host < INT64_MAX);
         }
     batch_matches_singles(a.model, &a.clock);
+    fixed_matches_unfixed(a.model, &a.clock);
     /* unaligned (no map yet), from the header's anchor */
     cpa_clock bare = {0};
     batch_matches_singles(a.model, &bare);
