@@ -52,7 +52,7 @@ struct cpa_clock_map {
      * a drift makes it vary (NULL: not now). Host conversions then take them as they are
      * instead of rounding again: the GPU frames' 20 M and, once the map is final
      * (gpu_final, with each GPU segment's corr_ns), every conversion after the stage. Only
-     * clock_solve.c (before cpa_clk_fix_hosts) and the GPU frames' causal shift (which drops
+     * clock_solve.c (before the first cpa_clk_fix) and the GPU frames' causal shift (which drops
      * them first) move an offset. */
     int64_t *offset_ns;
     int gpu_final;
