@@ -398,6 +398,8 @@ int cpa_clock_align(const cpa_model *m, const cpa_matched *mt, cpa_clock *out, c
     if (out->ndomains > 1 &&
         (collect_ties(m, mt, out, tying, 0, &t, &nt, spans) || cpa_clk_solve(out, t, nt)))
         goto oom;
+    free(t); /* solved: the GPU frames' arrays, at the analysis' peak of memory, come next */
+    t = NULL;
     for (size_t d = 0; d < out->ndomains; d++)
         out->domains[d].samples = spans[d];
     if (out->ndomains == 1)
@@ -405,8 +407,6 @@ int cpa_clock_align(const cpa_model *m, const cpa_matched *mt, cpa_clock *out, c
     if (cpa_clk_fix(m, out, 0) || cpa_clk_gpu_frames(m, mt, tying, out) ||
         cpa_clk_fix(m, out, 1))
         goto oom;
-    free(t);
-    t = NULL;
     if (out->ndomains > 1 &&
         (collect_ties(m, mt, out, tying, 1, &t, &nt, NULL) || measure_error(out, t, nt)))
         goto oom;

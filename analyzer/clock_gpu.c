@@ -71,13 +71,46 @@ static double diff_ns(uint64_t a, uint64_t b)
     return (double)(int64_t)(a - b);
 }
 
-/* The pair (a, b), added when new; NULL out of memory. */
-static pair *pair_of(frames *f, uint32_t a, uint32_t b)
+static size_t pair_home(const frames *f, uint32_t a, uint32_t b)
 {
     uint64_t h = ((uint64_t)a * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)b * 0xc2b2ae3d27d4eb4full);
-    for (size_t i = (size_t)(h >> 17) & (f->nslots - 1);; i = (i + 1) & (f->nslots - 1)) {
+    return (size_t)(h >> 17) & (f->nslots - 1);
+}
+
+/* The table of pairs twice as large, every pair placed again; -1 out of memory. */
+static int pairs_rehash(frames *f)
+{
+    size_t n = f->nslots ? 2 * f->nslots : 1024;
+    uint32_t *slot = malloc(n * sizeof *slot);
+    if (!slot)
+        return -1;
+    memset(slot, 0xff, n * sizeof *slot);
+    free(f->slot);
+    f->slot = slot;
+    f->nslots = n;
+    for (size_t k = 0; k < f->npairs; k++) {
+        size_t i = pair_home(f, f->pairs[k].a, f->pairs[k].b);
+        while (slot[i] != UINT32_MAX)
+            i = (i + 1) & (n - 1);
+        slot[i] = (uint32_t)k;
+    }
+    return 0;
+}
+
+/* The pair (a, b), added when new; NULL out of memory. The table grows with the pairs (a
+ * job's are a few per rank; sized by the parts, it was megabytes of misses). */
+static pair *pair_of(frames *f, uint32_t a, uint32_t b)
+{
+    if (!f->nslots && pairs_rehash(f))
+        return NULL;
+    for (size_t i = pair_home(f, a, b);; i = (i + 1) & (f->nslots - 1)) {
         uint32_t s = f->slot[i];
         if (s == UINT32_MAX) {
+            if (2 * (f->npairs + 1) > f->nslots) { /* a new pair: room for it first */
+                if (pairs_rehash(f))
+                    return NULL;
+                return pair_of(f, a, b);
+            }
             if (cpa_grow((void **)&f->pairs, &f->cap_pairs, f->npairs + 1, sizeof *f->pairs))
                 return NULL;
             f->slot[i] = (uint32_t)f->npairs;
@@ -89,68 +122,97 @@ static pair *pair_of(frames *f, uint32_t a, uint32_t b)
     }
 }
 
-/* Step 1's data: every pair's differences, and their medians. */
-static int collect_pairs(frames *f)
+/* Where operations' parts find their pairs: an operation's pairs are nearly always its
+ * predecessor's (operations come by communicator, and a communicator's are its same ranks),
+ * so the pair found at each part position is kept and taken again while the rank there is
+ * the same, instead of a hash lookup a part (a fifth of the clock stage on a 1024-rank
+ * job). */
+typedef struct pair_walk {
+    uint32_t *rank, *pair; /* per part position; rank[0] the operation's lowest */
+    uint32_t n;            /* positions valid, all for rank[0] */
+} pair_walk;
+
+static void pair_walk_op(pair_walk *w, const cpa_part *p)
+{
+    if (w->n && w->rank[0] != p[0].rank_idx)
+        w->n = 0;
+    w->rank[0] = p[0].rank_idx;
+}
+
+/* Part k's pair (k >= 1) in *q: 0, 1 when it is the lowest rank's again (no pair), -1 out of
+ * memory. */
+static inline __attribute__((always_inline)) int pair_walk_at(frames *f, pair_walk *w,
+                                                          const cpa_part *p, uint32_t k,
+                                                          pair **q)
+{
+    if (p[k].rank_idx == p[0].rank_idx) {
+        w->rank[k] = UINT32_MAX; /* nothing kept here for another op */
+        return 1;
+    }
+    if (k < w->n && w->rank[k] == p[k].rank_idx) {
+        *q = &f->pairs[w->pair[k]];
+        return 0;
+    }
+    if (!(*q = pair_of(f, p[0].rank_idx, p[k].rank_idx)))
+        return -1;
+    w->rank[k] = p[k].rank_idx;
+    w->pair[k] = (uint32_t)(*q - f->pairs);
+    return 0;
+}
+
+static void pair_walk_done(pair_walk *w, uint32_t nparts)
+{
+    w->n = nparts > w->n ? nparts : w->n;
+}
+
+static int pair_walk_init(pair_walk *w, size_t maxp)
+{
+    w->rank = malloc((maxp ? maxp : 1) * sizeof *w->rank);
+    w->pair = malloc((maxp ? maxp : 1) * sizeof *w->pair);
+    w->n = 0;
+    return w->rank && w->pair ? 0 : -1;
+}
+
+static void pair_walk_free(pair_walk *w)
+{
+    free(w->rank);
+    free(w->pair);
+}
+
+/* Step 1's data: every pair's differences, and their medians. The differences stay (in
+ * f->diffs, pair by pair in operation order) for step 2, which reads them back instead of
+ * converting every end again: whole ns below 2^24 ns, exact in a float. */
+static int collect_pairs(frames *f, size_t maxp)
 {
     const cpa_matched *mt = f->mt;
-    size_t most = 0;
-    for (size_t i = 0; i < mt->nops; i++)
-        most += mt->ops[i].nparts;
-    /* Pairs are at most a rank's partners summed: bounded by parts, and by ranks squared. */
-    size_t bound = most < (size_t)f->m->nranks * f->m->nranks ? most : f->m->nranks * f->m->nranks;
-    for (f->nslots = 16; f->nslots < 2 * bound + 16; f->nslots *= 2)
-        ;
-    f->slot = malloc(f->nslots * sizeof *f->slot);
-    if (!f->slot)
-        return -1;
-    memset(f->slot, 0xff, f->nslots * sizeof *f->slot);
-    /* An operation's pairs are nearly always its predecessor's (operations come by
-     * communicator, and a communicator's are its same ranks): the pair found for each part
-     * position is kept and taken again while the ranks there are the same, instead of a
-     * hash lookup a part (a fifth of the clock stage on a 1024-rank job). */
-    size_t maxp = 1;
-    for (size_t i = 0; i < mt->nops; i++)
-        maxp = mt->ops[i].nparts > maxp ? mt->ops[i].nparts : maxp;
-    uint32_t *seen_rank = malloc(maxp * sizeof *seen_rank), *seen_pair =
-                                                              malloc(maxp * sizeof *seen_pair);
-    if (!seen_rank || !seen_pair) {
-        free(seen_rank);
-        free(seen_pair);
+    pair_walk w;
+    if (pair_walk_init(&w, maxp)) {
+        pair_walk_free(&w);
         return -1;
     }
     for (int pass = 0; pass < 2; pass++) {
-        uint32_t seen_n = 0; /* positions of seen_* valid, all for one lowest rank */
+        w.n = 0;
         for (size_t i = 0; i < mt->nops; i++) {
             const cpa_op *o = &mt->ops[i];
             if (!f->tying[i])
                 continue;
             const cpa_part *p = &mt->parts[o->first_part];
-            if (seen_n && seen_rank[0] != p[0].rank_idx)
-                seen_n = 0;
-            seen_rank[0] = p[0].rank_idx;
+            pair_walk_op(&w, p);
             uint64_t e0 = pass ? end_job(f, &p[0]) : 0;
             for (uint32_t k = 1; k < o->nparts; k++) {
-                if (p[k].rank_idx == p[0].rank_idx) {
-                    seen_rank[k] = UINT32_MAX; /* nothing kept here for another op */
-                    continue;
-                }
                 pair *q;
-                if (k < seen_n && seen_rank[k] == p[k].rank_idx) {
-                    q = &f->pairs[seen_pair[k]];
-                } else {
-                    if (!(q = pair_of(f, p[0].rank_idx, p[k].rank_idx))) {
-                        free(seen_rank);
-                        free(seen_pair);
-                        return -1;
-                    }
-                    seen_rank[k] = p[k].rank_idx;
-                    seen_pair[k] = (uint32_t)(q - f->pairs);
+                int got = pair_walk_at(f, &w, p, k, &q);
+                if (got < 0) {
+                    pair_walk_free(&w);
+                    return -1;
                 }
+                if (got)
+                    continue;
                 if (pass)
                     f->diffs[q->first + q->n] = (float)diff_ns(end_job(f, &p[k]), e0);
                 q->n++;
             }
-            seen_n = o->nparts > seen_n ? o->nparts : seen_n;
+            pair_walk_done(&w, o->nparts);
         }
         if (pass)
             break;
@@ -163,8 +225,7 @@ static int collect_pairs(frames *f)
         if (!(f->diffs = malloc((total ? total : 1) * sizeof *f->diffs)))
             break;
     }
-    free(seen_rank);
-    free(seen_pair);
+    pair_walk_free(&w);
     if (!f->diffs)
         return -1;
     size_t maxn = 0;
@@ -180,12 +241,6 @@ static int collect_pairs(frames *f)
         q->diff = cpa_select(v, q->n, (q->n - 1) / 2);
     }
     free(v);
-    /* the medians are all step 1 needs: the differences go before step 2 allocates its own
-     * (40 MB on a 1024-rank job, at the analysis' peak of memory) */
-    free(f->diffs);
-    f->diffs = NULL;
-    free(f->slot);
-    f->slot = NULL;
     return 0;
 }
 
@@ -319,27 +374,49 @@ static int cmp_gsample(const void *x, const void *y)
  * in pair_only) only for a rank that has no larger operation to go by. A call is in one
  * operation, so one array holds both kinds (two of them were 40 MB more at the analysis'
  * peak of memory). */
-static int residuals(frames *f, const size_t *call_base, float *res, uint8_t *pair_only)
+static int residuals(frames *f, size_t maxp, const size_t *call_base, float *res,
+                     uint8_t *pair_only)
 {
     const cpa_matched *mt = f->mt;
-    size_t maxp = 0;
-    for (size_t i = 0; i < mt->nops; i++)
-        maxp = mt->ops[i].nparts > maxp ? mt->ops[i].nparts : maxp;
     double *j = malloc((maxp ? maxp : 1) * sizeof *j);
     double *tmp = malloc((maxp ? maxp : 1) * sizeof *tmp);
-    if (!j || !tmp) {
-        free(j);
-        free(tmp);
-        return -1;
+    uint32_t *read = calloc(f->npairs ? f->npairs : 1, sizeof *read); /* per pair: taken */
+    pair_walk w;
+    int rc = pair_walk_init(&w, maxp);
+    if (!j || !tmp || !read || rc) {
+        rc = -1;
+        goto out;
     }
     for (size_t i = 0; i < mt->nops; i++) {
         const cpa_op *o = &mt->ops[i];
         if (!f->tying[i])
             continue;
         const cpa_part *p = &mt->parts[o->first_part];
-        uint64_t e0 = end_job(f, &p[0]);
-        for (uint32_t k = 0; k < o->nparts; k++)
-            tmp[k] = j[k] = diff_ns(end_job(f, &p[k]), e0) + f->u[p[k].rank_idx];
+        pair_walk_op(&w, p);
+        uint64_t e0 = 0;
+        int have_e0 = 0;
+        tmp[0] = j[0] = f->u[p[0].rank_idx];
+        for (uint32_t k = 1; k < o->nparts; k++) {
+            /* the difference step 1 kept, in the order it kept them; converted again only
+             * where the float may not hold it (2^24 ns apart or more) or none was kept */
+            pair *q;
+            int got = pair_walk_at(f, &w, p, k, &q);
+            if (got < 0) {
+                rc = -1;
+                goto out;
+            }
+            float d = got ? 0 : f->diffs[q->first + read[q - f->pairs]++];
+            double dk = d;
+            if (got || !(fabsf(d) < 16777216.0f)) {
+                if (!have_e0) {
+                    e0 = end_job(f, &p[0]);
+                    have_e0 = 1;
+                }
+                dk = diff_ns(end_job(f, &p[k]), e0);
+            }
+            tmp[k] = j[k] = dk + f->u[p[k].rank_idx];
+        }
+        pair_walk_done(&w, o->nparts);
         double e = cpa_clk_consensus(tmp, o->nparts);
         for (uint32_t k = 0; k < o->nparts; k++) {
             size_t at = call_base[p[k].rank_idx] + p[k].call_idx;
@@ -348,9 +425,12 @@ static int residuals(frames *f, const size_t *call_base, float *res, uint8_t *pa
                 pair_only[at / 8] |= (uint8_t)(1u << (at % 8));
         }
     }
+out:
     free(j);
     free(tmp);
-    return 0;
+    free(read);
+    pair_walk_free(&w);
+    return rc;
 }
 
 /* The level of samples s[a..b) that lie within STEP_TOL_NS of guess: their median. */
@@ -539,7 +619,10 @@ int cpa_clk_gpu_frames(const cpa_model *m, const cpa_matched *mt, const uint8_t 
         f.comp[r] = UINT32_MAX;
     }
     call_base[nr] = total;
-    if (collect_pairs(&f) || solve_frames(&f))
+    size_t maxp = 1;
+    for (size_t i = 0; i < mt->nops; i++)
+        maxp = mt->ops[i].nparts > maxp ? mt->ops[i].nparts : maxp;
+    if (collect_pairs(&f, maxp) || solve_frames(&f))
         goto out;
     res = malloc((total ? total : 1) * sizeof *res);
     pair_only = calloc(total / 8 + 1, 1);
@@ -552,8 +635,12 @@ int cpa_clk_gpu_frames(const cpa_model *m, const cpa_matched *mt, const uint8_t 
         goto out;
     for (size_t i = 0; i < total; i++)
         res[i] = NAN;
-    if (residuals(&f, call_base, res, pair_only))
+    if (residuals(&f, maxp, call_base, res, pair_only))
         goto out;
+    free(f.diffs); /* step 1's, read back: gone before the segments' own arrays */
+    f.diffs = NULL;
+    free(f.slot);
+    f.slot = NULL;
     size_t used = 0;
     uint32_t ncomp = 0;
     for (size_t r = 0; r < nr; r++) {
