@@ -41,12 +41,6 @@
 #define ROTATING_MIN_JUDGED 30
 #define PERSISTENT_SHARE_OF_LATE 0.6
 
-static int cmp_i64(const void *x, const void *y)
-{
-    int64_t p = *(const int64_t *)x, q = *(const int64_t *)y;
-    return (p > q) - (p < q);
-}
-
 static int cmp_row(const void *x, const void *y)
 {
     const cpa_straggler *p = x, *q = y;
@@ -70,6 +64,35 @@ const char *cpa_late_cause_name(int cause)
  * a group of send/recv to many peers is many calls on one stream. */
 #define HELD_SEARCH 256
 
+/* The k-th smallest of v[0..n), n > 0, reordering v (Hoare's selection, as cpa_select's for
+ * doubles: job times are integers a double cannot always hold). */
+static int64_t select_i64(int64_t *v, size_t n, size_t k)
+{
+    ptrdiff_t lo = 0, hi = (ptrdiff_t)n - 1, kk = (ptrdiff_t)k;
+    while (hi > lo) {
+        int64_t p = v[lo + (hi - lo) / 2];
+        ptrdiff_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < p)
+                i++;
+            while (v[j] > p)
+                j--;
+            if (i <= j) {
+                int64_t x = v[i];
+                v[i++] = v[j];
+                v[j--] = x;
+            }
+        }
+        if (kk <= j)
+            hi = j;
+        else if (kk >= i)
+            lo = i;
+        else
+            break;
+    }
+    return v[k];
+}
+
 /* Why the late part k came late (enum cpa_late_cause in analyzer.h), its host lateness in
  * *host_us, and in *held the earlier call its stream was still in (COLLECTIVE). arr holds the
  * arrivals, late the lateness (ns) and ent is scratch of nparts. */
@@ -88,9 +111,10 @@ static int late_cause(const cpa_model *m, const cpa_matched *mt, const cpa_clock
         else
             ent[n++] = e;
     }
-    /* the others' median entry: lower middle, as their arrivals' (judge) */
-    qsort(ent, n, sizeof *ent, cmp_i64);
-    *host_us = (double)(mine - ent[(n - 1) / 2]) / 1e3;
+    /* the others' median entry: lower middle, as their arrivals' (judge); selected, not
+     * sorted (a sort of every late operation's entries was a sixth of the stage) */
+    int64_t med = select_i64(ent, n, (n - 1) / 2);
+    *host_us = (double)(mine - med) / 1e3;
     *held = NULL;
     if (!timed)
         return CPA_CAUSE_HOST; /* its arrival is its entry */
@@ -116,7 +140,7 @@ static int late_cause(const cpa_model *m, const cpa_matched *mt, const cpa_clock
      * NCCL operation that held the stream past half the lateness after the others' GPU
      * starts (arr[k] - late is their median); neither: other GPU work held it. */
     double half = (double)arr[k] - late / 2;
-    if (mine >= prev_end && (double)(mine - ent[(n - 1) / 2]) >= late / 2)
+    if (mine >= prev_end && (double)(mine - med) >= late / 2)
         return CPA_CAUSE_HOST;
     if (prev && (double)prev_end >= half) {
         *held = prev;
