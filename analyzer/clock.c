@@ -51,12 +51,6 @@ static int cmp_anchor(const void *x, const void *y)
     return (p->mono > q->mono) - (p->mono < q->mono);
 }
 
-static int cmp_i64(const void *x, const void *y)
-{
-    int64_t p = *(const int64_t *)x, q = *(const int64_t *)y;
-    return (p > q) - (p < q);
-}
-
 /* ---- anchors ---- */
 
 /* Merges the samples of domain d's ranks into clustered anchors at map->anchors + *used;
@@ -88,8 +82,8 @@ static int build_anchors(const cpa_model *m, const cpa_clock *c, size_t d, cpa_a
             j++;
         for (size_t k = i; k < j; k++)
             vals[k - i] = dst[k].a;
-        qsort(vals, j - i, sizeof *vals, cmp_i64);
-        dst[out++] = (cpa_anchor){dst[i + (j - i - 1) / 2].mono, vals[(j - i - 1) / 2], 0};
+        int64_t med = cpa_select_i64(vals, j - i, (j - i - 1) / 2);
+        dst[out++] = (cpa_anchor){dst[i + (j - i - 1) / 2].mono, med, 0};
         i = j;
     }
     /* monos ascend strictly (clusters are CLUSTER_NS apart); anchors' differences fit */

@@ -380,10 +380,10 @@ static int residuals(frames *f, size_t maxp, const size_t *call_base, float *res
     const cpa_matched *mt = f->mt;
     double *j = malloc((maxp ? maxp : 1) * sizeof *j);
     double *tmp = malloc((maxp ? maxp : 1) * sizeof *tmp);
-    uint32_t *read = calloc(f->npairs ? f->npairs : 1, sizeof *read); /* per pair: taken */
+    uint32_t *taken = calloc(f->npairs ? f->npairs : 1, sizeof *taken); /* per pair */
     pair_walk w;
     int rc = pair_walk_init(&w, maxp);
-    if (!j || !tmp || !read || rc) {
+    if (!j || !tmp || !taken || rc) {
         rc = -1;
         goto out;
     }
@@ -405,7 +405,7 @@ static int residuals(frames *f, size_t maxp, const size_t *call_base, float *res
                 rc = -1;
                 goto out;
             }
-            float d = got ? 0 : f->diffs[q->first + read[q - f->pairs]++];
+            float d = got ? 0 : f->diffs[q->first + taken[q - f->pairs]++];
             double dk = d;
             if (got || !(fabsf(d) < 16777216.0f)) {
                 if (!have_e0) {
@@ -428,7 +428,7 @@ static int residuals(frames *f, size_t maxp, const size_t *call_base, float *res
 out:
     free(j);
     free(tmp);
-    free(read);
+    free(taken);
     pair_walk_free(&w);
     return rc;
 }

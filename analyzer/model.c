@@ -209,6 +209,35 @@ double cpa_select(double *v, size_t n, size_t k)
     return v[k];
 }
 
+/* Hoare's selection for integers (job times: a double cannot always hold one): the
+ * straggler judge's median entry per late operation, the clock anchors' per cluster. */
+int64_t cpa_select_i64(int64_t *v, size_t n, size_t k)
+{
+    ptrdiff_t lo = 0, hi = (ptrdiff_t)n - 1, kk = (ptrdiff_t)k;
+    while (hi > lo) {
+        int64_t p = v[lo + (hi - lo) / 2];
+        ptrdiff_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < p)
+                i++;
+            while (v[j] > p)
+                j--;
+            if (i <= j) {
+                int64_t x = v[i];
+                v[i++] = v[j];
+                v[j--] = x;
+            }
+        }
+        if (kk <= j)
+            hi = j;
+        else if (kk >= i)
+            lo = i;
+        else
+            break;
+    }
+    return v[k];
+}
+
 void cpa_sort_kv(cpa_kv *v, cpa_kv *tmp, size_t n)
 {
     if (n < 2)

@@ -313,6 +313,8 @@ void cpa_populate(void *p, size_t len);
 /* The k-th smallest (0-based) of v[0..n), n > 0, reordering v: what sorting would put at k,
  * in O(n) (a median per operation was a sort per operation). */
 double cpa_select(double *v, size_t n, size_t k);
+/* The same for integers. */
+int64_t cpa_select_i64(int64_t *v, size_t n, size_t k);
 /* A 64-bit key and what goes with it. */
 typedef struct cpa_kv {
     uint64_t key;

@@ -64,35 +64,6 @@ const char *cpa_late_cause_name(int cause)
  * a group of send/recv to many peers is many calls on one stream. */
 #define HELD_SEARCH 256
 
-/* The k-th smallest of v[0..n), n > 0, reordering v (Hoare's selection, as cpa_select's for
- * doubles: job times are integers a double cannot always hold). */
-static int64_t select_i64(int64_t *v, size_t n, size_t k)
-{
-    ptrdiff_t lo = 0, hi = (ptrdiff_t)n - 1, kk = (ptrdiff_t)k;
-    while (hi > lo) {
-        int64_t p = v[lo + (hi - lo) / 2];
-        ptrdiff_t i = lo, j = hi;
-        while (i <= j) {
-            while (v[i] < p)
-                i++;
-            while (v[j] > p)
-                j--;
-            if (i <= j) {
-                int64_t x = v[i];
-                v[i++] = v[j];
-                v[j--] = x;
-            }
-        }
-        if (kk <= j)
-            hi = j;
-        else if (kk >= i)
-            lo = i;
-        else
-            break;
-    }
-    return v[k];
-}
-
 /* Why the late part k came late (enum cpa_late_cause in analyzer.h), its host lateness in
  * *host_us, and in *held the earlier call its stream was still in (COLLECTIVE). arr holds the
  * arrivals, late the lateness (ns) and ent is scratch of nparts. */
@@ -113,7 +84,7 @@ static int late_cause(const cpa_model *m, const cpa_matched *mt, const cpa_clock
     }
     /* the others' median entry: lower middle, as their arrivals' (judge); selected, not
      * sorted (a sort of every late operation's entries was a sixth of the stage) */
-    int64_t med = select_i64(ent, n, (n - 1) / 2);
+    int64_t med = cpa_select_i64(ent, n, (n - 1) / 2);
     *host_us = (double)(mine - med) / 1e3;
     *held = NULL;
     if (!timed)
