@@ -171,9 +171,7 @@ static void pw_release(pw *p)
     free(p->placed);
     free(p->kfirst);
     free(p->klast);
-    free(p->flow_first);
-    free(p->flow_last);
-    free(p->wait_for);
+    free(p->ops);
     free(p->items);
     free(p->items2);
     free(p->stack);
@@ -222,6 +220,19 @@ static uint32_t call_tid(const pw *p, size_t ri, const cpa_call *c)
     const cpa_rank *r = &p->a->model->ranks[ri];
     return p->tid_base[ri] + (c->stream < r->nstreams ? c->stream : 0);
 }
+
+/* What a call's events say of its operation. flow_first, flow_last: the piece's own first and
+ * last arrivals (kfirst, klast), or the whole job's (the timeline's), as rank index << 32 |
+ * call index; a part index out of range (none in the piece) is no call. */
+typedef struct pw_op {
+    uint64_t latest_ns;  /* the job's last arrival, job time (timeline.latest_ns) */
+    uint64_t flow_first, flow_last;
+    int64_t late_ns;     /* the late rank's lateness, whole ns */
+    uint32_t nparts;
+    int32_t wait_for;    /* the rank of the job's last arrival, whom a wait is for */
+    int32_t late_rank;   /* the straggler analysis' late rank (its number); late: there is one */
+    uint8_t late, cause;
+} pw_op;
 
 /* Where a call's slice and its wait lie on the stream's track, in integer nanoseconds since
  * the job's start (exact, and cheap to print). */
@@ -337,8 +348,9 @@ static int place_rank(pw *p, size_t ri)
         q->enter = (int64_t)(enter - a->start_ns);
         q->op = cpa_call_op(a, ri, ci);
         q->wait_ns = -1;
-        if (q->op != CPA_NO_OP && a->matched.ops[q->op].nparts >= 2) {
-            uint64_t latest = a->timeline.latest_ns[q->op];
+        const pw_op *po = q->op != CPA_NO_OP ? &p->ops[q->op] : NULL;
+        if (po && po->nparts >= 2) {
+            uint64_t latest = po->latest_ns;
             if (c->gpu_timed && latest > end)
                 latest = end;
             q->wait_ns = latest > start ? (int64_t)(latest - start) : 0;
@@ -349,8 +361,8 @@ static int place_rank(pw *p, size_t ri)
         p->items[ni++] = (item){tid, (uint32_t)ci, q->ts, q->te, 0};
         /* The wait, from arrival to the last rank's; where the slice is the host's short
          * enqueue (an untimed call) the wait does not fit in it and stays in the args. */
-        if (q->op != CPA_NO_OP && a->matched.ops[q->op].nparts >= 2 && q->arrival >= q->ts) {
-            int64_t latest = (int64_t)(a->timeline.latest_ns[q->op] - a->start_ns);
+        if (po && po->nparts >= 2 && q->arrival >= q->ts) {
+            int64_t latest = (int64_t)(po->latest_ns - a->start_ns);
             int64_t we = latest < q->te ? latest : q->te;
             q->wait = we - q->arrival;
             if (we > q->arrival)
@@ -433,36 +445,39 @@ static void rank_metadata(pw *p, size_t ri)
 
 static void mismatch_instants(pw *p, size_t ri, const cpa_call *c, int64_t ts);
 
-/* p->flow_first, flow_last: the piece's own first and last arrivals (kfirst, klast), or the
- * whole job's (the timeline's); a part index out of range (none in the piece) is no call.
- * p->wait_for: the job's last arrival's rank, whom a wait is for. */
-static int flow_ends(pw *p)
+static int op_records(pw *p)
 {
-    const cpa_matched *mt = &p->a->matched;
+    const cpa_analysis *a = p->a;
+    const cpa_matched *mt = &a->matched;
     size_t n = mt->nops ? mt->nops : 1;
-    p->flow_first = malloc(n * sizeof *p->flow_first);
-    p->flow_last = malloc(n * sizeof *p->flow_last);
-    p->wait_for = malloc(n * sizeof *p->wait_for);
-    if (!p->flow_first || !p->flow_last || !p->wait_for)
+    p->ops = malloc(n * sizeof *p->ops);
+    if (!p->ops)
         return -1;
     for (size_t i = 0; i < mt->nops; i++) {
         const cpa_op *o = &mt->ops[i];
-        uint32_t fk = p->kfirst ? p->kfirst[i] : p->a->timeline.first_part[i];
-        uint32_t lk = p->klast ? p->klast[i] : p->a->timeline.last_part[i];
-        p->flow_first[i] = p->flow_last[i] = UINT64_MAX;
-        p->wait_for[i] = -1;
-        if (p->a->timeline.last_part[i] < o->nparts)
-            p->wait_for[i] =
-                p->a->model->ranks[mt->parts[o->first_part + p->a->timeline.last_part[i]].rank_idx]
-                    .rank;
+        pw_op *w = &p->ops[i];
+        uint32_t fk = p->kfirst ? p->kfirst[i] : a->timeline.first_part[i];
+        uint32_t lk = p->klast ? p->klast[i] : a->timeline.last_part[i];
+        w->latest_ns = a->timeline.latest_ns[i];
+        w->flow_first = w->flow_last = UINT64_MAX;
+        w->nparts = o->nparts;
+        w->wait_for = -1;
+        if (a->timeline.last_part[i] < o->nparts)
+            w->wait_for =
+                a->model->ranks[mt->parts[o->first_part + a->timeline.last_part[i]].rank_idx].rank;
         if (fk < o->nparts) {
             const cpa_part *fp = &mt->parts[o->first_part + fk];
-            p->flow_first[i] = (uint64_t)fp->rank_idx << 32 | fp->call_idx;
+            w->flow_first = (uint64_t)fp->rank_idx << 32 | fp->call_idx;
         }
         if (lk < o->nparts) {
             const cpa_part *lp = &mt->parts[o->first_part + lk];
-            p->flow_last[i] = (uint64_t)lp->rank_idx << 32 | lp->call_idx;
+            w->flow_last = (uint64_t)lp->rank_idx << 32 | lp->call_idx;
         }
+        int32_t late = cpa_op_late_rank_idx(a, i);
+        w->late = late >= 0;
+        w->late_rank = late >= 0 ? a->model->ranks[late].rank : -1;
+        w->late_ns = late >= 0 ? cpa_round_i64(cpa_op_late_us(a, i) * 1e3) : 0;
+        w->cause = late >= 0 && a->stragglers.op_cause ? a->stragglers.op_cause[i] : 0;
     }
     return 0;
 }
@@ -471,25 +486,18 @@ static int flow_ends(pw *p)
  * two calls of one key have the same args there. */
 static void run_key(pf_event *e, const cpa_call *c)
 {
-    struct {
-        uint64_t count;
-        int32_t peer, nchannels;
-        uint8_t op, dtype, redop, gpu_timed, seen, algo, proto, pad;
-    } k;
-    _Static_assert(sizeof k == PF_RUN_KEY, "the run key's fields fill it");
-    memset(&k, 0, sizeof k);
+    /* made in three words and stored whole: a struct of bytes stored one by one and read
+     * back as words stalled on the store forwarding (a tenth of the layout's time) */
     int seen = (c->nccl & CPA_NCCL_SEEN) != 0;
-    k.count = c->count;
-    k.peer = is_rooted(c->op) || cp_op_is_p2p(c->op) ? c->peer : 0;
-    k.nchannels = seen ? c->nchannels : 0;
-    k.op = c->op;
-    k.dtype = c->dtype;
-    k.redop = c->redop;
-    k.gpu_timed = c->gpu_timed != 0;
-    k.seen = (uint8_t)seen;
-    k.algo = seen ? c->algo : 0;
-    k.proto = seen ? c->proto : 0;
-    memcpy(e->run_key, &k, sizeof k);
+    uint64_t k[3];
+    _Static_assert(sizeof k == PF_RUN_KEY, "the run key's fields fill it");
+    k[0] = c->count;
+    k[1] = (uint64_t)(uint32_t)(is_rooted(c->op) || cp_op_is_p2p(c->op) ? c->peer : 0) |
+           (uint64_t)(uint32_t)(seen ? c->nchannels : 0) << 32;
+    k[2] = (uint64_t)c->op | (uint64_t)c->dtype << 8 | (uint64_t)c->redop << 16 |
+           (uint64_t)(c->gpu_timed != 0) << 24 | (uint64_t)seen << 32 |
+           (uint64_t)(seen ? c->algo : 0) << 40 | (uint64_t)(seen ? c->proto : 0) << 48;
+    memcpy(e->run_key, k, sizeof k);
 }
 
 static void call_events(pw *p, size_t ri, size_t ci)
@@ -504,7 +512,7 @@ static void call_events(pw *p, size_t ri, size_t ci)
     }
     p->calls++;
     uint32_t oi = q->op;
-    const cpa_op *o = oi != CPA_NO_OP ? &a->matched.ops[oi] : NULL;
+    const pw_op *o = oi != CPA_NO_OP ? &p->ops[oi] : NULL;
     int64_t ts = q->ts, te = q->te;
     pf_event ev;
     pf_event *e = event_init(&ev, 'X', cp_op_name(c->op), cp_op_is_p2p(c->op) ? "p2p" : "collective",
@@ -572,12 +580,11 @@ static void call_events(pw *p, size_t ri, size_t ci)
         arg_us(e, "arrival_us", q->arrival);
         arg_us(e, "wait_us", q->wait_ns);
         arg_i64(e, "ranks", o->nparts);
-        int32_t late = cpa_op_late_rank_idx(a, oi);
-        if (late >= 0) {
-            arg_i64(e, "late_rank", a->model->ranks[late].rank);
-            arg_us(e, "late_us", cpa_round_i64(cpa_op_late_us(a, oi) * 1e3));
-            if (a->stragglers.op_cause && a->stragglers.op_cause[oi])
-                arg_str(e, "late_cause", cpa_late_cause_name(a->stragglers.op_cause[oi]));
+        if (o->late) {
+            arg_i64(e, "late_rank", o->late_rank);
+            arg_us(e, "late_us", o->late_ns);
+            if (o->cause) /* a name of the program's: interned by address */
+                arg_name(e, "late_cause", cpa_late_cause_name(o->cause));
         }
         /* the bus bandwidth of this rank's slice, for the protobuf's counter track */
         uint64_t s = cpa_op_bytes(c->op, c->count, c->dtype, (int)o->nparts);
@@ -620,8 +627,8 @@ static void call_events(pw *p, size_t ri, size_t ci)
         /* the arrows join the piece's own first and last arrivals */
         uint64_t me = (uint64_t)ri << 32 | ci;
         e->bind_id = (uint64_t)oi + 1;
-        e->flow_in = p->flow_first[oi] != me;
-        e->flow_out = p->flow_last[oi] != me;
+        e->flow_in = o->flow_first != me;
+        e->flow_out = o->flow_last != me;
     }
     emit(p, e);
     free(kernels_text);
@@ -630,7 +637,7 @@ static void call_events(pw *p, size_t ri, size_t ci)
         pf_event w;
         event_init(&w, 'X', "wait", "wait", ri, ev.pid, ev.tid, q->ws, q->we - q->ws);
         w.is_wait = 1;
-        arg_i64(&w, "for_rank", p->wait_for[oi]);
+        arg_i64(&w, "for_rank", o->wait_for);
         arg_us(&w, "wait_us", q->wait);
         emit(p, &w);
     }
@@ -834,7 +841,7 @@ int cpx_export_perfetto_piece(FILE *out, const cpa_analysis *a, const cpx_piece 
     /* kept runs speed the JSON writer up; without the memory, every run is written */
     if (!p.proto)
         p.jruns = calloc(1, sizeof *p.jruns);
-    if (flow_ends(&p) != 0) {
+    if (op_records(&p) != 0) {
         pw_release(&p);
         errno = ENOMEM;
         return -1;
