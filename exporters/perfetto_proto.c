@@ -145,6 +145,14 @@ struct ppw {
     held_packet *hp;
     size_t nhp, caphp;
     uint64_t order;
+    /* a call's end, held after the wait nested in it (when one follows): a rank's packets are
+       then held nearly in the order written, and written from where they are held, in runs */
+    struct {
+        int set;
+        int64_t ts, key2, key3;
+        uint64_t track, counter;
+        uint8_t phase;
+    } pend;
 };
 
 static int grow_slow(ppw *w, buf *b, size_t more)
@@ -177,6 +185,18 @@ static void out_bytes(ppw *w, const void *p, size_t n)
     w->ob.len += n;
     if (w->ob.len >= 256 * 1024)
         out_flush(w);
+}
+
+/* A run of bytes of any size: a long one written from where it is, after what is gathered. */
+static void out_run(ppw *w, const void *p, size_t n)
+{
+    if (n < 64 * 1024) {
+        out_bytes(w, p, n);
+        return;
+    }
+    out_flush(w);
+    if (!w->failed && fwrite(p, 1, n, w->out) != n)
+        w->failed = 1;
 }
 
 /* The hot paths grow the buffer once for what they write and then write through a cursor. */
@@ -824,10 +844,22 @@ static void event_head(ppw *w, int64_t ts, unsigned type, uint64_t track, uint32
     e->b.len = (size_t)(q - b);
 }
 
+/* The call's end kept back for its wait, held now. */
+static void pend_hold(ppw *w)
+{
+    if (!w->pend.set)
+        return;
+    w->pend.set = 0;
+    small_packet(w, w->pend.ts, TYPE_SLICE_END, w->pend.track, w->pend.counter, 0,
+                 w->pend.phase, w->pend.key2, w->pend.key3);
+}
+
 void cpx_ppw_event(ppw *w, const pf_event *e)
 {
     if (!w || w->failed)
         return;
+    if (!e->is_wait) /* no wait followed the call before */
+        pend_hold(w);
     int instant = e->ph == 'i';
     enc *p = &w->pkt;
     uint32_t cat = intern_static(w, IK_CATEGORY, e->cat);
@@ -874,12 +906,20 @@ void cpx_ppw_event(ppw *w, const pf_event *e)
     int64_t te = e->ts + e->dur;
     uint64_t id = w->order;
     hold(w, e->ts, 1, -te, e->dur ? e->is_wait : 4 + 2 * (int64_t)id);
-    if (e->dur)
-        small_packet(w, te, TYPE_SLICE_END, uuid_thread(e->tid), counter, 0, 0, -e->ts,
-                     !e->is_wait);
-    else
-        small_packet(w, te, TYPE_SLICE_END, uuid_thread(e->tid), counter, 0, 1, -te,
-                     5 + 2 * (int64_t)id);
+    uint8_t phase = e->dur ? 0 : 1;
+    int64_t key2 = e->dur ? -e->ts : -te, key3 = e->dur ? !e->is_wait : 5 + 2 * (int64_t)id;
+    if (e->is_wait) { /* its own end, then its call's */
+        small_packet(w, te, TYPE_SLICE_END, uuid_thread(e->tid), counter, 0, phase, key2, key3);
+        pend_hold(w);
+    } else {
+        w->pend.ts = te;
+        w->pend.track = uuid_thread(e->tid);
+        w->pend.counter = counter;
+        w->pend.phase = phase;
+        w->pend.key2 = key2;
+        w->pend.key3 = key3;
+        w->pend.set = 1;
+    }
     if (!w->failed)
         w->events++;
 }
@@ -953,15 +993,19 @@ void cpx_ppw_rank_end(ppw *w)
 {
     if (!w || w->failed)
         return;
+    pend_hold(w);
     size_t n = w->nhp;
     cpa_kv *kv = n ? malloc(2 * n * sizeof *kv) : NULL;
     if (kv) {
         for (size_t i = 0; i < n; i++)
             kv[i] = (cpa_kv){(uint64_t)w->hp[i].ts ^ (1ull << 63), i};
         sort_held(w->hp, kv, kv + n, n);
-        for (size_t i = 0; i < n && !w->failed; i++) {
-            const held_packet *h = &w->hp[kv[i].val];
-            out_bytes(w, w->pkt.b.b + h->off, h->len);
+        /* packets that lie one after another where held go out as one run */
+        for (size_t i = 0, j; i < n && !w->failed; i = j) {
+            size_t off = w->hp[kv[i].val].off, end = off + w->hp[kv[i].val].len;
+            for (j = i + 1; j < n && w->hp[kv[j].val].off == end; j++)
+                end += w->hp[kv[j].val].len;
+            out_run(w, w->pkt.b.b + off, end - off);
         }
         free(kv);
     } else if (n) { /* out of memory for the sort's keys */
