@@ -144,6 +144,9 @@ struct ppw {
                            was a tenth of the export) */
     held_packet *hp;
     size_t nhp, caphp;
+    cpa_kv *kv;         /* the held packets' sort: two per packet, kept from rank to rank (a
+                           fresh mapping each rank was faulted in page by page) */
+    size_t capkv;
     uint64_t order;
     /* a call's end, held after the wait nested in it (when one follows): a rank's packets are
        then held nearly in the order written, and written from where they are held, in runs */
@@ -995,7 +998,9 @@ void cpx_ppw_rank_end(ppw *w)
         return;
     pend_hold(w);
     size_t n = w->nhp;
-    cpa_kv *kv = n ? malloc(2 * n * sizeof *kv) : NULL;
+    cpa_kv *kv = NULL;
+    if (n && (2 * n <= w->capkv || cpa_grow((void **)&w->kv, &w->capkv, 2 * n, sizeof *kv) == 0))
+        kv = w->kv;
     if (kv) {
         for (size_t i = 0; i < n; i++)
             kv[i] = (cpa_kv){(uint64_t)w->hp[i].ts ^ (1ull << 63), i};
@@ -1007,7 +1012,6 @@ void cpx_ppw_rank_end(ppw *w)
                 end += w->hp[kv[j].val].len;
             out_run(w, w->pkt.b.b + off, end - off);
         }
-        free(kv);
     } else if (n) { /* out of memory for the sort's keys */
         qsort(w->hp, n, sizeof *w->hp, cmp_held);
         for (size_t i = 0; i < n && !w->failed; i++)
@@ -1033,6 +1037,7 @@ int cpx_ppw_close(ppw *w, uint64_t *events)
     free(w->news.b.b);
     free(w->ob.b);
     free(w->hp);
+    free(w->kv);
     free(w);
     return rc;
 }
