@@ -144,8 +144,9 @@ struct ppw {
                            was a tenth of the export) */
     held_packet *hp;
     size_t nhp, caphp;
-    cpa_kv *kv;         /* the held packets' sort: two per packet, kept from rank to rank (a
-                           fresh mapping each rank was faulted in page by page) */
+    cpa_kv *kv;         /* the held packets' sort keys, with room for twice as many: kept
+                           from rank to rank (a fresh mapping each rank was faulted in page by
+                           page) */
     size_t capkv;
     uint64_t order;
     /* a call's end, held after the wait nested in it (when one follows): a rank's packets are
@@ -725,12 +726,17 @@ static void hold(ppw *w, int64_t ts, uint8_t phase, int64_t key2, int64_t key3)
     write_news(w);
     if (w->failed)
         return;
-    if (w->nhp == w->caphp &&
-        cpa_grow((void **)&w->hp, &w->caphp, w->nhp + 1, sizeof *w->hp) != 0) {
+    if ((w->nhp == w->caphp &&
+         cpa_grow((void **)&w->hp, &w->caphp, w->nhp + 1, sizeof *w->hp) != 0) ||
+        (2 * w->nhp + 2 > w->capkv &&
+         cpa_grow((void **)&w->kv, &w->capkv, 2 * w->nhp + 2, sizeof *w->kv) != 0)) {
         w->failed = 1;
         errno = ENOMEM;
         return;
     }
+    /* its sort key made now, while the packet is at hand (a pass over the rank's packets
+       at its end read them back from memory) */
+    w->kv[w->nhp] = (cpa_kv){(uint64_t)ts ^ (1ull << 63), w->nhp};
     w->hp[w->nhp++] = (held_packet){ts, key2, key3, phase, w->pstart,
                                     w->pkt.b.len - w->pstart, w->order++};
 }
@@ -998,24 +1004,14 @@ void cpx_ppw_rank_end(ppw *w)
         return;
     pend_hold(w);
     size_t n = w->nhp;
-    cpa_kv *kv = NULL;
-    if (n && (2 * n <= w->capkv || cpa_grow((void **)&w->kv, &w->capkv, 2 * n, sizeof *kv) == 0))
-        kv = w->kv;
-    if (kv) {
-        for (size_t i = 0; i < n; i++)
-            kv[i] = (cpa_kv){(uint64_t)w->hp[i].ts ^ (1ull << 63), i};
-        sort_held(w->hp, kv, kv + n, n);
-        /* packets that lie one after another where held go out as one run */
-        for (size_t i = 0, j; i < n && !w->failed; i = j) {
-            size_t off = w->hp[kv[i].val].off, end = off + w->hp[kv[i].val].len;
-            for (j = i + 1; j < n && w->hp[kv[j].val].off == end; j++)
-                end += w->hp[kv[j].val].len;
-            out_run(w, w->pkt.b.b + off, end - off);
-        }
-    } else if (n) { /* out of memory for the sort's keys */
-        qsort(w->hp, n, sizeof *w->hp, cmp_held);
-        for (size_t i = 0; i < n && !w->failed; i++)
-            out_bytes(w, w->pkt.b.b + w->hp[i].off, w->hp[i].len);
+    cpa_kv *kv = w->kv; /* the keys hold made, room for twice as many */
+    sort_held(w->hp, kv, kv + n, n);
+    /* packets held one after another go out as one run, from where they are held */
+    for (size_t i = 0, j; i < n && !w->failed; i = j) {
+        for (j = i + 1; j < n && kv[j].val == kv[j - 1].val + 1; j++)
+            ;
+        const held_packet *first = &w->hp[kv[i].val], *last = &w->hp[kv[j - 1].val];
+        out_run(w, w->pkt.b.b + first->off, last->off + last->len - first->off);
     }
     w->nhp = 0;
     w->pkt.b.len = 0;
