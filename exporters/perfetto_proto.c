@@ -58,11 +58,13 @@ enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2 };
 #define SEQ_INCREMENTAL_STATE_CLEARED 1
 #define SEQ_NEEDS_INCREMENTAL_STATE 2
 
-/* Track uuids: a rank's process, a stream's thread, a stream's counter, the job's track. */
+/* Track uuids: the job's track, a rank's process, a stream's thread and its counter, told
+ * apart by their value mod 4. Small numbers: a slice names its track twice and its counter
+ * twice, and a uuid with the kind in bit 33 took five bytes each time. */
 #define UUID_JOB 1ull
-static uint64_t uuid_process(uint32_t pid) { return 0x100000000ull | pid; }
-static uint64_t uuid_thread(uint32_t tid) { return 0x200000000ull | tid; }
-static uint64_t uuid_counter(uint32_t tid) { return 0x300000000ull | tid; }
+static uint64_t uuid_process(uint32_t pid) { return 4 * (uint64_t)pid + 4; }
+static uint64_t uuid_thread(uint32_t tid) { return 4 * (uint64_t)tid + 2; }
+static uint64_t uuid_counter(uint32_t tid) { return 4 * (uint64_t)tid + 3; }
 
 typedef struct buf {
     unsigned char *b;
