@@ -1007,7 +1007,8 @@ void cpx_ppw_rank_end(ppw *w)
     pend_hold(w);
     size_t n = w->nhp;
     cpa_kv *kv = w->kv; /* the keys hold made, room for twice as many */
-    sort_held(w->hp, kv, kv + n, n);
+    if (n)
+        sort_held(w->hp, kv, kv + n, n);
     /* packets held one after another go out as one run, from where they are held */
     for (size_t i = 0, j; i < n && !w->failed; i = j) {
         for (j = i + 1; j < n && kv[j].val == kv[j - 1].val + 1; j++)

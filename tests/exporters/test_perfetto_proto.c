@@ -266,11 +266,19 @@ static void a_process_per_rank_and_a_thread_per_stream(void **state)
 {
     fixture *f = *state;
     int procs = 0, threads = 0, counters = 0;
-    uint64_t proc_uuid[EXP_NRANKS] = {0};
+    uint64_t proc_uuid[EXP_NRANKS] = {0}, seen[4 * EXP_NRANKS + 1];
+    size_t nseen = 0;
     for (size_t i = 0; i < f->trace->nkids; i++) {
         node *td = kid(f->trace->kids[i], "track_descriptor");
         if (!td)
             continue;
+        /* every track its own uuid: a rank's, a stream's, a counter's, the job's */
+        uint64_t uuid = uval(td, "uuid");
+        assert_true(uuid != 0);
+        for (size_t k = 0; k < nseen; k++)
+            assert_true(seen[k] != uuid);
+        assert_true(nseen < sizeof seen / sizeof seen[0]);
+        seen[nseen++] = uuid;
         node *pd = kid(td, "process"), *th = kid(td, "thread");
         if (pd) {
             int pid = (int)uval(pd, "pid");
