@@ -75,6 +75,10 @@ static int late_cause(const cpa_model *m, const cpa_matched *mt, const cpa_clock
     size_t n = 0;
     int64_t mine = 0;
     for (uint32_t j = 0; j < o->nparts; j++) {
+        /* each part's call lies anywhere in the model: asked for a few parts ahead (each
+           read was a cache miss, most of the stage's time on a 1024-rank job) */
+        if (j + 8 < o->nparts)
+            __builtin_prefetch(&m->ranks[p[j + 8].rank_idx].calls[p[j + 8].call_idx].enter_ns);
         const cpa_call *call = &m->ranks[p[j].rank_idx].calls[p[j].call_idx];
         int64_t e = (int64_t)cpa_clock_job_ns(m, c, p[j].rank_idx, call->enter_ns);
         if (j == k)
