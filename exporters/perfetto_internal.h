@@ -146,8 +146,8 @@ typedef struct pw {
     const uint8_t *rank_keep;
     uint32_t *kfirst, *klast;
     /* per operation, what its calls' events say of it (perfetto.c), gathered in one record
-     * by one pass over the operations: read from eight arrays, a call's cache misses were a
-     * tenth of the export */
+     * by one pass over the operations: read from eight arrays, a call's cache misses were an
+     * eighth of the layout's samples (perf, the 1024-rank job) */
     struct pw_op *ops;
     uint64_t calls, left_out;
     struct item *items, *items2; /* place_rank's scratch: two per call each */
