@@ -6,7 +6,8 @@
  * stream, each call and wait a begin and an end that nest on their track in file order, at
  * the trace's times with the JSON's args, flows chaining each operation's slices to one
  * terminating at its last arrival, hang instants on every rank involved, the job's facts and
- * holes, and the bandwidth counter. */
+ * holes, and the bandwidth counter; and a rank of thousands of calls, written in runs past
+ * the writer's gathered output, whole and nested. */
 #include "tests/exporters/exp_job.h"
 
 #include <inttypes.h>
@@ -303,17 +304,16 @@ static void a_process_per_rank_and_a_thread_per_stream(void **state)
     assert_int_equal(counters, EXP_NRANKS);
 }
 
-/* Begins and ends nest on each track in file order, one pair per call and per wait, and the
- * JSON's slices are the same number. */
-static void every_slice_is_a_begin_and_an_end_that_nest(void **state)
+/* Every slice's begin and end on trace's tracks, nesting in file order and in time order on
+ * each track; returns how many. */
+static size_t nested_slices(const node *trace)
 {
-    fixture *f = *state;
     enum { TRACKS = 64, DEPTH = 8 };
     uint64_t track[TRACKS] = {0}, stack_ts[TRACKS][DEPTH], last_ts[TRACKS] = {0};
     int depth[TRACKS] = {0}, ntracks = 0;
     size_t begins = 0, ends = 0;
-    for (size_t i = 0; i < f->trace->nkids; i++) {
-        node *pk = f->trace->kids[i], *te = kid(pk, "track_event");
+    for (size_t i = 0; i < trace->nkids; i++) {
+        node *pk = trace->kids[i], *te = kid(pk, "track_event");
         const char *type = val(te, "type");
         if (!type || (strcmp(type, "TYPE_SLICE_BEGIN") && strcmp(type, "TYPE_SLICE_END")))
             continue;
@@ -340,6 +340,15 @@ static void every_slice_is_a_begin_and_an_end_that_nest(void **state)
     for (int t = 0; t < ntracks; t++)
         assert_int_equal(depth[t], 0);
     assert_int_equal(begins, ends);
+    return begins;
+}
+
+/* Begins and ends nest on each track in file order, one pair per call and per wait, and the
+ * JSON's slices are the same number. */
+static void every_slice_is_a_begin_and_an_end_that_nest(void **state)
+{
+    fixture *f = *state;
+    size_t begins = nested_slices(f->trace);
     /* as many as the JSON's X slices: each call, and the waits (3 ranks in each of 5
      * AllGathers, the Send for its Recv) */
     size_t calls = 0, xs = 0;
@@ -353,6 +362,46 @@ static void every_slice_is_a_begin_and_an_end_that_nest(void **state)
     free(json);
     assert_int_equal(xs, calls + 3 * EXP_N_AG + 1);
     assert_int_equal(begins, xs);
+}
+
+/* A rank of thousands of calls, each with a wait nested in it: its packets are held and go
+ * out in runs far past the writer's 64 KB of gathered output, written from where they are
+ * held. All of them, each end after the wait its call holds, in time order on the track. */
+static void a_long_rank_goes_out_whole_and_nested(void **state)
+{
+    (void)state;
+    enum { N = 3000 };
+    char *dir = tt_tmpdir();
+    for (int r = 0; r < 2; r++) {
+        cp_trace_writer *w = exp_open_rank(dir, r, "node-a");
+        exp_put_comm(w, 2, r);
+        for (int i = 0; i < N; i++) {
+            uint64_t t = EXP_MONO0 + 1000000ull + (uint64_t)i * 100000;
+            uint64_t start = r == 1 ? t + 30000 : t; /* rank 1 late: rank 0 waits */
+            exp_put_call(w, r, CP_OP_ALLREDUCE, (uint64_t)i, 4096, -1, start, 1);
+            exp_put_done(w, CP_OP_ALLREDUCE, (uint64_t)i, -1, start, t + 50000);
+        }
+        assert_int_equal(cp_trace_writer_close(w), 0);
+    }
+    cpa_analysis a;
+    exp_analyze(dir, &a);
+    exp_buf b;
+    cpx_piece piece = {.t0_ns = INT64_MIN, .t1_ns = INT64_MAX, .proto = 1};
+    cpx_piece_said said;
+    assert_int_equal(cpx_export_perfetto_piece(exp_buf_open(&b), &a, &piece, &said), 0);
+    size_t len = b.len;
+    assert_true(len > 2 * 64 * 1024); /* past the gathered output's size, each rank */
+    char *pb = exp_buf_close(&b);
+    char *text = decode(dir, pb, len);
+    free(pb);
+    node *trace = parse_text(text);
+    free(text);
+    resolve_interned(trace); /* each string said before the packets that name it */
+    assert_int_equal(nested_slices(trace), 2 * N + N); /* the calls and rank 0's waits */
+    node_free(trace);
+    cpa_analysis_free(&a);
+    tt_rmtree(dir);
+    free(dir);
 }
 
 /* The begin of rank `pid`'s call (name, seq), and its end's timestamp. */
@@ -490,6 +539,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(a_process_per_rank_and_a_thread_per_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(every_slice_is_a_begin_and_an_end_that_nest, setup, teardown),
+        cmocka_unit_test(a_long_rank_goes_out_whole_and_nested),
         cmocka_unit_test_setup_teardown(a_call_at_its_times_with_the_jsons_args, setup, teardown),
         cmocka_unit_test_setup_teardown(flows_chain_every_rank_of_an_operation, setup, teardown),
         cmocka_unit_test_setup_teardown(hangs_mismatches_and_the_job_are_said, setup, teardown),
