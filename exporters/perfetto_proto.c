@@ -460,6 +460,35 @@ static void write_news(ppw *w)
     out_bytes(w, w->news.b.b, w->news.b.len);
 }
 
+/* A packet's own fields after its opening, at q (16 bytes of room): its time (none when ts <
+ * 0), the sequence, and the sequence's flags: the first packet starts a sequence whose
+ * interned strings start there, one that interns needs that state. Returns the end. */
+static inline unsigned char *wr_packet_fields(ppw *w, unsigned char *q, int64_t ts,
+                                              int interning)
+{
+    if (ts >= 0) {
+        *q++ = TP_TIMESTAMP << 3 | WT_VARINT;
+        q = wr_varint(q, (uint64_t)ts);
+    }
+    *q++ = TP_SEQUENCE_ID << 3 | WT_VARINT;
+    *q++ = 1;
+    if (w->first || interning) {
+        *q++ = TP_SEQUENCE_FLAGS << 3 | WT_VARINT;
+        *q++ = w->first ? SEQ_INCREMENTAL_STATE_CLEARED : SEQ_NEEDS_INCREMENTAL_STATE;
+        w->first = 0;
+    }
+    return q;
+}
+
+/* A TrackEvent's type and track at q (13 bytes of room); returns the end. */
+static inline unsigned char *wr_track_fields(unsigned char *q, unsigned type, uint64_t track)
+{
+    *q++ = TE_TYPE << 3 | WT_VARINT;
+    *q++ = (unsigned char)type;
+    *q++ = TE_TRACK_UUID << 3 | WT_VARINT;
+    return wr_varint(q, track);
+}
+
 /* A TracePacket (the Trace's field 1) opened at the end of w->pkt. A packet that interns
  * (a slice's begin, an instant) is a hundred bytes or more: two bytes are kept for its
  * length; one for the others. */
@@ -471,23 +500,7 @@ static void packet_begin(ppw *w, int64_t ts, int interning)
     open_msg_kept(w, e, TRACE_PACKET, interning ? 2 : 1);
     if (grow(w, &e->b, 16) != 0)
         return;
-    unsigned char *q = e->b.b + e->b.len;
-    if (ts >= 0) {
-        *q++ = TP_TIMESTAMP << 3 | WT_VARINT;
-        q = wr_varint(q, (uint64_t)ts);
-    }
-    *q++ = TP_SEQUENCE_ID << 3 | WT_VARINT;
-    *q++ = 1;
-    if (w->first) {
-        /* the first packet: a sequence whose interned strings start here */
-        *q++ = TP_SEQUENCE_FLAGS << 3 | WT_VARINT;
-        *q++ = SEQ_INCREMENTAL_STATE_CLEARED;
-        w->first = 0;
-    } else if (interning) {
-        *q++ = TP_SEQUENCE_FLAGS << 3 | WT_VARINT;
-        *q++ = SEQ_NEEDS_INCREMENTAL_STATE;
-    }
-    e->b.len = (size_t)(q - e->b.b);
+    e->b.len = (size_t)(wr_packet_fields(w, e->b.b + e->b.len, ts, interning) - e->b.b);
 }
 
 /* The packet made, written now (after the strings it interned), not held. */
@@ -750,12 +763,7 @@ static void track_event(ppw *w, unsigned type, uint64_t track, uint8_t kept)
     open_msg_kept(w, e, TP_TRACK_EVENT, kept);
     if (grow(w, &e->b, 16) != 0)
         return;
-    unsigned char *q = e->b.b + e->b.len;
-    *q++ = TE_TYPE << 3 | WT_VARINT;
-    *q++ = (unsigned char)type;
-    *q++ = TE_TRACK_UUID << 3 | WT_VARINT;
-    q = wr_varint(q, track);
-    e->b.len = (size_t)(q - e->b.b);
+    e->b.len = (size_t)(wr_track_fields(e->b.b + e->b.len, type, track) - e->b.b);
 }
 
 /* A counter's value v on track counter, as a TrackEvent's extra counter (Perfetto's way to
@@ -795,16 +803,10 @@ static void small_packet(ppw *w, int64_t ts, unsigned type, uint64_t track, uint
     unsigned char *p0 = e->b.b + e->b.len, *q = p0;
     *q++ = TRACE_PACKET << 3 | WT_LEN;
     unsigned char *plen = q++;
-    *q++ = TP_TIMESTAMP << 3 | WT_VARINT;
-    q = wr_varint(q, (uint64_t)ts);
-    *q++ = TP_SEQUENCE_ID << 3 | WT_VARINT;
-    *q++ = 1;
+    q = wr_packet_fields(w, q, ts, 0);
     *q++ = TP_TRACK_EVENT << 3 | WT_LEN;
     unsigned char *tlen = q++;
-    *q++ = TE_TYPE << 3 | WT_VARINT;
-    *q++ = (unsigned char)type;
-    *q++ = TE_TRACK_UUID << 3 | WT_VARINT;
-    q = wr_varint(q, track);
+    q = wr_track_fields(q, type, track);
     if (counter)
         q = wr_extra_counter(q, counter, v);
     *tlen = (unsigned char)(q - tlen - 1); /* each under 64 */
@@ -830,23 +832,12 @@ static void event_head(ppw *w, int64_t ts, unsigned type, uint64_t track, uint32
     e->stack[0].at = (size_t)(q - b);
     e->stack[0].kept = kept;
     q += kept;
-    if (ts >= 0) {
-        *q++ = TP_TIMESTAMP << 3 | WT_VARINT;
-        q = wr_varint(q, (uint64_t)ts);
-    }
-    *q++ = TP_SEQUENCE_ID << 3 | WT_VARINT;
-    *q++ = 1;
-    *q++ = TP_SEQUENCE_FLAGS << 3 | WT_VARINT;
-    *q++ = w->first ? SEQ_INCREMENTAL_STATE_CLEARED : SEQ_NEEDS_INCREMENTAL_STATE;
-    w->first = 0;
+    q = wr_packet_fields(w, q, ts, 1);
     *q++ = TP_TRACK_EVENT << 3 | WT_LEN;
     e->stack[1].at = (size_t)(q - b);
     e->stack[1].kept = kept;
     q += kept;
-    *q++ = TE_TYPE << 3 | WT_VARINT;
-    *q++ = (unsigned char)type;
-    *q++ = TE_TRACK_UUID << 3 | WT_VARINT;
-    q = wr_varint(q, track);
+    q = wr_track_fields(q, type, track);
     *q++ = TE_CATEGORY_IIDS << 3 | WT_VARINT;
     q = wr_varint(q, cat);
     *q++ = TE_NAME_IID << 3 | WT_VARINT;
