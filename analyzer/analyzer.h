@@ -205,6 +205,9 @@ uint64_t cpa_clock_gpu_job_ns(const cpa_model *m, const cpa_clock *c, size_t ran
  * Perfetto export). */
 void cpa_clock_job_ns_n(const cpa_model *m, const cpa_clock *c, size_t rank_idx,
                         const uint64_t *local, uint64_t *job, size_t n, size_t gpu_from);
+/* parts[0..n)'s arrival_ns, local, onto the job time line in place: each as
+ * cpa_part_arrival_job_ns would give it (cpa_arrivals_job's pass). */
+void cpa_clock_arrivals_job(const cpa_model *m, const cpa_clock *c, cpa_part *parts, size_t n);
 
 /* A double to the nearest int64_t, NaN as 0 and beyond the range the nearer end: a cast (or
  * llround) of a value out of range is undefined, and a forged trace can make any sum. */

@@ -58,10 +58,14 @@ typedef struct frames {
     float *diffs;
     double *u;               /* per rank: its frame's offset */
     uint32_t *comp;          /* per rank: its group of tied ranks, UINT32_MAX none */
+    cpa_clk_fast *fast;      /* per rank, the host map as fixed for the stage; NULL none */
 } frames;
 
-static uint64_t end_job(const frames *f, const cpa_part *p)
+static inline uint64_t end_job(const frames *f, const cpa_part *p)
 {
+    cpa_clk_fast *x = f->fast ? &f->fast[p->rank_idx] : NULL;
+    if (x && x->off != CPA_CLK_NOT_CONST)
+        return cpa_clk_fast_job(x, p->end_ns, 0);
     return cpa_clock_job_ns(f->m, f->c, p->rank_idx, p->end_ns);
 }
 
@@ -622,6 +626,7 @@ int cpa_clk_gpu_frames(const cpa_model *m, const cpa_matched *mt, const uint8_t 
     size_t maxp = 1;
     for (size_t i = 0; i < mt->nops; i++)
         maxp = mt->ops[i].nparts > maxp ? mt->ops[i].nparts : maxp;
+    f.fast = cpa_clk_fast_make(m, c, 0); /* NULL: the general way */
     if (collect_pairs(&f, maxp) || solve_frames(&f))
         goto out;
     res = malloc((total ? total : 1) * sizeof *res);
@@ -639,6 +644,8 @@ int cpa_clk_gpu_frames(const cpa_model *m, const cpa_matched *mt, const uint8_t 
         goto out;
     free(f.diffs); /* step 1's, read back: gone before the segments' own arrays */
     f.diffs = NULL;
+    free(f.fast);  /* the causal shift moves offsets: no conversion after it */
+    f.fast = NULL;
     free(f.slot);
     f.slot = NULL;
     size_t used = 0;
@@ -670,5 +677,6 @@ out:
     free(f.pairs);
     free(f.slot);
     free(f.diffs);
+    free(f.fast);
     return rc;
 }

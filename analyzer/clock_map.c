@@ -101,6 +101,47 @@ uint64_t cpa_clock_gpu_job_ns(const cpa_model *m, const cpa_clock *c, size_t ran
     return j;
 }
 
+cpa_clk_fast *cpa_clk_fast_make(const cpa_model *m, const cpa_clock *c, int gpu)
+{
+    const struct cpa_clock_map *map = c->map;
+    if (!map || !map->offset_ns || (gpu && !map->gpu_final))
+        return NULL;
+    cpa_clk_fast *x = malloc((m->nranks ? m->nranks : 1) * sizeof *x);
+    if (!x)
+        return NULL;
+    for (size_t r = 0; r < m->nranks; r++) {
+        uint32_t d = c->rank_domain[r];
+        const cpa_dmap *dm = &map->d[d];
+        x[r] = (cpa_clk_fast){.an = map->anchors + dm->first,
+                              .off = map->offset_ns[d],
+                              .nan = (uint32_t)dm->n,
+                              .fa = atomic_load_explicit(&map->finger[r].a, memory_order_relaxed),
+                              .fg = atomic_load_explicit(&map->finger[r].g, memory_order_relaxed)};
+        if (gpu) {
+            x[r].g = map->gsegs + map->g_first[r];
+            x[r].ng = (uint32_t)(map->g_first[r + 1] - map->g_first[r]);
+        }
+    }
+    return x;
+}
+
+void cpa_clock_arrivals_job(const cpa_model *m, const cpa_clock *c, cpa_part *parts, size_t n)
+{
+    cpa_clk_fast *x = cpa_clk_fast_make(m, c, 1);
+    for (size_t i = 0; i < n; i++) {
+        cpa_part *p = &parts[i];
+        if (p->rank_idx >= m->nranks)
+            continue;
+        cpa_clk_fast *f = x ? &x[p->rank_idx] : NULL;
+        if (f && f->off != CPA_CLK_NOT_CONST)
+            p->arrival_ns = cpa_clk_fast_job(f, p->arrival_ns, p->gpu_timed);
+        else
+            p->arrival_ns = p->gpu_timed ? cpa_clock_gpu_job_ns(m, c, p->rank_idx, p->arrival_ns)
+                                         : cpa_clock_job_ns(m, c, p->rank_idx, p->arrival_ns);
+    }
+    free(x);
+}
+
 int cpa_clk_fix(const cpa_model *m, cpa_clock *c, int gpu_final)
 {
     struct cpa_clock_map *map = c->map;

@@ -76,11 +76,7 @@ void cpa_arrivals_job(const cpa_model *m, cpa_matched *mt, const cpa_clock *c)
 {
     if (mt->arrivals_job)
         return;
-    for (size_t i = 0; i < mt->nparts; i++) {
-        cpa_part *p = &mt->parts[i];
-        if (p->rank_idx < m->nranks)
-            p->arrival_ns = cpa_part_arrival_job_ns(m, mt, c, p);
-    }
+    cpa_clock_arrivals_job(m, c, mt->parts, mt->nparts);
     mt->arrivals_job = 1;
 }
 

@@ -228,6 +228,32 @@ static void fixed_matches_unfixed_now(const cpa_model *m, cpa_clock *c)
             host[i] = cpa_clock_job_ns(m, c, r, t[i]);
             gpu[i] = cpa_clock_gpu_job_ns(m, c, r, t[i]);
         }
+        /* the per-rank path of the passes over every part (arrivals, the GPU frames' ends) */
+        cpa_clk_fast *fh = cpa_clk_fast_make(m, c, 0), *fg = cpa_clk_fast_make(m, c, 1);
+        cpa_part *p = malloc(n * sizeof *p);
+        assert_non_null(fh);
+        assert_non_null(fg);
+        assert_non_null(p);
+        for (size_t i = 0; i < n; i++) {
+            if (fh[r].off != CPA_CLK_NOT_CONST &&
+                (cpa_clk_fast_job(&fh[r], t[i], 0) != host[i] ||
+                 cpa_clk_fast_job(&fg[r], t[i], 1) != gpu[i]))
+                fail_msg("rank %zu time %llu: per rank %llu/%llu, alone %llu/%llu", r,
+                         (unsigned long long)t[i],
+                         (unsigned long long)cpa_clk_fast_job(&fh[r], t[i], 0),
+                         (unsigned long long)cpa_clk_fast_job(&fg[r], t[i], 1),
+                         (unsigned long long)host[i], (unsigned long long)gpu[i]);
+            p[i] = (cpa_part){.rank_idx = (uint32_t)r, .gpu_timed = i % 2, .arrival_ns = t[i]};
+        }
+        cpa_clock_arrivals_job(m, c, p, n);
+        for (size_t i = 0; i < n; i++)
+            if (p[i].arrival_ns != (i % 2 ? gpu[i] : host[i]))
+                fail_msg("rank %zu time %llu: arrival %llu, alone %llu", r,
+                         (unsigned long long)t[i], (unsigned long long)p[i].arrival_ns,
+                         (unsigned long long)(i % 2 ? gpu[i] : host[i]));
+        free(fh);
+        free(fg);
+        free(p);
         cpa_clk_unfix(c);
         for (size_t i = 0; i < n; i++)
             if (host[i] != cpa_clock_job_ns(m, c, r, t[i]) ||
