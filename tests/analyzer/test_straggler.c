@@ -216,6 +216,47 @@ static void rotating_straggler(void **state)
     job_free(&j);
 }
 
+/* Lateness is the latest arrival against the others' median, judged right at the half: rank
+ * 6 comes 3 ms after five ranks, and three (even operations) or four (odd) of the other
+ * seven come 0.5 ms before it. Three near it leave the median gap 3 ms: late; four make it
+ * 0.5 ms: not late (fails when the count that skips the median is off by one). */
+static void lateness_is_against_the_median_at_the_half(void **state)
+{
+    (void)state;
+    static const thost h[] = {{"a", 1000000000000ull, 0, 0, 1}};
+    static const int host_of[8] = {0};
+    tjob j;
+    job_open(&j, 8, h, host_of);
+    job_comm(&j, 0, 0x601, all8, 8);
+    for (int i = 0; i < 20; i++) {
+        double t = 1 * MS + i * 10 * MS, arr[8];
+        for (int k = 0; k < 8; k++)
+            arr[k] = t;
+        arr[6] += 3 * MS;
+        arr[4] = arr[5] = arr[7] = t + 2.5 * MS;
+        if (i % 2)
+            arr[3] = t + 2.5 * MS;
+        job_coll(&j, 0, all8, 8, CP_OP_ALLREDUCE, arr, NULL, t + 3.5 * MS, 1);
+    }
+    job_close(&j, 300 * MS);
+    res x;
+    analyze(&j, &x);
+    assert_int_equal(x.s.judged, 20);
+    assert_int_equal(x.s.late, 10);
+    for (size_t i = 0; i < x.mt.nops; i++) {
+        int seq = (int)x.mt.ops[i].seq;
+        if (seq % 2) {
+            assert_int_equal(x.s.op_late_rank_idx[i], -1);
+        } else {
+            assert_true(x.s.op_late_rank_idx[i] >= 0);
+            assert_int_equal(x.m->ranks[x.s.op_late_rank_idx[i]].rank, 6);
+            assert_true(fabs(x.s.op_late_us[i] - 3000) < 0.01);
+        }
+    }
+    res_free(&x);
+    job_free(&j);
+}
+
 /* Rank 1 arrives 2 ms late, so its peers wait and show the long GPU durations; and in
  * Broadcasts rank 3's GPU time is 5 ms longer though all arrive together. Only rank 1 is
  * late. */
@@ -263,6 +304,7 @@ int main(void)
         cmocka_unit_test(rotating_straggler),
         cmocka_unit_test(each_cause_is_told_and_a_mix_is_a_mix),
         cmocka_unit_test(long_durations_do_not_make_a_straggler),
+        cmocka_unit_test(lateness_is_against_the_median_at_the_half),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
