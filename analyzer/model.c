@@ -150,12 +150,19 @@ long cpa_rank_index(const cpa_model *m, int32_t rank)
     return lo < m->nranks && m->ranks[lo].rank == rank ? (long)lo : -1;
 }
 
-/* Floyd and Rivest's selection (CACM 1975, algorithm 489): above SELECT_SAMPLE elements, a
- * sample's own selection first narrows v[lo..hi] to a band that holds the k-th with high
- * probability, so the partition that follows leaves little to go on with: about n + k
- * comparisons where Hoare's takes some 3n. The clock stage takes medians of millions of end
- * differences, the straggler judge one per operation. */
+/* Selection: the k-th smallest of v[lo..hi] put at v[k], smaller ones before it, larger
+ * after. The clock stage takes medians of millions of end differences (each operation's
+ * ends, each pair of ranks' differences), the straggler judge one per late operation.
+ *
+ * Partitions without branches (the element swapped in whatever it is, the boundary moved by
+ * the comparison's 0 or 1): a median's comparisons go either way at random, and Hoare's
+ * partition mispredicted half of them, ~11 ns an element at 128 or 1024 elements against
+ * ~2.6 ns (bench/bench_analyzer's job: selection was a sixth of the analysis). The pivot is
+ * the median of three, or above SELECT_SAMPLE elements Floyd and Rivest's (CACM 1975,
+ * algorithm 489): a sample's own selection puts an estimate of the k-th at v[k], so the
+ * partition that follows leaves little to go on with. */
 #define SELECT_SAMPLE 1200
+#define SELECT_SMALL 16
 
 static void swap_d(double *v, ptrdiff_t a, ptrdiff_t b)
 {
@@ -164,18 +171,11 @@ static void swap_d(double *v, ptrdiff_t a, ptrdiff_t b)
     v[b] = x;
 }
 
-static void select_range(double *v, ptrdiff_t lo, ptrdiff_t hi, ptrdiff_t k)
+/* Hoare's, for a range whose pivot compares with nothing (a NaN): the way taken before,
+ * which ends whatever the values. */
+static void select_hoare(double *v, ptrdiff_t lo, ptrdiff_t hi, ptrdiff_t k)
 {
     while (hi > lo) {
-        if (hi - lo > SELECT_SAMPLE) {
-            double n = (double)(hi - lo + 1), i = (double)(k - lo + 1), z = log(n);
-            double s = 0.5 * exp(2 * z / 3);
-            double sd = 0.5 * sqrt(z * s * (n - s) / n) * (i - n / 2 < 0 ? -1 : 1);
-            ptrdiff_t nlo = (ptrdiff_t)((double)k - i * s / n + sd);
-            ptrdiff_t nhi = (ptrdiff_t)((double)k + (n - i) * s / n + sd);
-            select_range(v, nlo > lo ? nlo : lo, nhi < hi ? nhi : hi, k);
-        }
-        /* partition around t = v[k], which the band's selection put in place */
         double t = v[k];
         ptrdiff_t i = lo, j = hi;
         swap_d(v, lo, k);
@@ -200,6 +200,73 @@ static void select_range(double *v, ptrdiff_t lo, ptrdiff_t hi, ptrdiff_t k)
             lo = j + 1;
         if (k <= j)
             hi = j - 1;
+    }
+}
+
+/* Those of v[lo..hi] below t (le: at most t) first; returns where the rest start. */
+static ptrdiff_t part_below(double *v, ptrdiff_t lo, ptrdiff_t hi, double t, int le)
+{
+    ptrdiff_t i = lo;
+    if (le)
+        for (ptrdiff_t j = lo; j <= hi; j++) {
+            double x = v[j];
+            v[j] = v[i];
+            v[i] = x;
+            i += x <= t;
+        }
+    else
+        for (ptrdiff_t j = lo; j <= hi; j++) {
+            double x = v[j];
+            v[j] = v[i];
+            v[i] = x;
+            i += x < t;
+        }
+    return i;
+}
+
+static void select_range(double *v, ptrdiff_t lo, ptrdiff_t hi, ptrdiff_t k)
+{
+    while (hi - lo > SELECT_SMALL) {
+        double t;
+        if (hi - lo > SELECT_SAMPLE) {
+            double n = (double)(hi - lo + 1), i = (double)(k - lo + 1), z = log(n);
+            double s = 0.5 * exp(2 * z / 3);
+            double sd = 0.5 * sqrt(z * s * (n - s) / n) * (i - n / 2 < 0 ? -1 : 1);
+            ptrdiff_t nlo = (ptrdiff_t)((double)k - i * s / n + sd);
+            ptrdiff_t nhi = (ptrdiff_t)((double)k + (n - i) * s / n + sd);
+            select_range(v, nlo > lo ? nlo : lo, nhi < hi ? nhi : hi, k);
+            t = v[k];
+        } else {
+            double a = v[lo], b = v[lo + (hi - lo) / 2], c = v[hi];
+            double mn = a < b ? a : b, mx = a < b ? b : a;
+            t = mx < c ? mx : c;
+            t = mn > t ? mn : t;
+        }
+        ptrdiff_t i = part_below(v, lo, hi, t, 0);
+        if (k < i) {
+            hi = i - 1;
+            continue;
+        }
+        if (i > lo) {
+            lo = i;
+            continue;
+        }
+        /* nothing below t: those equal to it next, so that the range always shrinks */
+        ptrdiff_t e = part_below(v, lo, hi, t, 1);
+        if (e == lo) {
+            select_hoare(v, lo, hi, k);
+            return;
+        }
+        if (k < e)
+            return; /* v[k] == t */
+        lo = e;
+    }
+    for (ptrdiff_t i = lo + 1; i <= hi; i++) { /* a few left: insertion */
+        double x = v[i];
+        ptrdiff_t j = i;
+        for (; j > lo && v[j - 1] > x; j--)
+            v[j] = v[j - 1];
+        v[j] = x;
     }
 }
 

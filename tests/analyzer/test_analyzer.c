@@ -380,6 +380,8 @@ static void test_sorts_and_selection(void **state)
             double *v = malloc(n * sizeof *v);
             memcpy(v, d, n * sizeof *v);
             assert_true(cpa_select(v, n, k) == dr[k]);
+            for (size_t i = 0; i < n; i++) /* and the rest on their sides of it */
+                assert_true(i < k ? v[i] <= v[k] : i > k ? v[i] >= v[k] : 1);
             free(v);
         }
         assert_int_equal(cpa_sort_doubles(d, n), 0);
@@ -393,6 +395,30 @@ static void test_sorts_and_selection(void **state)
         free(d);
         free(dr);
     }
+}
+
+/* A NaN (a forged trace can make one) orders with nothing: selection still ends, and
+ * returns an element, wherever the NaNs are (the pivot's three places among them). */
+static void test_selection_ends_with_nans(void **state)
+{
+    (void)state;
+    const size_t n = 101;
+    double v[101];
+    for (int pattern = 0; pattern < 4; pattern++)
+        for (size_t k = 0; k < n; k += 10) {
+            for (size_t i = 0; i < n; i++) {
+                int nan = pattern == 0   ? 1
+                          : pattern == 1 ? i == 0 || i == n / 2 || i == n - 1
+                          : pattern == 2 ? i % 2
+                                         : i % 7 == 3;
+                v[i] = nan ? NAN : (double)((i * 37) % 101);
+            }
+            double got = cpa_select(v, n, k);
+            size_t found = 0;
+            for (size_t i = 0; i < n; i++)
+                found += isnan(got) || (double)((i * 37) % 101) == got;
+            assert_true(found > 0);
+        }
 }
 
 static void test_match_job(void **state)
@@ -1145,6 +1171,7 @@ int main(void)
         cmocka_unit_test(test_load_empty),
         cmocka_unit_test(test_load_losses),
         cmocka_unit_test(test_sorts_and_selection),
+        cmocka_unit_test(test_selection_ends_with_nans),
         cmocka_unit_test(test_match_job),
         cmocka_unit_test(test_match_sparse_sequences),
         cmocka_unit_test(test_comm_index_past_the_table),
