@@ -397,6 +397,7 @@ static int on_call(void *ctx, const cp_rec_call *c)
     k->dtype = c->dtype;
     k->redop = c->redop;
     k->flags = c->flags;
+    r->ngrouped += (c->flags & CP_CALL_IN_GROUP) != 0;
     k->result = c->result;
     k->done = 0;
     k->gpu_timed = 0;

@@ -154,6 +154,8 @@ typedef struct cpa_rank {
     size_t ncomm_at;
     cpa_call *calls;       /* in file order */
     size_t ncalls;
+    size_t ngrouped;       /* calls with CP_CALL_IN_GROUP: the statistics' shares of a group's
+                              span pass over a rank's calls only when it has two */
     cpa_comm_census *census; /* by comm index below ncensus; NULL: a call named an index past
                                 the loader's table (or the model was not loaded): walk */
     size_t ncensus;

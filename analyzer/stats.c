@@ -247,6 +247,8 @@ static int rank_shares(const cpa_rank *rk, float **out)
 {
     *out = NULL;
     size_t n = 0;
+    if (rk->ngrouped < 2) /* the loader's count: no pass over a gigabyte of calls for none */
+        return 0;
     for (size_t i = 0; i < rk->ncalls; i++)
         n += (rk->calls[i].flags & CP_CALL_IN_GROUP) && rk->calls[i].gpu_timed;
     if (n < 2)
