@@ -399,6 +399,7 @@ static int on_call(void *ctx, const cp_rec_call *c)
     k->flags = c->flags;
     r->ngrouped += (c->flags & CP_CALL_IN_GROUP) != 0;
     k->result = c->result;
+    r->nrefused += cpa_call_refused(k);
     k->done = 0;
     k->gpu_timed = 0;
     k->algo = k->proto = k->nchannels = k->nccl = k->timing = 0;

@@ -156,6 +156,7 @@ typedef struct cpa_rank {
     size_t ncalls;
     size_t ngrouped;       /* calls with CP_CALL_IN_GROUP: the statistics' shares of a group's
                               span pass over a rank's calls only when it has two */
+    size_t nrefused;       /* calls cpa_call_refused: refused.c passes over those ranks only */
     cpa_comm_census *census; /* by comm index below ncensus; NULL: a call named an index past
                                 the loader's table (or the model was not loaded): walk */
     size_t ncensus;

@@ -32,7 +32,7 @@ void cpa_refused_find(const cpa_analysis *a, cpa_refused *out)
     for (size_t ri = 0; ri < m->nranks; ri++) {
         const cpa_rank *r = &m->ranks[ri];
         uint64_t before = out->total;
-        for (size_t ci = 0; ci < r->ncalls; ci++) {
+        for (size_t ci = 0; r->nrefused && ci < r->ncalls; ci++) {
             const cpa_call *c = &r->calls[ci];
             if (!cpa_call_refused(c))
                 continue;
