@@ -1,7 +1,7 @@
 /* trace_reader: validates everything before it trusts anything.
  *
- * The file is mapped read-only; nothing is allocated per chunk or per record, so a file's
- * claims cost nothing. Each chunk is checked whole (header hash, payload hash, every record's
+ * A file is read whole into memory (mapped read-only above CP_TRACE_READ_MAX); nothing is
+ * allocated per chunk or per record, so a file's claims cost nothing. Each chunk is checked whole (header hash, payload hash, every record's
  * bounds, record count) before its first record reaches a callback: a visitor never sees half
  * of a corrupt chunk. After a corrupt chunk the walk scans forward on 8-byte steps for the next
  * chunk header whose magic and hash hold, so one bad sector costs one chunk, not the file.
@@ -27,6 +27,15 @@
 #else
 #define CP_HASH_DIFFERS(a, b) ((a) != (b))
 #endif
+
+/* Files up to this size are read(2) into malloc's memory rather than mapped. A job's
+ * analysis opens a file per rank (1024 of a megabyte each on bench_analyzer's job): each
+ * mapping was page faults on the file's pages, and each munmap a TLB shootdown to the other
+ * loader threads, all under the address space's lock that the threads' faults on their
+ * models' pages also take. A megabyte's buffer, freed, is malloc's to give the next file
+ * (its mmap threshold rises to it), already mapped. Above this, a copy of the file would
+ * double its memory: mapped. */
+#define CP_TRACE_READ_MAX ((off_t)64 << 20)
 
 /* A future compatible version may grow the file header; beyond this it is nonsense. */
 #define CP_TRACE_HEADER_MAX_BYTES (1u << 20)
@@ -154,6 +163,31 @@ cp_trace_reader *cp_trace_reader_open(const char *path, int *status, char *err, 
     if (!r) {
         snprintf(err, errlen, "'%s': out of memory", path);
         goto fail;
+    }
+    if (sb.st_size <= CP_TRACE_READ_MAX) {
+        unsigned char *buf = malloc((size_t)sb.st_size);
+        size_t got = 0;
+        while (buf && got < (size_t)sb.st_size) {
+            ssize_t n = read(fd, buf + got, (size_t)sb.st_size - got);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0) {
+                snprintf(err, errlen, "'%s': cannot read trace: %s", path, strerror(errno));
+                free(buf);
+                goto fail;
+            }
+            if (n == 0)
+                break; /* shorter now than fstat said: what there is */
+            got += (size_t)n;
+        }
+        if (!buf) {
+            snprintf(err, errlen, "'%s': out of memory", path);
+            goto fail;
+        }
+        close(fd);
+        r->data = buf;
+        r->len = got;
+        return finish_open(r, path, status, err, errlen);
     }
     void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (map == MAP_FAILED) {
