@@ -165,15 +165,34 @@ static size_t op_domains(const cpa_matched *mt, const cpa_clock *c, const cpa_op
     return nt;
 }
 
-/* One operation's ties into *t. Grouping by domain costs O(parts), not a sort: the bench's
- * 1024-rank operations made a sort per operation the clocks' largest cost. */
-static int op_ties(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c, int final,
-                   const cpa_op *o, tscratch *x, cpa_tie **t, size_t *n, size_t *cap)
+/* The ties the first collection made, by operation: the second (final) makes the same ones
+ * on the finished time line, visiting their operations only (every tying operation's
+ * domains found again, to count its way to the same ones, was a fifth of the ties' cost). */
+typedef struct tie_log {
+    uint32_t *op, *dom; /* per tie: its operation (ascending) and its domain b */
+    size_t n, cap;
+} tie_log;
+
+static void tie_log_free(tie_log *g)
 {
+    free(g->op);
+    free(g->dom);
+    memset(g, 0, sizeof *g);
+}
+
+/* One operation's ties into *t (and each into rec, when not NULL). want[0..nwant), when not
+ * NULL: the domains it tied before (rec's), made again as they are. Grouping by domain costs
+ * O(parts), not a sort: the bench's 1024-rank operations made a sort per operation the
+ * clocks' largest cost. */
+static int op_ties(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c, int final,
+                   size_t oi, tscratch *x, cpa_tie **t, size_t *n, size_t *cap, tie_log *rec,
+                   const uint32_t *want, size_t nwant)
+{
+    const cpa_op *o = &mt->ops[oi];
     const cpa_part *p = &mt->parts[o->first_part];
     size_t nt = op_domains(mt, c, o, x);
-    int rc = 0, keep = 0;
-    for (size_t i = 1; i < nt; i++)
+    int rc = 0, keep = want != NULL;
+    for (size_t i = 1; !want && i < nt; i++)
         keep |= x->seen[x->touched[i]]++ % x->stride[x->touched[i]] == 0;
     if (nt < 2 || !keep)
         goto out;
@@ -211,12 +230,26 @@ static int op_ties(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c
             hub = d;
             th = te;
             jh = je;
-        } else if ((x->seen[d] - 1) % x->stride[d] == 0) {
+        } else if (want ? nwant && *want == d : (x->seen[d] - 1) % x->stride[d] == 0) {
+            if (want) {
+                want++;
+                nwant--;
+            }
             if (cpa_grow((void **)t, cap, *n + 1, sizeof **t)) {
                 rc = -1;
                 goto out;
             }
             (*t)[(*n)++] = (cpa_tie){hub, d, th, te, je - jh};
+            if (rec) {
+                size_t cap_dom = rec->cap;
+                if (cpa_grow((void **)&rec->op, &rec->cap, rec->n + 1, sizeof *rec->op) ||
+                    cpa_grow((void **)&rec->dom, &cap_dom, rec->n + 1, sizeof *rec->dom)) {
+                    rc = -1;
+                    goto out;
+                }
+                rec->op[rec->n] = (uint32_t)oi;
+                rec->dom[rec->n++] = d;
+            }
         }
     }
 out:
@@ -229,10 +262,11 @@ out:
  * in (comm, seq) order, so spread over the trace: medians of thousands are as good as of
  * millions (1024 ranks on 128 hosts made 4 million ties, and the solver's sorts took a second
  * and a half), spans (may be NULL) gets each domain's count of the operations that tie it,
- * kept or not. */
+ * kept or not. rec (may be NULL) logs the ties made; with replay instead, the ties replay
+ * logged are made again, and only they. */
 static int collect_ties(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c,
                         const uint8_t *tying, int final, cpa_tie **out, size_t *nout,
-                        uint64_t *spans)
+                        uint64_t *spans, tie_log *rec, const tie_log *replay)
 {
     size_t maxp = 1, n = 0, cap = 0, nd = c->ndomains;
     for (size_t i = 0; i < mt->nops; i++)
@@ -249,7 +283,14 @@ static int collect_ties(const cpa_model *m, const cpa_matched *mt, const cpa_clo
     if (!x.v || !x.dom || !x.touched || !x.cnt || !x.at || !x.spans || !x.seen || !x.stride ||
         !x.finger || !x.ranks)
         goto out;
-    for (size_t i = 0; i < mt->nops; i++) {
+    for (size_t k = 0, j; replay && k < replay->n; k = j) {
+        for (j = k + 1; j < replay->n && replay->op[j] == replay->op[k]; j++)
+            ;
+        if (op_ties(m, mt, c, final, replay->op[k], &x, &t, &n, &cap, NULL, replay->dom + k,
+                    j - k))
+            goto out;
+    }
+    for (size_t i = 0; !replay && i < mt->nops; i++) {
         if (!tying[i])
             continue;
         size_t nt = op_domains(mt, c, &mt->ops[i], &x);
@@ -261,8 +302,8 @@ static int collect_ties(const cpa_model *m, const cpa_matched *mt, const cpa_clo
         if (spans)
             spans[d] = x.spans[d];
     }
-    for (size_t i = 0; i < mt->nops; i++)
-        if (tying[i] && op_ties(m, mt, c, final, &mt->ops[i], &x, &t, &n, &cap))
+    for (size_t i = 0; !replay && i < mt->nops; i++)
+        if (tying[i] && op_ties(m, mt, c, final, i, &x, &t, &n, &cap, rec, NULL, 0))
             goto out;
     rc = 0;
 out:
@@ -360,6 +401,7 @@ int cpa_clock_align(const cpa_model *m, const cpa_matched *mt, cpa_clock *out, c
     size_t nt = 0;
     uint8_t *tying = NULL;
     uint64_t *spans = NULL;
+    tie_log made = {0};
     out->domains = calloc(nr, sizeof *out->domains);
     out->rank_domain = calloc(nr, sizeof *out->rank_domain);
     out->map = calloc(1, sizeof *out->map);
@@ -392,7 +434,8 @@ int cpa_clock_align(const cpa_model *m, const cpa_matched *mt, cpa_clock *out, c
     if (!(spans = calloc(nr, sizeof *spans)))
         goto oom;
     if (out->ndomains > 1 &&
-        (collect_ties(m, mt, out, tying, 0, &t, &nt, spans) || cpa_clk_solve(out, t, nt)))
+        (collect_ties(m, mt, out, tying, 0, &t, &nt, spans, &made, NULL) ||
+         cpa_clk_solve(out, t, nt)))
         goto oom;
     free(t); /* solved: the GPU frames' arrays, at the analysis' peak of memory, come next */
     t = NULL;
@@ -404,15 +447,18 @@ int cpa_clock_align(const cpa_model *m, const cpa_matched *mt, cpa_clock *out, c
         cpa_clk_fix(m, out, 1))
         goto oom;
     if (out->ndomains > 1 &&
-        (collect_ties(m, mt, out, tying, 1, &t, &nt, NULL) || measure_error(out, t, nt)))
+        (collect_ties(m, mt, out, tying, 1, &t, &nt, NULL, NULL, &made) ||
+         measure_error(out, t, nt)))
         goto oom;
     out->aligned = out->ndomains <= 1 || out->aligned;
     free(t);
     free(tying);
     free(spans);
+    tie_log_free(&made);
     return 0;
 oom:
     free(t);
+    tie_log_free(&made);
     free(tying);
     free(spans);
     cpa_clock_free(out);
