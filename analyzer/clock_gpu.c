@@ -195,8 +195,7 @@ static int collect_pairs(frames *f, size_t maxp)
     float *diffs = NULL;
     pair_walk w;
     int rc = -1;
-    f->ends = malloc((mt->nparts ? mt->nparts : 1) * sizeof *f->ends);
-    if (pair_walk_init(&w, maxp) || !f->ends)
+    if (pair_walk_init(&w, maxp) || !(f->ends = malloc((mt->nparts ? mt->nparts : 1) * sizeof *f->ends)))
         goto out;
     for (int pass = 0; pass < 2; pass++) {
         w.n = 0;
