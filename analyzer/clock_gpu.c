@@ -42,7 +42,7 @@
 
 typedef struct pair {
     uint32_t a, b;           /* rank indices, a the operation's lowest */
-    size_t first, n;         /* its differences, gathered: first .. first + n */
+    size_t first, n;         /* its differences: diffs[first .. first + n) */
     double diff;             /* median end_b - end_a */
 } pair;
 
@@ -55,8 +55,7 @@ typedef struct frames {
     size_t npairs, cap_pairs;
     uint32_t *slot;          /* open addressing over pairs, UINT32_MAX empty */
     size_t nslots;
-    float *ends;             /* per part (k >= 1 of a tying operation): its end minus its
-                              * operation's first part's, ns */
+    float *diffs;
     double *u;               /* per rank: its frame's offset */
     uint32_t *comp;          /* per rank: its group of tied ranks, UINT32_MAX none */
     cpa_clk_fast *fast;      /* per rank, the host map as fixed for the stage; NULL none */
@@ -184,19 +183,17 @@ static void pair_walk_free(pair_walk *w)
     free(w->pair);
 }
 
-/* Step 1's data: every pair's differences, and their medians. Each part's difference stays
- * (in f->ends, by part: whole ns below 2^24 ns, exact in a float) for step 2, which reads
- * them back in the order it goes instead of converting every end again; the pairs' own
- * copies, gathered pair by pair for their medians, go at once. (Kept pair by pair, step 2
- * read them through a count per pair, a cache miss each, and needed a third walk.) */
+/* Step 1's data: every pair's differences, and their medians. The differences stay (in
+ * f->diffs, pair by pair in operation order) for step 2, which reads them back instead of
+ * converting every end again: whole ns below 2^24 ns, exact in a float. */
 static int collect_pairs(frames *f, size_t maxp)
 {
     const cpa_matched *mt = f->mt;
-    float *diffs = NULL;
     pair_walk w;
-    int rc = -1;
-    if (pair_walk_init(&w, maxp) || !(f->ends = malloc((mt->nparts ? mt->nparts : 1) * sizeof *f->ends)))
-        goto out;
+    if (pair_walk_init(&w, maxp)) {
+        pair_walk_free(&w);
+        return -1;
+    }
     for (int pass = 0; pass < 2; pass++) {
         w.n = 0;
         for (size_t i = 0; i < mt->nops; i++) {
@@ -204,20 +201,19 @@ static int collect_pairs(frames *f, size_t maxp)
             if (!f->tying[i])
                 continue;
             const cpa_part *p = &mt->parts[o->first_part];
-            float *e = f->ends + o->first_part;
             pair_walk_op(&w, p);
-            uint64_t e0 = pass ? 0 : end_job(f, &p[0]);
+            uint64_t e0 = pass ? end_job(f, &p[0]) : 0;
             for (uint32_t k = 1; k < o->nparts; k++) {
                 pair *q;
                 int got = pair_walk_at(f, &w, p, k, &q);
-                if (got < 0)
-                    goto out;
-                if (!pass)
-                    e[k] = (float)diff_ns(end_job(f, &p[k]), e0);
+                if (got < 0) {
+                    pair_walk_free(&w);
+                    return -1;
+                }
                 if (got)
                     continue;
                 if (pass)
-                    diffs[q->first + q->n] = e[k];
+                    f->diffs[q->first + q->n] = (float)diff_ns(end_job(f, &p[k]), e0);
                 q->n++;
             }
             pair_walk_done(&w, o->nparts);
@@ -230,27 +226,26 @@ static int collect_pairs(frames *f, size_t maxp)
             total += f->pairs[k].n;
             f->pairs[k].n = 0;
         }
-        if (!(diffs = malloc((total ? total : 1) * sizeof *diffs)))
-            goto out;
+        if (!(f->diffs = malloc((total ? total : 1) * sizeof *f->diffs)))
+            break;
     }
+    pair_walk_free(&w);
+    if (!f->diffs)
+        return -1;
     size_t maxn = 0;
     for (size_t k = 0; k < f->npairs; k++)
         maxn = f->pairs[k].n > maxn ? f->pairs[k].n : maxn;
     double *v = malloc((maxn ? maxn : 1) * sizeof *v);
     if (!v)
-        goto out;
+        return -1;
     for (size_t k = 0; k < f->npairs; k++) {
         pair *q = &f->pairs[k];
         for (size_t j = 0; j < q->n; j++)
-            v[j] = diffs[q->first + j];
+            v[j] = f->diffs[q->first + j];
         q->diff = cpa_select(v, q->n, (q->n - 1) / 2);
     }
     free(v);
-    rc = 0;
-out:
-    pair_walk_free(&w);
-    free(diffs);
-    return rc;
+    return 0;
 }
 
 typedef struct wv {
@@ -389,25 +384,34 @@ static int residuals(frames *f, size_t maxp, const size_t *call_base, float *res
     const cpa_matched *mt = f->mt;
     double *j = malloc((maxp ? maxp : 1) * sizeof *j);
     double *tmp = malloc((maxp ? maxp : 1) * sizeof *tmp);
-    if (!j || !tmp) {
-        free(j);
-        free(tmp);
-        return -1;
+    uint32_t *taken = calloc(f->npairs ? f->npairs : 1, sizeof *taken); /* per pair */
+    pair_walk w;
+    int rc = pair_walk_init(&w, maxp);
+    if (!j || !tmp || !taken || rc) {
+        rc = -1;
+        goto out;
     }
     for (size_t i = 0; i < mt->nops; i++) {
         const cpa_op *o = &mt->ops[i];
         if (!f->tying[i])
             continue;
         const cpa_part *p = &mt->parts[o->first_part];
-        const float *e = f->ends + o->first_part;
+        pair_walk_op(&w, p);
         uint64_t e0 = 0;
         int have_e0 = 0;
         tmp[0] = j[0] = f->u[p[0].rank_idx];
         for (uint32_t k = 1; k < o->nparts; k++) {
-            /* the difference step 1 kept; converted again where the float may not hold it
-             * (2^24 ns apart or more) */
-            double dk = e[k];
-            if (!(fabsf(e[k]) < 16777216.0f)) {
+            /* the difference step 1 kept, in the order it kept them; converted again only
+             * where the float may not hold it (2^24 ns apart or more) or none was kept */
+            pair *q;
+            int got = pair_walk_at(f, &w, p, k, &q);
+            if (got < 0) {
+                rc = -1;
+                goto out;
+            }
+            float d = got ? 0 : f->diffs[q->first + taken[q - f->pairs]++];
+            double dk = d;
+            if (got || !(fabsf(d) < 16777216.0f)) {
                 if (!have_e0) {
                     e0 = end_job(f, &p[0]);
                     have_e0 = 1;
@@ -416,17 +420,21 @@ static int residuals(frames *f, size_t maxp, const size_t *call_base, float *res
             }
             tmp[k] = j[k] = dk + f->u[p[k].rank_idx];
         }
-        double c = cpa_clk_consensus(tmp, o->nparts);
+        pair_walk_done(&w, o->nparts);
+        double e = cpa_clk_consensus(tmp, o->nparts);
         for (uint32_t k = 0; k < o->nparts; k++) {
             size_t at = call_base[p[k].rank_idx] + p[k].call_idx;
-            res[at] = (float)(c - j[k]);
+            res[at] = (float)(e - j[k]);
             if (o->nparts <= 2)
                 pair_only[at / 8] |= (uint8_t)(1u << (at % 8));
         }
     }
+out:
     free(j);
     free(tmp);
-    return 0;
+    free(taken);
+    pair_walk_free(&w);
+    return rc;
 }
 
 /* The level of samples s[a..b) that lie within STEP_TOL_NS of guess: their median. */
@@ -634,8 +642,8 @@ int cpa_clk_gpu_frames(const cpa_model *m, const cpa_matched *mt, const uint8_t 
         res[i] = NAN;
     if (residuals(&f, maxp, call_base, res, pair_only))
         goto out;
-    free(f.ends); /* step 1's, read back: gone before the segments' own arrays */
-    f.ends = NULL;
+    free(f.diffs); /* step 1's, read back: gone before the segments' own arrays */
+    f.diffs = NULL;
     free(f.fast);  /* the causal shift moves offsets: no conversion after it */
     f.fast = NULL;
     free(f.slot);
@@ -668,7 +676,7 @@ out:
     free(f.comp);
     free(f.pairs);
     free(f.slot);
-    free(f.ends);
+    free(f.diffs);
     free(f.fast);
     return rc;
 }
