@@ -169,15 +169,36 @@ static size_t op_domains(const cpa_matched *mt, const cpa_clock *c, const cpa_op
  * on the finished time line, visiting their operations only (every tying operation's
  * domains found again, to count its way to the same ones, was a fifth of the ties' cost). */
 typedef struct tie_log {
-    uint32_t *op, *dom; /* per tie: its operation (ascending) and its domain b */
+    uint32_t *op, *nties; /* per operation that tied: its index (ascending), its ties */
+    size_t nops, cap_ops;
+    uint32_t *dom;        /* per tie, operation by operation: its domain b */
     size_t n, cap;
 } tie_log;
 
 static void tie_log_free(tie_log *g)
 {
     free(g->op);
+    free(g->nties);
     free(g->dom);
     memset(g, 0, sizeof *g);
+}
+
+/* Tie (operation oi, domain d) onto the log; -1 out of memory. */
+static int tie_log_add(tie_log *g, size_t oi, uint32_t d)
+{
+    if (!g->nops || g->op[g->nops - 1] != oi) {
+        size_t cap = g->cap_ops;
+        if (cpa_grow((void **)&g->op, &g->cap_ops, g->nops + 1, sizeof *g->op) ||
+            cpa_grow((void **)&g->nties, &cap, g->nops + 1, sizeof *g->nties))
+            return -1;
+        g->op[g->nops] = (uint32_t)oi;
+        g->nties[g->nops++] = 0;
+    }
+    if (cpa_grow((void **)&g->dom, &g->cap, g->n + 1, sizeof *g->dom))
+        return -1;
+    g->dom[g->n++] = d;
+    g->nties[g->nops - 1]++;
+    return 0;
 }
 
 /* One operation's ties into *t (and each into rec, when not NULL). want[0..nwant), when not
@@ -240,15 +261,9 @@ static int op_ties(const cpa_model *m, const cpa_matched *mt, const cpa_clock *c
                 goto out;
             }
             (*t)[(*n)++] = (cpa_tie){hub, d, th, te, je - jh};
-            if (rec) {
-                size_t cap_dom = rec->cap;
-                if (cpa_grow((void **)&rec->op, &rec->cap, rec->n + 1, sizeof *rec->op) ||
-                    cpa_grow((void **)&rec->dom, &cap_dom, rec->n + 1, sizeof *rec->dom)) {
-                    rc = -1;
-                    goto out;
-                }
-                rec->op[rec->n] = (uint32_t)oi;
-                rec->dom[rec->n++] = d;
+            if (rec && tie_log_add(rec, oi, d)) {
+                rc = -1;
+                goto out;
             }
         }
     }
@@ -283,13 +298,10 @@ static int collect_ties(const cpa_model *m, const cpa_matched *mt, const cpa_clo
     if (!x.v || !x.dom || !x.touched || !x.cnt || !x.at || !x.spans || !x.seen || !x.stride ||
         !x.finger || !x.ranks)
         goto out;
-    for (size_t k = 0, j; replay && k < replay->n; k = j) {
-        for (j = k + 1; j < replay->n && replay->op[j] == replay->op[k]; j++)
-            ;
-        if (op_ties(m, mt, c, final, replay->op[k], &x, &t, &n, &cap, NULL, replay->dom + k,
-                    j - k))
+    for (size_t k = 0, at = 0; replay && k < replay->nops; at += replay->nties[k++])
+        if (op_ties(m, mt, c, final, replay->op[k], &x, &t, &n, &cap, NULL, replay->dom + at,
+                    replay->nties[k]))
             goto out;
-    }
     for (size_t i = 0; !replay && i < mt->nops; i++) {
         if (!tying[i])
             continue;
@@ -305,6 +317,13 @@ static int collect_ties(const cpa_model *m, const cpa_matched *mt, const cpa_clo
     for (size_t i = 0; !replay && i < mt->nops; i++)
         if (tying[i] && op_ties(m, mt, c, final, i, &x, &t, &n, &cap, rec, NULL, 0))
             goto out;
+    if (rec && rec->n < rec->cap) { /* it stays through the GPU frames, at the peak */
+        uint32_t *d = realloc(rec->dom, (rec->n ? rec->n : 1) * sizeof *d);
+        if (d) {
+            rec->dom = d;
+            rec->cap = rec->n;
+        }
+    }
     rc = 0;
 out:
     free(x.v);
