@@ -162,7 +162,7 @@ long cpa_rank_index(const cpa_model *m, int32_t rank)
  * algorithm 489): a sample's own selection puts an estimate of the k-th at v[k], so the
  * partition that follows leaves little to go on with. */
 #define SELECT_SAMPLE 1200
-#define SELECT_SMALL 16
+#define SELECT_SMALL 4
 
 static void swap_d(double *v, ptrdiff_t a, ptrdiff_t b)
 {

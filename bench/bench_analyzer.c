@@ -19,8 +19,10 @@
  *   of 3 rounds: the first process to fault in a gigabyte of memory on a VM is often slow);
  *   cpa_analyze, the whole analysis (seconds, per stage, peak RSS);
  *   the Perfetto export of that analysis to /dev/null (events/s), when exporters/ is built.
- * The directory is removed at the end. Prints `<name>: <value> <unit>` lines; what the job
- * and the analysis found goes to stderr.
+ * The directory is removed at the end. First, the selection the analysis takes its medians
+ * with (cpa_select) against sorting the same values (cpa_sort_doubles), per element, at an
+ * operation's sizes and a pair's. Prints `<name>: <value> <unit>` lines; what the job and the
+ * analysis found goes to stderr.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -582,6 +584,40 @@ static result measure(const job *j, int what, unsigned threads, long *maxrss_kb)
     return res;
 }
 
+/* The median of n random doubles (whole ns of jitter, as an operation's ends), by selection
+ * and by a sort, ns an element each, the same inputs: each value's copy is timed too. */
+static void bench_select(void)
+{
+    static const size_t sizes[] = {8, 128, 1024, 50000};
+    const size_t total = 4000000;
+    double *src = malloc(total * sizeof *src), *w = malloc(50000 * sizeof *w);
+    if (!src || !w)
+        die("%s", "out of memory");
+    uint64_t x = 7;
+    for (size_t i = 0; i < total; i++)
+        src[i] = (double)((x = mix(x)) % 100000) - 50000;
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        size_t n = sizes[si], reps = total / n;
+        double t[2], sum[2] = {0, 0};
+        for (int how = 0; how < 2; how++) {
+            double t0 = now_s();
+            for (size_t r = 0; r < reps; r++) {
+                memcpy(w, src + r * n, n * sizeof *w);
+                if (how)
+                    cpa_sort_doubles(w, n);
+                sum[how] += how ? w[(n - 1) / 2] : cpa_select(w, n, (n - 1) / 2);
+            }
+            t[how] = (now_s() - t0) / (double)(reps * n) * 1e9;
+        }
+        if (sum[0] != sum[1])
+            die("%s", "selection and sort disagree");
+        printf("analyzer.select_%zu_ns_per_element: %.2f ns\n", n, t[0]);
+        printf("analyzer.select_vs_sort_%zu_ratio: %.2f x\n", n, t[1] / t[0]);
+    }
+    free(src);
+    free(w);
+}
+
 static int arg_int(int argc, char **argv, int i, int def, int lo, int hi)
 {
     if (argc <= i)
@@ -616,6 +652,7 @@ int main(int argc, char **argv)
     signal(SIGTERM, on_signal);
     signal(SIGHUP, on_signal);
 
+    bench_select();
     make_schedule(j);
     double t0 = now_s();
     pool gen = run_pool(j, cpus, 0);
