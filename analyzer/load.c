@@ -346,6 +346,8 @@ static inline void count_call(load_ctx *x, const cp_rec_call *c)
         else
             k->np2p++;
     } else {
+        k->gaps |= k->ncoll && c->seq != k->next_seq;
+        k->next_seq = c->seq + 1;
         k->ncoll++;
         if (c->seq < k->first_seq)
             k->first_seq = c->seq;

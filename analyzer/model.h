@@ -114,6 +114,9 @@ typedef struct cpa_integrity {
 typedef struct cpa_comm_census {
     uint64_t first_seq, last_seq; /* of its collectives with a seq (ncoll of them) */
     uint64_t ncoll;
+    uint64_t next_seq; /* the last collective's seq + 1 */
+    int gaps;          /* a collective's seq was not the one before's + 1: its seqs are not
+                          exactly first_seq..last_seq once each, so matching counts calls */
     uint64_t np2p;   /* sends and receives with a seq and a peer */
     uint64_t nnone;  /* calls with no seq, sends and receives with no peer: never matched */
 } cpa_comm_census;
