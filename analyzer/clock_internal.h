@@ -144,6 +144,26 @@ static inline int64_t cpa_clk_anchor_at(const cpa_anchor *an, size_t n, uint64_t
     return an[lo].a + cpa_round_i64((double)(t - an[lo].mono) * an[lo].slope);
 }
 
+/* Local time t on the job time line while the map is fixed (cpa_clk_fix): the domain's
+ * anchors an[0..nan) and rounded offset off (not CPA_CLK_NOT_CONST), and with gpu the rank's
+ * GPU segments g[0..ng) and their rounded corrections; fa and fg the fingers. */
+static inline __attribute__((always_inline)) uint64_t
+cpa_clk_fixed_job(const cpa_anchor *an, size_t nan, _Atomic uint32_t *fa, int64_t off,
+                  const cpa_gseg *g, size_t ng, _Atomic uint32_t *fg, uint64_t t, int gpu)
+{
+    int64_t j = cpa_clk_add(t > INT64_MAX ? INT64_MAX : (int64_t)t,
+                            cpa_clk_anchor_at(an, nan, t, fa));
+    j = cpa_clk_add(j, off);
+    if (j < 0)
+        j = 0;
+    if (gpu && ng) {
+        j = cpa_clk_add(j, g[cpa_clk_segment(g, sizeof *g, ng, t, fg)].corr_ns);
+        if (j < 0)
+            j = 0;
+    }
+    return (uint64_t)j;
+}
+
 /* What a rank's conversions read while the map is fixed (cpa_clk_fix), side by side, for
  * passes that convert every part of every operation: a part's rank changes from one to the
  * next, and cpa_clock_job_ns' walk through the map's per-domain and per-rank arrays (and its
@@ -161,20 +181,10 @@ typedef struct cpa_clk_fast {
 cpa_clk_fast *cpa_clk_fast_make(const cpa_model *m, const cpa_clock *c, int gpu);
 
 /* cpa_clock_job_ns (gpu 0) or cpa_clock_gpu_job_ns (gpu 1, x made with gpu) of t, where
- * x->off != CPA_CLK_NOT_CONST: convert()'s fixed path. */
+ * x->off != CPA_CLK_NOT_CONST. */
 static inline uint64_t cpa_clk_fast_job(cpa_clk_fast *x, uint64_t t, int gpu)
 {
-    int64_t j = cpa_clk_add(t > INT64_MAX ? INT64_MAX : (int64_t)t,
-                            cpa_clk_anchor_at(x->an, x->nan, t, &x->fa));
-    j = cpa_clk_add(j, x->off);
-    if (j < 0)
-        j = 0;
-    if (gpu && x->ng) {
-        j = cpa_clk_add(j, x->g[cpa_clk_segment(x->g, sizeof *x->g, x->ng, t, &x->fg)].corr_ns);
-        if (j < 0)
-            j = 0;
-    }
-    return (uint64_t)j;
+    return cpa_clk_fixed_job(x->an, x->nan, &x->fa, x->off, x->g, x->ng, &x->fg, t, gpu);
 }
 
 /* A sample's anchor, realtime - mono; 0 when it has none. Both at most CPA_TIME_MAX (the

@@ -28,20 +28,8 @@ convert(const cpa_model *m, const cpa_clock *c, size_t rank_idx, const uint64_t 
                 gn = map->g_first[rank_idx + 1] - map->g_first[rank_idx];
             }
             _Atomic uint32_t *fa = &map->finger[rank_idx].a, *fg = &map->finger[rank_idx].g;
-            for (size_t i = 0; i < n; i++) {
-                uint64_t t = local[i];
-                int64_t j = cpa_clk_add(t > INT64_MAX ? INT64_MAX : (int64_t)t,
-                                        cpa_clk_anchor_at(an, dm->n, t, fa));
-                j = cpa_clk_add(j, off);
-                if (j < 0)
-                    j = 0;
-                if (i >= gpu_from && gn) {
-                    j = cpa_clk_add(j, g[cpa_clk_segment(g, sizeof *g, gn, t, fg)].corr_ns);
-                    if (j < 0)
-                        j = 0;
-                }
-                job[i] = (uint64_t)j;
-            }
+            for (size_t i = 0; i < n; i++)
+                job[i] = cpa_clk_fixed_job(an, dm->n, fa, off, g, gn, fg, local[i], i >= gpu_from);
             return;
         }
     }

@@ -262,6 +262,26 @@ static int parts_come_sorted(const cpa_model *m, const census *cs)
     return rc;
 }
 
+/* Rank k's collectives' slots, in walk order, into slot[]; each counted into start when not
+ * NULL. Returns how many. */
+static size_t rank_slots(const comm_table *t, const uint32_t *order, const uint32_t *range,
+                         const cpa_rank *k, uint32_t *slot, uint32_t *start)
+{
+    size_t n = 0;
+    for (size_t c = 0; c < k->ncalls; c++) {
+        const cpa_call *call = &k->calls[c];
+        const cpa_comm *cm = cpa_call_comm(k, call);
+        if (call_kind(call, cm) != CALL_COLLECTIVE)
+            continue;
+        const comm_range *g = &t->ranges[order[range[cm - k->comms]]];
+        slot[n] = (uint32_t)(g->base + (call->seq - g->first_seq));
+        if (start)
+            start[slot[n]]++;
+        n++;
+    }
+    return n;
+}
+
 /* Places the nc collective calls in out->parts [0, nc) and their operations in out->ops.
  * 1 when their sequence numbers are too sparse to count (nothing done), 0 done, -1 out of
  * memory. */
@@ -329,20 +349,8 @@ static int count_collectives(const cpa_model *m, census *cs, cpa_matched *out)
         start[s] = (uint32_t)(sum += start[s]);
     if (cs->dense)
         start[nslot] = 0;
-    for (size_t r = 0; !cs->dense && r < m->nranks; r++) {
-        const cpa_rank *k = &m->ranks[r];
-        const uint32_t *range = cs->range[r];
-        for (size_t c = 0; c < k->ncalls; c++) {
-            const cpa_call *call = &k->calls[c];
-            const cpa_comm *cm = cpa_call_comm(k, call);
-            if (call_kind(call, cm) != CALL_COLLECTIVE)
-                continue;
-            const comm_range *g = &t->ranges[order[range[cm - k->comms]]];
-            slot[i] = (uint32_t)(g->base + (call->seq - g->first_seq));
-            start[slot[i]]++;
-            i++;
-        }
-    }
+    for (size_t r = 0; !cs->dense && r < m->nranks; r++)
+        i += rank_slots(t, order, cs->range[r], &m->ranks[r], slot + i, start);
     /* Each slot's operation, before the parts are placed: the operations are the slots
      * that have calls, in slot order (below), so each call's operation is known as it is
      * placed and call_op is written rank by rank in memory order. */
@@ -358,14 +366,8 @@ static int count_collectives(const cpa_model *m, census *cs, cpa_matched *out)
     for (size_t r = m->nranks; r-- > 0;) {
         const cpa_rank *k = &m->ranks[r];
         uint32_t *op_of = out->call_op[r];
-        for (size_t c = 0; cs->dense && c < k->ncalls; c++) { /* the rank's, in walk order */
-            const cpa_call *call = &k->calls[c];
-            const cpa_comm *cm = cpa_call_comm(k, call);
-            if (call_kind(call, cm) != CALL_COLLECTIVE)
-                continue;
-            const comm_range *g = &t->ranges[order[cs->range[r][cm - k->comms]]];
-            slot[i++] = (uint32_t)(g->base + (call->seq - g->first_seq));
-        }
+        if (cs->dense)
+            i = rank_slots(t, order, cs->range[r], k, slot, NULL);
         for (size_t c = k->ncalls; c-- > 0;) {
             const cpa_call *call = &k->calls[c];
             const cpa_comm *cm = cpa_call_comm(k, call);
