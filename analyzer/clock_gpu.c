@@ -228,6 +228,7 @@ static int collect_pairs(frames *f, size_t maxp)
         }
         if (!(f->diffs = malloc((total ? total : 1) * sizeof *f->diffs)))
             break;
+        cpa_populate(f->diffs, total * sizeof *f->diffs); /* the second pass fills it */
     }
     pair_walk_free(&w);
     if (!f->diffs)
@@ -638,6 +639,7 @@ int cpa_clk_gpu_frames(const cpa_model *m, const cpa_matched *mt, const uint8_t 
     scratch = malloc((total ? total : 1) * sizeof *scratch);
     if (!res || !pair_only || !s || !w || !c->map->gsegs || !scratch)
         goto out;
+    cpa_populate(res, total * sizeof *res);
     for (size_t i = 0; i < total; i++)
         res[i] = NAN;
     if (residuals(&f, maxp, call_base, res, pair_only))

@@ -395,6 +395,7 @@ static int count_collectives(const cpa_model *m, census *cs, cpa_matched *out)
     out->ops = malloc((nops ? nops : 1) * sizeof *out->ops);
     if (!out->ops)
         goto done;
+    cpa_populate(out->ops, nops * sizeof *out->ops);
     /* Operations in slot order, which is (comm_id, seq) order. */
     for (size_t g = 0; g < t->n; g++) {
         const comm_range *cr = &t->ranges[g];
@@ -499,17 +500,28 @@ static int take_census(const cpa_model *m, census *cs, uint64_t *unmatchable)
     return 0;
 }
 
-/* The per-rank arrays of cpa_matched.call_op, unset. */
+/* The per-rank arrays of cpa_matched.call_op, unset: one block, call_op[0] its start (a
+ * 1024-rank job's 40 KB arrays were each below what is worth mapping in one call, and their
+ * 10 K pages a fault each). */
 static int alloc_call_op(const cpa_model *m, cpa_matched *mt)
 {
     mt->call_op = calloc(m->nranks ? m->nranks : 1, sizeof *mt->call_op);
     if (!mt->call_op)
         return -1;
-    mt->nranks = m->nranks;
+    size_t total = 0;
     for (size_t r = 0; r < m->nranks; r++)
-        if (!(mt->call_op[r] = malloc((m->ranks[r].ncalls ? m->ranks[r].ncalls : 1) *
-                                      sizeof **mt->call_op)))
-            return -1;
+        total += m->ranks[r].ncalls ? m->ranks[r].ncalls : 1;
+    if (!m->nranks)
+        return 0;
+    uint32_t *block = malloc(total * sizeof *block);
+    if (!block)
+        return -1;
+    mt->nranks = m->nranks;
+    cpa_populate(block, total * sizeof *block);
+    for (size_t r = 0, at = 0; r < m->nranks; r++) {
+        mt->call_op[r] = block + at;
+        at += m->ranks[r].ncalls ? m->ranks[r].ncalls : 1;
+    }
     return 0;
 }
 
@@ -600,9 +612,8 @@ void cpa_matched_free(cpa_matched *mt)
         return;
     free(mt->ops);
     free(mt->parts);
-    if (mt->call_op)
-        for (size_t r = 0; r < mt->nranks; r++)
-            free(mt->call_op[r]);
+    if (mt->call_op && mt->nranks)
+        free(mt->call_op[0]); /* the block every rank's array is in (alloc_call_op) */
     free(mt->call_op);
     memset(mt, 0, sizeof *mt);
 }

@@ -170,6 +170,8 @@ static int sort_samples(sample *s, size_t ns, cpa_kv **order)
     cpa_kv *tmp = malloc(ns * sizeof *tmp);
     if (!ks.slot || !group || !firsts || !tmp)
         goto done;
+    cpa_populate(kv, ns * sizeof *kv); /* both sorts' arrays are written end to end */
+    cpa_populate(tmp, ns * sizeof *tmp);
     size_t ngroups = 0;
     for (size_t i = 0; i < ns; i++) {
         size_t h = (size_t)key_hash(&s[i]) & ks.mask;
@@ -470,6 +472,7 @@ int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_rows kind, 
     cpa_kv *order = NULL;
     if (!s || !shares)
         goto oom;
+    cpa_populate(s, mt->nops * sizeof *s); /* every op's acc is written, in rank order */
     for (size_t r = 0; r < m->nranks; r++)
         if (rank_shares(&m->ranks[r], &shares[r]))
             goto oom;
