@@ -745,8 +745,8 @@ int main(int argc, char **argv)
     printf("analyzer.load_peak_rss_MB: %.0f MB\n", (double)rss_loadn / 1024);
     printf("analyzer.analyze_s: %.2f s\n", an.secs);
     printf("analyzer.analyze_cpu_s: %.2f s\n", an.cpu_s);
-    /* the kernel's part: mostly the pages of fresh memory (model, parts, scratch) faulted
-     * in, each a trap that costs more under a hypervisor than on bare metal */
+    /* the kernel's part: mostly mapping the pages of fresh memory (model, parts, scratch),
+     * which costs more under a hypervisor than on bare metal (docs/PERFORMANCE.md) */
     printf("analyzer.analyze_sys_s: %.2f s\n", an.sys_s);
     printf("analyzer.analyze_page_faults: %ld faults\n", an.faults);
     for (int i = 0; i < an.nstages; i++)
