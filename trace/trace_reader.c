@@ -1,10 +1,11 @@
 /* trace_reader: validates everything before it trusts anything.
  *
  * A file is read whole into memory (mapped read-only above CP_TRACE_READ_MAX); nothing is
- * allocated per chunk or per record, so a file's claims cost nothing. Each chunk is checked whole (header hash, payload hash, every record's
- * bounds, record count) before its first record reaches a callback: a visitor never sees half
- * of a corrupt chunk. After a corrupt chunk the walk scans forward on 8-byte steps for the next
- * chunk header whose magic and hash hold, so one bad sector costs one chunk, not the file.
+ * allocated per chunk or per record, so a file's claims cost nothing. Each chunk is checked
+ * whole (header hash, payload hash, every record's bounds, record count) before its first
+ * record reaches a callback: a visitor never sees half of a corrupt chunk. After a corrupt
+ * chunk the walk scans forward on 8-byte steps for the next chunk header whose magic and hash
+ * hold, so one bad sector costs one chunk, not the file.
  */
 #include "trace/trace_reader.h"
 
