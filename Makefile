@@ -43,7 +43,9 @@ demo: configure
 # NCCL log reader, the whole analysis).
 test: deps test-fast test-asan fuzz
 
+# bench_analyzer too: tests/gpu/run.sh's analyzer step runs it (test_gpu_run_emulated).
 test-fast: build
+	@cmake --build build -j $(JOBS) --target bench_analyzer
 	@sh scripts/leftovers.sh snap build/leftovers.before
 	@cd build && ctest --output-on-failure -j $(JOBS)
 	@sh scripts/leftovers.sh check build/leftovers.before
@@ -51,6 +53,7 @@ test-fast: build
 test-asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCOLLPROF_SANITIZE=ON $(OUR_FLAGS) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build build-asan -j $(JOBS)
+	@cmake --build build-asan -j $(JOBS) --target bench_analyzer
 	@sh scripts/leftovers.sh snap build-asan/leftovers.before
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)

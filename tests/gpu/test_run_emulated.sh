@@ -28,8 +28,15 @@ done
 grep -q '^SKIP  ddp .*PyTorch' "$summary" || fail "the PyTorch step did not SKIP with its reason"
 grep -q '^SKIP  nccltests .*GPU' "$summary" || fail "the nccl-tests step did not SKIP with its reason"
 grep -q '^SKIP  straggler .*GPU' "$summary" || fail "the straggler step did not SKIP with its reason"
+# The analysis' bench, when this build has it (make test builds it): its figures in the line.
+if [ -x "$build/bin/bench_analyzer" ]; then
+  grep -Eq '^PASS  analyzer .* [0-9.]+e6 records/s wall, [0-9.]+e6 a CPU second .*page faults' "$summary" ||
+    { cat "$tmp/all.log"; fail "the analyzer step did not PASS with its figures"; }
+else
+  grep -q '^SKIP  analyzer .*no .*bench_analyzer' "$summary" || fail "the analyzer step did not SKIP with its reason"
+fi
 lines=$(wc -l < "$summary")
-[ "$lines" = 19 ] || { cat "$summary"; fail "$lines verdict lines, expected 19"; }
+[ "$lines" = 20 ] || { cat "$summary"; fail "$lines verdict lines, expected 20"; }
 
 # The trace is held to NCCL's own COLL log: one call more in the log than in the trace fails.
 log=$(ls "$tmp"/all/sim/tp/shim.nccl.*.log 2> /dev/null | head -n 1)
