@@ -161,7 +161,7 @@ static int on_site(void *ctx, const cp_rec_site *s)
 {
     load_ctx *x = ctx;
     cpa_rank *r = x->r;
-    if (s->site_index >= (1u << 20))
+    if (s->site_index >= CPA_SITE_NONE) /* a call's index of it would not fit cpa_call */
         return 0;
     if (s->site_index >= r->nsites) {
         size_t n = r->nsites ? r->nsites : 16;
@@ -391,10 +391,9 @@ static int on_call(void *ctx, const cp_rec_call *c)
     k->gpu_end_ns = 0;
     k->comm_index = c->comm_index;
     k->host_ns = c->host_ns;
-    k->site_index = c->site_index;
+    k->site_index = c->site_index < CPA_SITE_NONE ? c->site_index : CPA_SITE_NONE;
     k->peer = c->peer;
     k->stream = stream;
-    k->thread = c->thread;
     k->op = c->op;
     k->dtype = c->dtype;
     k->redop = c->redop;
@@ -427,7 +426,7 @@ static int on_done(void *ctx, const cp_rec_done *d)
         return 0;
     }
     c->done = 1;
-    c->timing = d->timing;
+    c->timing = d->timing <= CP_TIMING_PLUGIN ? d->timing : 7; /* 7: none this collprof knows */
     if (d->gpu_start_ns > 0 && d->timing != CP_TIMING_NONE && d->timing != CP_TIMING_HOST) {
         /* The call is done all the same (a DONE came); only these times are unbelievable. */
         if (d->gpu_end_ns < d->gpu_start_ns || d->gpu_end_ns > CPA_TIME_MAX) {
@@ -664,7 +663,9 @@ static int load_file(cpa_model *wm, cpa_rank *r, const char *path, const cpa_mem
     load_ctx x = {.m = wm, .r = r, .s = s, .done = {.s = &s->done, .kind = CPA_PAIR_DONE},
                   .nccl = {.s = &s->nccl, .kind = CPA_PAIR_NCCL_OP}};
     if (bound) {
-        r->calls = malloc(bound * sizeof *r->calls);
+        /* a call a cache line (model.h); malloc's big blocks start 16 bytes into a page, and
+         * the trim below shrinks in place */
+        r->calls = aligned_alloc(64, bound * sizeof *r->calls);
         r->cap_calls = r->calls ? bound : 0;
     }
     if (bound && !r->calls) {

@@ -59,6 +59,10 @@ static inline uint64_t cpa_sat_add(uint64_t a, uint64_t b)
 #define CPA_MAX_WARNINGS 1000  /* a directory of broken files must not flood the report */
 #define CPA_SEQ_NONE UINT64_MAX  /* the shim's "no sequence" (a failed call) */
 
+/* A call's site index in cpa_call: 20 bits, all ones for none. The loader keeps no site
+ * record of this index or past it, and a CALL naming one gets this: no site. */
+#define CPA_SITE_NONE ((1u << 20) - 1)
+
 typedef struct cpa_call {
     uint64_t seq;          /* per comm for collectives, per (comm, peer, direction) for p2p */
     uint64_t count;        /* elements */
@@ -67,30 +71,35 @@ typedef struct cpa_call {
     uint64_t gpu_end_ns;
     uint32_t comm_index;   /* the file's: its communicator is cpa_call_comm's */
     uint32_t host_ns;      /* host time inside the call */
-    uint32_t site_index;   /* into the rank's sites; UINT32_MAX unknown */
     int32_t peer;          /* root of rooted collectives, peer of send/recv, -1 none */
+    uint32_t site_index : 20; /* into the rank's sites (cpa_call_site); CPA_SITE_NONE none */
+    uint32_t timing : 3;   /* its DONE's enum cp_timing_source (CP_TIMING_NONE: no DONE), 7 one
+                            * this collprof does not know */
+    uint32_t nccl : 2;     /* CPA_NCCL_*: what NCCL's profiler plugin said of it */
+    uint32_t done : 1;     /* a DONE record was matched to this call */
+    uint32_t gpu_timed : 1; /* ... and it carried usable GPU times (end >= start > 0) */
+    uint32_t algo : 3;     /* NCCL's, from an NCCL_OP record: enum cp_algo, cp_proto */
+    uint32_t proto : 2;
     uint16_t stream;       /* into the rank's streams (first seen first) */
-    uint16_t thread;       /* the shim's small per-process thread number */
     uint8_t op;            /* enum cp_op: a collective or CP_OP_SEND / CP_OP_RECV */
     uint8_t dtype;
     uint8_t redop;
     uint8_t flags;         /* enum cp_call_flags */
-    uint8_t done;          /* a DONE record was matched to this call */
-    uint8_t gpu_timed;     /* ... and it carried usable GPU times (end >= start > 0) */
-    uint8_t algo, proto;   /* NCCL's, from an NCCL_OP record: enum cp_algo, cp_proto */
     uint8_t nchannels;     /* ... the channels NCCL ran it on */
-    uint8_t nccl;          /* CPA_NCCL_*: what NCCL's profiler plugin said of it */
-    uint8_t timing;        /* its DONE's enum cp_timing_source (CP_TIMING_NONE: no DONE) */
     int8_t result;         /* the ncclResult_t NCCL returned to the caller */
-    /* NCCL's own seqNumber is 8 bytes and no padding is left: it lives beside the calls,
-     * in cpa_rank.nccl_seqs, for the files that have NCCL_OP records only. */
+    /* NCCL's own seqNumber is 8 bytes and no room is left: it lives beside the calls, in
+     * cpa_rank.nccl_seqs, for the files that have NCCL_OP records only. The CALL record's
+     * thread number is not kept: nothing reads it. */
 } cpa_call;
 
-/* bench_analyzer measures the model's memory per call: what NCCL's plugin adds goes into
- * the padding, not into every call of every trace; the communicator's id, size and this
- * rank in it are its COMM record's, looked up (cpa_call_comm), not copied into every call
- * (16 bytes of 88: 164 MB of a 1024-rank job's model). */
-_Static_assert(sizeof(cpa_call) == 72, "cpa_call grew: the model's memory per call is 72 bytes");
+/* One cache line a call, and the loader aligns the arrays to lines: the model is most of the
+ * analysis' memory (64 bytes against 72 were 82 MB of a 1024-rank job's), and up to nine
+ * passes stream every call of every rank (96-byte calls cost them a fifth more time:
+ * docs/PERFORMANCE.md). Values of a few bits share one word; the communicator's id, size
+ * and this rank in it are its COMM record's, looked up (cpa_call_comm), not copied. */
+_Static_assert(sizeof(cpa_call) == 64, "cpa_call grew: the model's memory per call is 64 bytes");
+_Static_assert(CP_ALGO_COUNT <= 8 && CP_PROTO_COUNT <= 4 && CP_TIMING_PLUGIN < 7,
+               "cpa_call's algo, proto and timing bits hold every known value");
 
 enum {
     CPA_NCCL_SEEN = 1,        /* an NCCL_OP record was matched to this call */

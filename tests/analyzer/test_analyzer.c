@@ -1163,6 +1163,62 @@ static void test_sites_demangled(void **state)
     free(dir);
 }
 
+/* A call keeps its site index, its DONE's timing source, NCCL's algorithm and protocol in a
+ * few bits each (model.h): a value past them must read as unknown, not as the known one its
+ * low bits would name. A site index past 2^20 - 2 is a damaged file's: its call shows no site
+ * (its low bits would name site 3), and a SITE record of the index kept for "none" is left
+ * out. Timing sources this collprof does not know (12 and 10: their low three bits are
+ * PLUGIN's and CUPTI's) read as 7 and count as neither. */
+static void test_load_values_past_the_calls_bits(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    cp_trace_writer *w = open_rank(dir, 0, 0, "node-a", 0);
+    put_comm(w, 0, COMM_ID, 1, 0);
+    unsigned char buf[512];
+    const char *site3[] = {"three+0x3 (x.so)"}, *none[] = {"none+0x1 (x.so)"};
+    size_t n = cp_rec_site_build(buf, sizeof buf, 3, 0x403, site3, 1);
+    assert_true(n > 0);
+    assert_int_equal(cp_trace_writer_append(w, buf), 0);
+    n = cp_rec_site_build(buf, sizeof buf, CPA_SITE_NONE, 0x404, none, 1);
+    assert_true(n > 0);
+    assert_int_equal(cp_trace_writer_append(w, buf), 0);
+    const uint32_t sites[] = {3, (1u << 20) + 3, UINT32_MAX, CPA_SITE_NONE};
+    const uint8_t timings[] = {CP_TIMING_EVENTS, 12, 10, CP_TIMING_PLUGIN};
+    for (int i = 0; i < 4; i++) {
+        cp_rec_call c = {.h = {CP_REC_CALL, sizeof c}, .op = CP_OP_ALLREDUCE, .dtype = F32,
+                         .flags = CP_CALL_TIMED, .comm_index = 0, .site_index = sites[i],
+                         .seq = (uint64_t)i, .count = 256, .stream = 1,
+                         .enter_ns = ar_start(i) - 500, .host_ns = 3000, .peer = -1};
+        assert_int_equal(cp_trace_writer_append(w, &c), 0);
+        put_done_by(w, CP_OP_ALLREDUCE, (uint64_t)i, ar_start(i), ar_start(i) + 10000,
+                    timings[i]);
+    }
+    assert_int_equal(cp_trace_writer_close(w), 0);
+
+    cpa_analysis a;
+    char err[256];
+    if (cpa_analyze(dir, &a, NULL, NULL, err, sizeof err))
+        fail_msg("%s", err);
+    const cpa_rank *r = &a.model->ranks[0];
+    assert_int_equal(r->ncalls, 4);
+    assert_string_equal(cpa_call_site(r, &r->calls[0]), "three+0x3 (x.so)");
+    for (int i = 1; i < 4; i++)
+        assert_null(cpa_call_site(r, &r->calls[i]));
+    assert_int_equal(r->calls[0].timing, CP_TIMING_EVENTS);
+    assert_int_equal(r->calls[1].timing, 7);
+    assert_int_equal(r->calls[2].timing, 7);
+    assert_int_equal(r->calls[3].timing, CP_TIMING_PLUGIN);
+    for (int i = 0; i < 4; i++)
+        assert_true(r->calls[i].done && r->calls[i].gpu_timed);
+    assert_int_equal(a.stats.nrows, 1);
+    assert_int_equal(a.stats.rows[0].timed_plugin, 1);
+    assert_int_equal(a.stats.rows[0].timed_cupti, 0);
+    cpa_analysis_free(&a);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1186,6 +1242,7 @@ int main(void)
         cmocka_unit_test(test_integrity_by_kind),
         cmocka_unit_test(test_load_nccl_op),
         cmocka_unit_test(test_sites_demangled),
+        cmocka_unit_test(test_load_values_past_the_calls_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

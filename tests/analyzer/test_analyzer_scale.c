@@ -272,18 +272,18 @@ static uint64_t model_digest(const cpa_model *m)
             MIX(&d, c->gpu_end_ns);
             MIX(&d, c->comm_index);
             MIX(&d, c->host_ns);
-            MIX(&d, c->site_index);
+            MIX(&d, (uint32_t)c->site_index);
             MIX(&d, c->peer);
             MIX(&d, cpa_call_nranks(r, c));
             MIX(&d, cpa_call_comm_rank(r, c));
             MIX(&d, c->stream);
-            MIX(&d, c->thread);
             MIX(&d, c->op);
             MIX(&d, c->dtype);
             MIX(&d, c->redop);
             MIX(&d, c->flags);
-            MIX(&d, c->done);
-            MIX(&d, c->gpu_timed);
+            MIX(&d, (uint32_t)c->done);
+            MIX(&d, (uint32_t)c->gpu_timed);
+            MIX(&d, (uint32_t)c->timing);
         }
     }
     return d.h;
