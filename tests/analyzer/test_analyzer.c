@@ -269,6 +269,13 @@ static cpa_model *load_or_fail(const char *dir)
     return m;
 }
 
+static void analyze_or_fail(const char *dir, cpa_analysis *a)
+{
+    char err[256] = "";
+    if (cpa_analyze(dir, a, NULL, NULL, err, sizeof err))
+        fail_msg("%s", err);
+}
+
 /* Matching from the loader's counts by comm index (cpa_rank.census) gives what walking
  * every call gives: the model matched again with the counts hidden. */
 static void assert_census_agrees(cpa_model *m, const cpa_matched *mt)
@@ -956,9 +963,7 @@ static void test_load_nccl_op(void **state)
     assert_int_equal(cp_trace_writer_close(w), 0);
 
     cpa_analysis a;
-    char err[256];
-    if (cpa_analyze(dir, &a, NULL, NULL, err, sizeof err))
-        fail_msg("%s", err);
+    analyze_or_fail(dir, &a);
     const cpa_rank *r = &a.model->ranks[0];
     assert_int_equal(r->ncalls, n + 1);
     assert_int_equal(r->unmatched_nccl_op, 2);
@@ -1197,9 +1202,7 @@ static void test_load_values_past_the_calls_bits(void **state)
     assert_int_equal(cp_trace_writer_close(w), 0);
 
     cpa_analysis a;
-    char err[256];
-    if (cpa_analyze(dir, &a, NULL, NULL, err, sizeof err))
-        fail_msg("%s", err);
+    analyze_or_fail(dir, &a);
     const cpa_rank *r = &a.model->ranks[0];
     assert_int_equal(r->ncalls, 4);
     assert_string_equal(cpa_call_site(r, &r->calls[0]), "three+0x3 (x.so)");
