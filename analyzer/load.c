@@ -426,7 +426,7 @@ static int on_done(void *ctx, const cp_rec_done *d)
         return 0;
     }
     c->done = 1;
-    c->timing = d->timing <= CP_TIMING_PLUGIN ? d->timing : 7; /* 7: none this collprof knows */
+    c->timing = d->timing <= CPA_TIMING_LAST_KNOWN ? d->timing : CPA_TIMING_UNKNOWN;
     if (d->gpu_start_ns > 0 && d->timing != CP_TIMING_NONE && d->timing != CP_TIMING_HOST) {
         /* The call is done all the same (a DONE came); only these times are unbelievable. */
         if (d->gpu_end_ns < d->gpu_start_ns || d->gpu_end_ns > CPA_TIME_MAX) {

@@ -63,6 +63,11 @@ static inline uint64_t cpa_sat_add(uint64_t a, uint64_t b)
  * record of this index or past it, and a CALL naming one gets this: no site. */
 #define CPA_SITE_NONE ((1u << 20) - 1)
 
+/* A DONE's timing source in cpa_call (3 bits): the last this collprof knows, and what one
+ * past it reads as, equal to none of them. */
+#define CPA_TIMING_LAST_KNOWN CP_TIMING_PLUGIN
+#define CPA_TIMING_UNKNOWN 7
+
 typedef struct cpa_call {
     uint64_t seq;          /* per comm for collectives, per (comm, peer, direction) for p2p */
     uint64_t count;        /* elements */
@@ -73,8 +78,8 @@ typedef struct cpa_call {
     uint32_t host_ns;      /* host time inside the call */
     int32_t peer;          /* root of rooted collectives, peer of send/recv, -1 none */
     uint32_t site_index : 20; /* into the rank's sites (cpa_call_site); CPA_SITE_NONE none */
-    uint32_t timing : 3;   /* its DONE's enum cp_timing_source (CP_TIMING_NONE: no DONE), 7 one
-                            * this collprof does not know */
+    uint32_t timing : 3;   /* its DONE's enum cp_timing_source (CP_TIMING_NONE: no DONE), or
+                            * CPA_TIMING_UNKNOWN */
     uint32_t nccl : 2;     /* CPA_NCCL_*: what NCCL's profiler plugin said of it */
     uint32_t done : 1;     /* a DONE record was matched to this call */
     uint32_t gpu_timed : 1; /* ... and it carried usable GPU times (end >= start > 0) */
@@ -98,7 +103,8 @@ typedef struct cpa_call {
  * docs/PERFORMANCE.md). Values of a few bits share one word; the communicator's id, size
  * and this rank in it are its COMM record's, looked up (cpa_call_comm), not copied. */
 _Static_assert(sizeof(cpa_call) == 64, "cpa_call grew: the model's memory per call is 64 bytes");
-_Static_assert(CP_ALGO_COUNT <= 8 && CP_PROTO_COUNT <= 4 && CP_TIMING_PLUGIN < 7,
+_Static_assert(CP_ALGO_COUNT <= 8 && CP_PROTO_COUNT <= 4 &&
+                   CPA_TIMING_LAST_KNOWN < CPA_TIMING_UNKNOWN,
                "cpa_call's algo, proto and timing bits hold every known value");
 
 enum {

@@ -1173,7 +1173,7 @@ static void test_sites_demangled(void **state)
  * low bits would name. A site index past 2^20 - 2 is a damaged file's: its call shows no site
  * (its low bits would name site 3), and a SITE record of the index kept for "none" is left
  * out. Timing sources this collprof does not know (12 and 10: their low three bits are
- * PLUGIN's and CUPTI's) read as 7 and count as neither. */
+ * PLUGIN's and CUPTI's) read as CPA_TIMING_UNKNOWN (7) and count as neither. */
 static void test_load_values_past_the_calls_bits(void **state)
 {
     (void)state;
@@ -1209,8 +1209,8 @@ static void test_load_values_past_the_calls_bits(void **state)
     for (int i = 1; i < 4; i++)
         assert_null(cpa_call_site(r, &r->calls[i]));
     assert_int_equal(r->calls[0].timing, CP_TIMING_EVENTS);
-    assert_int_equal(r->calls[1].timing, 7);
-    assert_int_equal(r->calls[2].timing, 7);
+    assert_int_equal(r->calls[1].timing, CPA_TIMING_UNKNOWN);
+    assert_int_equal(r->calls[2].timing, CPA_TIMING_UNKNOWN);
     assert_int_equal(r->calls[3].timing, CP_TIMING_PLUGIN);
     for (int i = 0; i < 4; i++)
         assert_true(r->calls[i].done && r->calls[i].gpu_timed);
