@@ -29,7 +29,7 @@
 #define BASE_NS 1000000000ull
 
 static inline cp_trace_writer *open_rank(const char *dir, int file_no, int header_rank,
-                                  const char *host, size_t chunk)
+                                         const char *host, size_t chunk)
 {
     char path[1024], err[256];
     snprintf(path, sizeof path, "%s/rank%02d%s", dir, file_no, CP_TRACE_FILE_SUFFIX);
@@ -54,7 +54,7 @@ static inline void put_comm(cp_trace_writer *w, uint32_t index, uint64_t id, int
 }
 
 static inline void put_call_flags(cp_trace_writer *w, uint8_t op, uint64_t seq, uint64_t count,
-                           int peer, uint64_t enter_ns, uint8_t flags)
+                                  int peer, uint64_t enter_ns, uint8_t flags)
 {
     cp_rec_call c = {.h = {CP_REC_CALL, sizeof c}, .op = op, .dtype = F32,
                      .redop = op == CP_OP_ALLREDUCE ? 0 : CP_REDOP_NONE, .flags = flags,
@@ -65,13 +65,13 @@ static inline void put_call_flags(cp_trace_writer *w, uint8_t op, uint64_t seq, 
 }
 
 static inline void put_call(cp_trace_writer *w, uint8_t op, uint64_t seq, uint64_t count, int peer,
-                     uint64_t enter_ns, int timed)
+                            uint64_t enter_ns, int timed)
 {
     put_call_flags(w, op, seq, count, peer, enter_ns, timed ? CP_CALL_TIMED : 0);
 }
 
 static inline void put_done(cp_trace_writer *w, uint8_t op, uint64_t seq, int peer, uint64_t start,
-                     uint64_t end)
+                            uint64_t end)
 {
     cp_rec_done d = {.h = {CP_REC_DONE, sizeof d}, .comm_index = 0, .seq = seq,
                      .gpu_start_ns = start, .gpu_end_ns = end, .peer = peer, .op = op,
@@ -81,7 +81,7 @@ static inline void put_done(cp_trace_writer *w, uint8_t op, uint64_t seq, int pe
 
 /* What NCCL's profiler plugin says of a call, as the shim writes it (before its DONE). */
 static inline void put_nccl_op(cp_trace_writer *w, uint8_t op, uint64_t seq, uint64_t nccl_seq,
-                        uint8_t algo, uint8_t proto, uint8_t channels)
+                               uint8_t algo, uint8_t proto, uint8_t channels)
 {
     cp_rec_nccl_op n = {.h = {CP_REC_NCCL_OP, sizeof n}, .comm_index = 0, .seq = seq,
                         .nccl_seq = nccl_seq, .peer = -1, .op = op, .algo = algo,
@@ -91,7 +91,7 @@ static inline void put_nccl_op(cp_trace_writer *w, uint8_t op, uint64_t seq, uin
 }
 
 static inline void put_done_by(cp_trace_writer *w, uint8_t op, uint64_t seq, uint64_t start,
-                        uint64_t end, uint8_t timing)
+                               uint64_t end, uint8_t timing)
 {
     cp_rec_done d = {.h = {CP_REC_DONE, sizeof d}, .comm_index = 0, .seq = seq,
                      .gpu_start_ns = start, .gpu_end_ns = end, .peer = -1, .op = op,
@@ -99,8 +99,15 @@ static inline void put_done_by(cp_trace_writer *w, uint8_t op, uint64_t seq, uin
     assert_int_equal(cp_trace_writer_append(w, &d), 0);
 }
 
-static inline uint64_t ar_start(int i) { return BASE_NS + (uint64_t)i * 100000 + 1000; }
-static inline uint64_t ag_start(int i) { return BASE_NS + 50000000ull + (uint64_t)i * 100000; }
+static inline uint64_t ar_start(int i)
+{
+    return BASE_NS + (uint64_t)i * 100000 + 1000;
+}
+
+static inline uint64_t ag_start(int i)
+{
+    return BASE_NS + 50000000ull + (uint64_t)i * 100000;
+}
 
 /* The job: rank r's file; rank 3's header does not know its rank (a PROCESS record tells).
  * Rank 2 writes its DONEs only at the end, newest first, as a late-polling shim could. */
