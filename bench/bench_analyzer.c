@@ -434,21 +434,25 @@ static uint64_t model_bytes(const cpa_model *m)
     return b;
 }
 
-static double cpu_s(void)
+/* The process' CPU time (user + system), its system part and its minor page faults so far,
+ * from one getrusage so that all three cover the same span. */
+typedef struct usage {
+    double cpu_s, sys_s;
+    long faults;
+} usage;
+
+static usage usage_now(void)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+    double sys = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+    return (usage){(double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 + sys, sys,
+                   ru.ru_minflt};
 }
 
-/* The kernel's part of cpu_s(): system time and page faults so far. */
-static void kernel_use(double *sys_s, long *faults)
+static double cpu_s(void)
 {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    *sys_s = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
-    *faults = ru.ru_minflt;
+    return usage_now().cpu_s;
 }
 
 static void child_load(const job *j, unsigned threads, result *res)
@@ -489,17 +493,15 @@ static void child_analyze(const job *j, result *res)
 {
     cpa_analysis a;
     stage_clock sc = {.res = res};
-    double s0, s1;
-    long f0, f1;
-    kernel_use(&s0, &f0);
-    double c0 = cpu_s(), t0 = now_s();
+    usage u0 = usage_now();
+    double t0 = now_s();
     if (cpa_analyze(j->dir, &a, on_progress, &sc, res->err, sizeof res->err))
         return;
     res->secs = now_s() - t0;
-    res->cpu_s = cpu_s() - c0;
-    kernel_use(&s1, &f1);
-    res->sys_s = s1 - s0;
-    res->faults = f1 - f0;
+    usage u1 = usage_now();
+    res->cpu_s = u1.cpu_s - u0.cpu_s;
+    res->sys_s = u1.sys_s - u0.sys_s;
+    res->faults = u1.faults - u0.faults;
     res->records = a.model->records;
     res->nranks = a.model->nranks;
     res->warnings = a.model->nwarnings;
