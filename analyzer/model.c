@@ -276,6 +276,37 @@ double cpa_select(double *v, size_t n, size_t k)
     return v[k];
 }
 
+/* Room for four times what is kept: each spill drops at least three quarters of it, so
+ * however the values come (a falling run keeps every one) the selections cost O(values). */
+int cpa_smallest_init(cpa_smallest *s, size_t keep)
+{
+    *s = (cpa_smallest){.keep = keep ? keep : 1, .below = INFINITY};
+    s->cap = 4 * s->keep + 1024;
+    s->v = malloc(s->cap * sizeof *s->v);
+    return s->v ? 0 : -1;
+}
+
+/* Full: the keep smallest to the front, the rest dropped, and nothing at or above the
+ * largest of those taken again (the keep smallest are there already, however many equal). */
+void cpa_smallest_spill(cpa_smallest *s)
+{
+    if (s->n <= s->keep)
+        return;
+    s->below = cpa_select(s->v, s->n, s->keep - 1);
+    s->n = s->keep;
+}
+
+double cpa_smallest_get(cpa_smallest *s, size_t k)
+{
+    return cpa_select(s->v, s->n, k);
+}
+
+void cpa_smallest_free(cpa_smallest *s)
+{
+    free(s->v);
+    s->v = NULL;
+}
+
 /* Hoare's selection for integers (job times: a double cannot always hold one): the
  * straggler judge's median entry per late operation, the clock anchors' per cluster. */
 int64_t cpa_select_i64(int64_t *v, size_t n, size_t k)

@@ -1,5 +1,5 @@
-/* The analysis' sorts and selection (cpa_sort_kv, cpa_sort_doubles, cpa_select) against plain
- * references, and selection over NaNs. */
+/* The analysis' sorts and selection (cpa_sort_kv, cpa_sort_doubles, cpa_select, cpa_smallest)
+ * against plain references, and selection over NaNs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -99,11 +99,51 @@ static void test_selection_ends_with_nans(void **state)
         }
 }
 
+/* cpa_smallest: the k-th smallest of a stream, for every k below keep, equal to what sorting
+ * the whole stream puts at k, however the values come (rising, falling, all alike, random
+ * with repeats, NaNs mixed in, which it drops), across many spills. */
+static void test_smallest_of_a_stream(void **state)
+{
+    (void)state;
+    srand(11);
+    const size_t n = 20000, keeps[] = {1, 3, 21, 500};
+    double *all = malloc(n * sizeof *all), *ref = malloc(n * sizeof *ref);
+    assert_non_null(all);
+    assert_non_null(ref);
+    for (int pattern = 0; pattern < 5; pattern++) {
+        size_t nv = 0;
+        for (size_t i = 0; i < n; i++) {
+            double x = pattern == 0   ? (double)i
+                       : pattern == 1 ? (double)(n - i)
+                       : pattern == 2 ? 4.0
+                       : pattern == 3 ? (double)(rand() % 300) - 150.0
+                                      : (i % 9 == 4 ? NAN : (double)(rand() % 5000));
+            all[i] = x;
+            if (!isnan(x))
+                ref[nv++] = x;
+        }
+        qsort(ref, nv, sizeof *ref, cmp_ref_double);
+        for (size_t ki = 0; ki < sizeof keeps / sizeof keeps[0]; ki++) {
+            cpa_smallest s;
+            assert_int_equal(cpa_smallest_init(&s, keeps[ki]), 0);
+            for (size_t i = 0; i < n; i++)
+                cpa_smallest_add(&s, all[i]);
+            assert_true(s.n <= s.cap);
+            for (size_t k = 0; k < keeps[ki]; k++)
+                assert_true(cpa_smallest_get(&s, k) == ref[k]);
+            cpa_smallest_free(&s);
+        }
+    }
+    free(all);
+    free(ref);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sorts_and_selection),
         cmocka_unit_test(test_selection_ends_with_nans),
+        cmocka_unit_test(test_smallest_of_a_stream),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
