@@ -384,26 +384,24 @@ static int on_call(void *ctx, const cp_rec_call *c)
      * direct table, is counted after the walk if it never comes */
     if (!(c->comm_index < DIRECT_COMMS && x->comm_at[c->comm_index]))
         x->resolve_again = 1;
-    k->seq = c->seq;
-    k->count = c->count;
-    k->enter_ns = c->enter_ns;
-    k->gpu_start_ns = 0;
-    k->gpu_end_ns = 0;
-    k->comm_index = c->comm_index;
-    k->host_ns = c->host_ns;
-    k->site_index = c->site_index < CPA_SITE_NONE ? c->site_index : CPA_SITE_NONE;
-    k->peer = c->peer;
-    k->stream = stream;
-    k->op = c->op;
-    k->dtype = c->dtype;
-    k->redop = c->redop;
-    k->flags = c->flags;
+    /* one store of the whole line, not a read-modify-write per bit-field */
+    *k = (cpa_call){
+        .seq = c->seq,
+        .count = c->count,
+        .enter_ns = c->enter_ns,
+        .comm_index = c->comm_index,
+        .host_ns = c->host_ns,
+        .peer = c->peer,
+        .site_index = c->site_index < CPA_SITE_NONE ? c->site_index : CPA_SITE_NONE,
+        .stream = stream,
+        .op = c->op,
+        .dtype = c->dtype,
+        .redop = c->redop,
+        .flags = c->flags,
+        .result = c->result,
+    };
     r->ngrouped += (c->flags & CP_CALL_IN_GROUP) != 0;
-    k->result = c->result;
     r->nrefused += cpa_call_refused(k);
-    k->done = 0;
-    k->gpu_timed = 0;
-    k->algo = k->proto = k->nchannels = k->nccl = k->timing = 0;
     r->ncalls++;
     count_call(x, c);
     saw_time(r, c->enter_ns + c->host_ns);
