@@ -491,6 +491,15 @@ typedef void (*cpa_progress_fn)(void *ctx, const char *stage, double fraction);
  * memory). progress, when given, hears of each stage. */
 int cpa_analyze(const char *dir, cpa_analysis *out, cpa_progress_fn progress, void *ctx,
                 char *err, size_t errlen);
+/* For a process that runs one analysis and exits (collprof report and export;
+ * bench_analyzer's analysis): from the stage after loading on, malloc keeps what a stage
+ * frees for the next stage's arrays. By default glibc maps each array over 32 MB on its own
+ * and unmaps it when freed, so every stage's arrays were faulted in afresh: on
+ * bench_analyzer's 1024-rank job 135 K of the stages' page faults, 102 K with this
+ * (docs/PERFORMANCE.md). Process wide (glibc's mallopt: no array mapped on its own, the heap
+ * never trimmed), so never for a library's caller nor a process that lives on; the loader's
+ * own arrays do better without it, hence after loading. */
+void cpa_keep_freed_memory(void);
 /* Every stage after loading, on a model already loaded (cpa_model_load_mem): *out owns m
  * from here, and on failure m is freed with the rest. */
 int cpa_analyze_model(cpa_model *m, cpa_analysis *out, cpa_progress_fn progress, void *ctx,

@@ -295,6 +295,7 @@ int cmd_export(int argc, char **argv)
         return cli_usage_error(&c, "%s", why);
 
     cpa_analysis a;
+    cpa_keep_freed_memory(); /* one analysis, then the process exits */
     rc = cli_analyze("export", argv[1], &a);
     if (rc != CLI_GO_ON)
         return rc;

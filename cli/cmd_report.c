@@ -113,6 +113,7 @@ int cmd_report(int argc, char **argv)
 
     const char *dir = argv[1];
     cpa_analysis a;
+    cpa_keep_freed_memory(); /* one analysis, then the process exits */
     rc = cli_analyze("report", dir, &a);
     if (rc != CLI_GO_ON)
         return rc;
