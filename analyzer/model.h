@@ -332,7 +332,8 @@ int cpa_grow(void **arr, size_t *cap, size_t need, size_t elem);
  * it. A hint: the array reads and writes the same either way. */
 void cpa_populate(void *p, size_t len);
 /* The k-th smallest (0-based) of v[0..n), n > 0, reordering v: what sorting would put at k,
- * in O(n) (a median per operation was a sort per operation). */
+ * in O(n) (a median per operation was a sort per operation). Of 8 or fewer, a -0.0 may come
+ * back +0.0. */
 double cpa_select(double *v, size_t n, size_t k);
 /* The same for integers. */
 int64_t cpa_select_i64(int64_t *v, size_t n, size_t k);

@@ -25,7 +25,7 @@ static void test_sorts_and_selection(void **state)
 {
     (void)state;
     srand(7);
-    const size_t sizes[] = {0, 1, 2, 3, 31, 32, 33, 100, 257, 2000, 5001, 12000};
+    const size_t sizes[] = {0, 1, 2, 3, 5, 7, 8, 9, 31, 32, 33, 100, 257, 2000, 5001, 12000};
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
         size_t n = sizes[si];
         cpa_kv *kv = malloc((n + 1) * sizeof *kv), *tmp = malloc((n + 1) * sizeof *tmp);
