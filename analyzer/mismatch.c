@@ -352,38 +352,47 @@ typedef struct ref {
 } ref;
 
 /* The collectives [0, ncoll) of two parts or more where some part differs from the first in
- * a compared field, flagged in differ. The calls are read rank by rank in memory order
- * (each operation's first call once more), not operation by operation: a part of every
- * operation lies in every rank's array, and going to each in turn was a cache miss a part.
- * A call with the first one's op takes part in the same fields, so comparing each call's
- * fields with the first's finds exactly the operations compare_op reports on; those alone
- * are compared again field by field. -1 out of memory. */
+ * a compared field, flagged in differ. The calls are read rank by rank in memory order, not
+ * operation by operation: a part of every operation lies in every rank's array, and going
+ * to each in turn was a cache miss a part. A call with the first one's op takes part in the
+ * same fields, so comparing each call's fields with the first's finds exactly the
+ * operations compare_op reports on; those alone are compared again field by field. -1 out
+ * of memory. */
 static int flag_differing(const cpa_model *m, const cpa_matched *mt, size_t ncoll,
                           uint8_t *differ)
 {
     ref *first = malloc((ncoll ? ncoll : 1) * sizeof *first);
     if (!first)
         return -1;
-    for (size_t i = 0; i < ncoll; i++) {
-        const cpa_part *p = &mt->parts[mt->ops[i].first_part];
-        const cpa_call *c = &m->ranks[p->rank_idx].calls[p->call_idx];
-        first[i] = (ref){.count = c->count, .peer = c->peer, .op = c->op, .dtype = c->dtype,
-                         .redop = c->redop};
-    }
+    /* differ[]: 0 no call seen yet, 1 all alike so far, 2 one differs. The first call the
+     * walk meets is what the others are held to, kept as it comes rather than looked up
+     * beforehand (a cache miss an operation): whichever part it is, the calls agree with it
+     * exactly when they all agree (the fields compared follow the op, compared first). An
+     * operation of one part is never flagged. */
     for (size_t r = 0; r < m->nranks; r++) {
         const cpa_rank *k = &m->ranks[r];
         const uint32_t *op_of = mt->call_op[r];
         for (size_t ci = 0; ci < k->ncalls; ci++) {
             uint32_t oi = op_of[ci];
-            if (oi >= ncoll || mt->ops[oi].nparts < 2 || differ[oi])
+            if (oi >= ncoll || differ[oi] == 2)
                 continue;
             const cpa_call *c = &k->calls[ci];
-            const ref *f = &first[oi];
+            ref *f = &first[oi];
+            if (!differ[oi]) {
+                *f = (ref){.count = c->count, .peer = c->peer, .op = c->op, .dtype = c->dtype,
+                           .redop = c->redop};
+                differ[oi] = 1;
+                continue;
+            }
             differ[oi] = c->op != f->op || c->count != f->count || c->dtype != f->dtype ||
-                         (reduces(c->op) && c->redop != f->redop) ||
-                         (rooted(c->op) && c->peer != f->peer);
+                                 (reduces(c->op) && c->redop != f->redop) ||
+                                 (rooted(c->op) && c->peer != f->peer)
+                             ? 2
+                             : 1;
         }
     }
+    for (size_t i = 0; i < ncoll; i++)
+        differ[i] = differ[i] == 2;
     free(first);
     return 0;
 }
