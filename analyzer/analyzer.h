@@ -65,12 +65,18 @@ typedef struct cpa_op {
     uint64_t comm_id;
     uint64_t seq;
     size_t first_part;     /* parts[first_part .. first_part + nparts) */
+    /* Its first part's call's count, peer, dtype and redop, copied as matching has the call
+     * in hand: the statistics' pass operation by operation reads them here instead of a
+     * cache miss each. */
+    uint64_t count;
+    int32_t peer;
     uint32_t nparts;
     int32_t nranks;        /* ranks the communicator has (-1 unknown) */
     int32_t sender;        /* p2p: communicator ranks; -1 for collectives */
     int32_t receiver;
     uint8_t op;            /* the lowest rank's op; CP_OP_SEND for a send/recv pair */
     uint8_t complete;      /* every rank expected is there (n for collectives, 2 for p2p) */
+    uint8_t dtype, redop;
 } cpa_op;
 
 #define CPA_NO_OP UINT32_MAX

@@ -87,10 +87,20 @@ static cpa_part part_of(const cpa_model *m, const mkey *k)
 }
 
 /* A collective's op from its first part (the lowest rank's). */
+/* What an operation copies of its first part's call c. */
+static void first_call(cpa_op *o, const cpa_call *c)
+{
+    o->count = c->count;
+    o->peer = c->peer;
+    o->dtype = c->dtype;
+    o->redop = c->redop;
+}
+
 static void collective_op(const cpa_model *m, cpa_op *o, const cpa_part *first)
 {
     const cpa_rank *r = &m->ranks[first->rank_idx];
     const cpa_call *c = &r->calls[first->call_idx];
+    first_call(o, c);
     o->nranks = cpa_call_nranks(r, c);
     o->op = c->op;
     o->sender = -1;
@@ -122,6 +132,7 @@ static int group(const cpa_model *m, const mkey *keys, size_t n, int p2p, cpa_ma
         }
         if (p2p) {
             const cpa_rank *r = &m->ranks[keys[i].rank_idx];
+            first_call(o, &r->calls[keys[i].call_idx]);
             o->nranks = cpa_call_nranks(r, &r->calls[keys[i].call_idx]);
             o->op = CP_OP_SEND;
             o->sender = keys[i].a;

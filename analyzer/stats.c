@@ -490,10 +490,8 @@ int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_rows kind, 
             out->aborted++;
         if (t < 0)
             continue;
-        const cpa_part *p0 = &mt->parts[o->first_part];
-        const cpa_call *c = &m->ranks[p0->rank_idx].calls[p0->call_idx];
         int n = o->nranks > 0 ? o->nranks : (int)o->nparts;
-        uint64_t bytes = cpa_op_bytes(o->op, c->count, c->dtype, n);
+        uint64_t bytes = cpa_op_bytes(o->op, o->count, o->dtype, n); /* its first call's */
         if (bytes == UINT64_MAX) { /* no size: no row, no bandwidth */
             out->oversized++;
             continue;
@@ -502,8 +500,8 @@ int cpa_stats_compute(const cpa_model *m, const cpa_matched *mt, cpa_rows kind, 
                       o->op == CP_OP_REDUCESCATTER;
         sample *x = &s[ns++];
         *x = (sample){.op = o->op, .nranks = n, .bytes = bytes, .time_ns = t,
-                      .root = is_rooted(o->op) ? c->peer : CPA_ROOT_NONE, .dtype = c->dtype,
-                      .redop = reduces ? c->redop : CP_REDOP_NONE, .calls = o->nparts,
+                      .root = is_rooted(o->op) ? o->peer : CPA_ROOT_NONE, .dtype = o->dtype,
+                      .redop = reduces ? o->redop : CP_REDOP_NONE, .calls = o->nparts,
                       .bus_bytes = (double)bytes * cpa_busbw_factor(o->op, n),
                       .source = one.source, .algo = one.algo, .proto = one.proto,
                       .nchannels = one.nchannels};
