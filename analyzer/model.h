@@ -339,8 +339,9 @@ double cpa_select(double *v, size_t n, size_t k);
 int64_t cpa_select_i64(int64_t *v, size_t n, size_t k);
 /* The smallest of a stream of doubles, for a k-th smallest whose k is at most keep - 1, in
  * memory of a few times keep instead of one double a value: the clock stage's lowest 1 per
- * mille of ten million launch slacks was an 80 MB array and a selection over all of it.
- * Values at or above the keep-th smallest so far are dropped as they come; NaNs too. */
+ * mille of a host's launch slacks was an array of a double a call (80 MB for 10 M calls)
+ * and a selection over all of it. Values at or above the keep-th smallest so far are
+ * dropped as they come; NaNs too. */
 typedef struct cpa_smallest {
     double *v;
     size_t n, cap, keep;
