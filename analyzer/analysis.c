@@ -12,8 +12,45 @@
 /* Set once by the process' owner before its analysis (cpa_keep_freed_memory). */
 static atomic_int keep_freed;
 
+/* A call's span, start and end; 0 when it has none (timed, but its DONE never came). */
+static int call_span(const cpa_call *c, uint64_t *a, uint64_t *b)
+{
+    if (c->gpu_timed) {
+        *a = c->gpu_start_ns;
+        *b = c->gpu_end_ns;
+        return 1;
+    }
+    if (c->flags & CP_CALL_TIMED)
+        return 0;
+    *a = c->enter_ns;
+    *b = c->enter_ns + c->host_ns;
+    return 1;
+}
+
+/* The union's length of spans by start, one at a time. */
+typedef struct span_union {
+    uint64_t total, a, b;
+    int any;
+} span_union;
+
+static void union_add(span_union *u, uint64_t a, uint64_t b)
+{
+    if (!u->any || a > u->b) {
+        u->total += u->b - u->a;
+        u->a = a;
+        u->b = b;
+        u->any = 1;
+    } else if (b > u->b) {
+        u->b = b;
+    }
+}
+
 /* Time in NCCL is the union of a rank's operation intervals: operations on several streams
- * overlap, and a sum would count the overlap twice (and exceed the job's duration). */
+ * overlap, and a sum would count the overlap twice (and exceed the job's duration). The
+ * calls come by start nearly always: their union is taken as they come (a span starting
+ * within or after the stretch so far cannot reach back to an earlier one), and only where
+ * one starts before that stretch are the spans gathered and sorted (an array of them for
+ * every rank was most of this stage). */
 static int summarize_rank(const cpa_rank *r, cpa_rank_summary *out)
 {
     memset(out, 0, sizeof *out);
@@ -22,36 +59,31 @@ static int summarize_rank(const cpa_rank *r, cpa_rank_summary *out)
         out->duration_s = (double)(r->last_ns - r->first_ns) / 1e9;
     if (!r->ncalls)
         return 0;
-    /* spans by start: {start, end} */
-    cpa_kv *s = malloc(2 * r->ncalls * sizeof *s);
-    if (!s)
-        return -1;
-    size_t n = 0;
-    int sorted = 1;
-    for (size_t i = 0; i < r->ncalls; i++) {
-        const cpa_call *c = &r->calls[i];
-        if (c->gpu_timed)
-            s[n++] = (cpa_kv){c->gpu_start_ns, c->gpu_end_ns};
-        else if (!(c->flags & CP_CALL_TIMED))
-            s[n++] = (cpa_kv){c->enter_ns, c->enter_ns + c->host_ns};
-        else
+    span_union u = {0};
+    uint64_t a, b;
+    size_t i = 0;
+    for (; i < r->ncalls; i++) {
+        if (!call_span(&r->calls[i], &a, &b))
             continue;
-        sorted &= n < 2 || s[n - 2].key <= s[n - 1].key;
+        if (u.any && a < u.a)
+            break; /* before the stretch: sort */
+        union_add(&u, a, b);
     }
-    if (!sorted) /* the union does not depend on how equal starts are ordered */
+    if (i < r->ncalls) { /* the union does not depend on how equal starts are ordered */
+        cpa_kv *s = malloc(2 * r->ncalls * sizeof *s);
+        if (!s)
+            return -1;
+        size_t n = 0;
+        for (i = 0; i < r->ncalls; i++)
+            if (call_span(&r->calls[i], &a, &b))
+                s[n++] = (cpa_kv){a, b};
         cpa_sort_kv(s, s + r->ncalls, n);
-    uint64_t total = 0, cur_a = 0, cur_b = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (i == 0 || s[i].key > cur_b) {
-            total += cur_b - cur_a;
-            cur_a = s[i].key;
-            cur_b = s[i].val;
-        } else if (s[i].val > cur_b) {
-            cur_b = s[i].val;
-        }
+        u = (span_union){0};
+        for (i = 0; i < n; i++)
+            union_add(&u, s[i].key, s[i].val);
+        free(s);
     }
-    total += cur_b - cur_a;
-    free(s);
+    uint64_t total = u.total + (u.b - u.a);
     out->nccl_time_s = (double)total / 1e9;
     out->share = out->duration_s > 0 ? out->nccl_time_s / out->duration_s : 0;
     if (out->share > 1)
