@@ -99,8 +99,6 @@ int cpa_timeline_build(const cpa_analysis *a, cpa_timeline *t)
         uint64_t lo = UINT64_MAX, hi = 0;
         for (uint32_t k = 0; k < o->nparts; k++) {
             const cpa_part *p = &mt->parts[o->first_part + k];
-            if (p->rank_idx >= m->nranks || p->call_idx >= m->ranks[p->rank_idx].ncalls)
-                continue;
             /* the part's arrival is its call's (gpu start or entry): no call is read */
             uint64_t at = cpa_part_arrival_job_ns(m, mt, &a->clock, p);
             if (at < lo) {
