@@ -22,8 +22,8 @@
  *  3. The common constant. Ties fix frames relative to each other only. A kernel never starts
  *     before it was launched, and one launched onto an idle stream starts at once: so each
  *     group of tied ranks is shifted until its tightest calls' GPU start meets their host
- *     entry (the CAUSAL_PER_MILLE-th smallest start - entry, so that one glitch does not set
- *     it), on the host whose clock the job time line follows. A rank tied to no other is
+ *     entry (a low percentile of start - entry, so that one glitch does not set it), on the
+ *     host whose clock the job time line follows (clock_causal.c). A rank tied to no other is
  *     left as the shim wrote it: with its own calls alone, a stream that was never idle would
  *     look like an error.
  */
@@ -35,8 +35,6 @@
 
 #define STEP_TOL_NS CPA_CLK_AGREE_NS /* 50 us: far under any lateness called, over end jitter */
 #define STEP_CONFIRM 3
-#define CAUSAL_PER_MILLE 1
-#define DOMAIN_CAUSAL_PER_MILLE 50
 #define FRAME_MAX_PASSES 50
 #define FRAME_EPS_NS 0.5
 
@@ -500,165 +498,6 @@ static size_t segments(const frames *f, uint32_t r, const float *res, const uint
     return used;
 }
 
-/* Rank r's GPU-timed calls' slack (GPU start on the job time line minus host entry) into
- * out; returns how many. */
-static size_t slacks(const frames *f, size_t r, double *out)
-{
-    const struct cpa_clock_map *map = f->c->map;
-    const cpa_rank *k = &f->m->ranks[r];
-    const cpa_gseg *s = map->gsegs + map->g_first[r];
-    size_t ns = map->g_first[r + 1] - map->g_first[r], n = 0;
-    for (size_t i = 0; i < k->ncalls; i++)
-        if (k->calls[i].gpu_timed)
-            out[n++] = (double)(int64_t)(k->calls[i].gpu_start_ns - k->calls[i].enter_ns) +
-                       cpa_clk_seg_at(s, ns, k->calls[i].gpu_start_ns);
-    return n;
-}
-
-/* Where more than half of v[0..n), n >= 2, agree within 2 x CPA_CLK_AGREE_NS: 1 and their
- * median in *at, else 0. Sorts v. */
-static int agreed(double *v, size_t n, double *at)
-{
-    if (n < 2)
-        return 0;
-    cpa_sort_doubles(v, n);
-    for (size_t a = 0, b = 0; a < n; a++) {
-        while (b < n && v[b] - v[a] <= 2 * CPA_CLK_AGREE_NS)
-            b++;
-        if (2 * (b - a) > n) {
-            *at = v[a + (b - a - 1) / 2];
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* Step 3: each group's constant, from the slack of its calls on the first domain it holds:
- * the host clock the job time line follows. Then, in the group that holds the reference
- * domain, the same measure checks the other domains' offsets, which their ties took from
- * their ranks' GPU ends and so from their GPU references: with all four ranks of an emulated
- * host off, a 5 ms offset came out 2.3 ms (or 6.8 ms). A rank's tightest launches (the 5th
- * percentile of its slack, so that a stretch its frames got wrong does not decide) start at
- * once on any host; so where more than half of a domain's ranks agree on that slack, and so
- * do the reference domain's, the difference is the domain's clock error, and the host moves
- * by it, its GPU times staying where the ends put them. With no agreement in the reference
- * domain, only a domain whose launches would start before they were made is moved back.
- * (The 1st percentile over a whole domain, tried first, moved offsets by tens of ms after a
- * step at the end of a trace went uncorrected.) Measured on 21 emulated two-host runs: the
- * 5 ms offset to within 1.3 us, against up to 1.8 ms from the ends alone. */
-typedef struct causal {
-    uint32_t ncomp;
-    uint32_t *refd;     /* per group: the first domain it holds */
-    cpa_smallest *low;  /* per group: its slacks on that domain, the lowest of them */
-    size_t *n;          /* per group: how many went in */
-    double *own;        /* per rank of a group holding domain 0: its own percentile, before
-                         * the shift; NAN none */
-} causal;
-
-static void causal_free(causal *cs)
-{
-    for (uint32_t g = 0; cs->low && g < cs->ncomp; g++)
-        cpa_smallest_free(&cs->low[g]);
-    free(cs->refd);
-    free(cs->low);
-    free(cs->n);
-    free(cs->own);
-}
-
-/* 0, or -1 out of memory (what was made freed by causal_free). */
-static int causal_init(causal *cs, const frames *f, const cpa_clock *c, uint32_t ncomp)
-{
-    size_t nr = f->m->nranks, *ncalls = NULL;
-    *cs = (causal){.ncomp = ncomp};
-    cs->refd = malloc((ncomp ? ncomp : 1) * sizeof *cs->refd);
-    cs->low = calloc(ncomp ? ncomp : 1, sizeof *cs->low);
-    cs->n = calloc(ncomp ? ncomp : 1, sizeof *cs->n);
-    cs->own = malloc((nr ? nr : 1) * sizeof *cs->own);
-    ncalls = calloc(ncomp ? ncomp : 1, sizeof *ncalls);
-    int rc = -1;
-    if (!cs->refd || !cs->low || !cs->n || !cs->own || !ncalls)
-        goto out;
-    for (uint32_t g = 0; g < ncomp; g++)
-        cs->refd[g] = UINT32_MAX;
-    for (size_t r = 0; r < nr; r++)
-        if (f->comp[r] != UINT32_MAX && c->rank_domain[r] < cs->refd[f->comp[r]])
-            cs->refd[f->comp[r]] = c->rank_domain[r];
-    for (size_t r = 0; r < nr; r++)
-        if (f->comp[r] != UINT32_MAX && c->rank_domain[r] == cs->refd[f->comp[r]])
-            ncalls[f->comp[r]] += f->m->ranks[r].ncalls;
-    for (uint32_t g = 0; g < ncomp; g++)
-        if (cpa_smallest_init(&cs->low[g], ncalls[g] * CAUSAL_PER_MILLE / 1000 + 1))
-            goto out;
-    rc = 0;
-out:
-    free(ncalls);
-    return rc;
-}
-
-/* Rank r's part of step 3, taken right after its segments while its calls are still in
- * cache (a pass of its own over every call of 1024 ranks was 0.03 s): its slacks into its
- * group's lowest when it is on the group's first domain, and its own percentile where the
- * domains are checked. scratch holds a rank's calls. */
-static void causal_rank(causal *cs, const frames *f, const cpa_clock *c, uint32_t r,
-                        double *scratch)
-{
-    uint32_t g = f->comp[r], d = c->rank_domain[r];
-    cs->own[r] = NAN;
-    if (g == UINT32_MAX || (cs->refd[g] != 0 && d != cs->refd[g]))
-        return;
-    size_t m = slacks(f, r, scratch);
-    if (d == cs->refd[g]) {
-        for (size_t i = 0; i < m; i++)
-            cpa_smallest_add(&cs->low[g], scratch[i]);
-        cs->n[g] += m;
-    }
-    if (cs->refd[g] == 0 && m)
-        cs->own[r] = cpa_select(scratch, m, m * DOMAIN_CAUSAL_PER_MILLE / 1000);
-}
-
-/* The shift moves all of a group's slacks alike: the percentiles taken before it, it is
- * added to them. perrank holds a value per rank. */
-static void causal_shift(const frames *f, cpa_clock *c, causal *cs, double *perrank)
-{
-    struct cpa_clock_map *map = c->map;
-    size_t nr = f->m->nranks;
-    for (uint32_t g = 0; g < cs->ncomp; g++) {
-        if (!cs->n[g])
-            continue;
-        double shift = -cpa_smallest_get(&cs->low[g], cs->n[g] * CAUSAL_PER_MILLE / 1000);
-        for (size_t r = 0; r < nr; r++)
-            if (f->comp[r] == g)
-                for (size_t i = map->g_first[r]; i < map->g_first[r + 1]; i++)
-                    map->gsegs[i].corr += shift;
-        if (cs->refd[g] != 0)
-            continue;
-        double ref = 0;
-        int ref_ok = 0;
-        for (uint32_t d = 0; d < c->ndomains; d++) {
-            size_t nv = 0;
-            for (size_t r = 0; r < nr; r++)
-                if (f->comp[r] == g && c->rank_domain[r] == d && !isnan(cs->own[r]))
-                    perrank[nv++] = cs->own[r] + shift;
-            double late = 0;
-            int ok = agreed(perrank, nv, &late);
-            if (d == 0) {
-                ref = late;
-                ref_ok = ok;
-                continue;
-            }
-            if (ok && ref_ok)
-                late -= ref;
-            else if (!ok || late >= 0)
-                continue;
-            c->domains[d].offset_ns += late;
-            for (size_t r = 0; r < nr; r++)
-                if (c->rank_domain[r] == d)
-                    for (size_t i = map->g_first[r]; i < map->g_first[r + 1]; i++)
-                        map->gsegs[i].corr -= late;
-        }
-    }
-}
-
 int cpa_clk_gpu_frames(const cpa_model *m, const cpa_matched *mt, const uint8_t *tying,
                        cpa_clock *c)
 {
@@ -715,25 +554,20 @@ int cpa_clk_gpu_frames(const cpa_model *m, const cpa_matched *mt, const uint8_t 
     for (size_t r = 0; r < nr; r++)
         if (f.comp[r] != UINT32_MAX && f.comp[r] + 1 > ncomp)
             ncomp = f.comp[r] + 1;
-    causal cs;
-    double *perrank = malloc(nr * sizeof *perrank);
-    if (causal_init(&cs, &f, c, ncomp) || !perrank) {
-        causal_free(&cs);
-        free(perrank);
+    cpa_clk_causal *cs = cpa_clk_causal_make(m, c, f.comp, ncomp);
+    if (!cs)
         goto out;
-    }
     size_t used = 0;
     for (size_t r = 0; r < nr; r++) {
         c->map->g_first[r] = used;
         used += segments(&f, (uint32_t)r, res, pair_only, call_base[r], s, w,
                          c->map->gsegs + used);
         c->map->g_first[r + 1] = used;
-        causal_rank(&cs, &f, c, (uint32_t)r, w);
+        cpa_clk_causal_rank(cs, (uint32_t)r, w);
     }
     cpa_clk_unfix(c); /* it moves offsets */
-    causal_shift(&f, c, &cs, perrank);
-    causal_free(&cs);
-    free(perrank);
+    cpa_clk_causal_shift(cs, c);
+    cpa_clk_causal_free(cs);
     rc = 0;
 out:
     free(call_base);

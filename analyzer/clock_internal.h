@@ -227,5 +227,15 @@ int cpa_clk_solve(cpa_clock *c, const cpa_tie *t, size_t nt);
  * of memory). */
 int cpa_clk_gpu_frames(const cpa_model *m, const cpa_matched *mt, const uint8_t *tying,
                        cpa_clock *c);
+/* clock_causal.c: the GPU frames' step 3. Made once the frames' groups are known (comp, per
+ * rank, UINT32_MAX none; ncomp of them), handed each rank r once its GPU segments are in the
+ * map (scratch of its calls), then the shift, which moves the segments and the domains'
+ * offsets (the map unfixed). NULL out of memory. */
+typedef struct cpa_clk_causal cpa_clk_causal;
+cpa_clk_causal *cpa_clk_causal_make(const cpa_model *m, const cpa_clock *c,
+                                    const uint32_t *comp, uint32_t ncomp);
+void cpa_clk_causal_rank(cpa_clk_causal *cs, uint32_t r, double *scratch);
+void cpa_clk_causal_shift(cpa_clk_causal *cs, cpa_clock *c);
+void cpa_clk_causal_free(cpa_clk_causal *cs);
 
 #endif
