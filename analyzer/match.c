@@ -86,7 +86,6 @@ static cpa_part part_of(const cpa_model *m, const mkey *k)
                         &m->ranks[k->rank_idx].calls[k->call_idx]);
 }
 
-/* A collective's op from its first part (the lowest rank's). */
 /* What an operation copies of its first part's call c. */
 static void first_call(cpa_op *o, const cpa_call *c)
 {
@@ -96,6 +95,7 @@ static void first_call(cpa_op *o, const cpa_call *c)
     o->redop = c->redop;
 }
 
+/* A collective's op from its first part (the lowest rank's). */
 static void collective_op(const cpa_model *m, cpa_op *o, const cpa_part *first)
 {
     const cpa_rank *r = &m->ranks[first->rank_idx];
@@ -132,8 +132,9 @@ static int group(const cpa_model *m, const mkey *keys, size_t n, int p2p, cpa_ma
         }
         if (p2p) {
             const cpa_rank *r = &m->ranks[keys[i].rank_idx];
-            first_call(o, &r->calls[keys[i].call_idx]);
-            o->nranks = cpa_call_nranks(r, &r->calls[keys[i].call_idx]);
+            const cpa_call *c = &r->calls[keys[i].call_idx];
+            first_call(o, c);
+            o->nranks = cpa_call_nranks(r, c);
             o->op = CP_OP_SEND;
             o->sender = keys[i].a;
             o->receiver = keys[i].b;
