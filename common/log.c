@@ -133,14 +133,6 @@ void cp_log_set_side(int (*open_side)(void))
     errno = saved;
 }
 
-unsigned cp_log_dropped(void)
-{
-    pthread_mutex_lock(&g_mu);
-    unsigned n = g_dropped;
-    pthread_mutex_unlock(&g_mu);
-    return n;
-}
-
 static void cp_log_emit(const char *line, size_t len)
 {
     int saved = errno;

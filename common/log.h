@@ -29,8 +29,6 @@ void cp_log_set_side(int (*open_side)(void));
 /* In a fork child: forgets (closes) the parent's side log and anything a parent's thread
  * held; the child's trace, a file of its own, sets its own. */
 void cp_log_after_fork_child(void);
-/* Lines that reached neither fd 2 nor a side log. */
-unsigned cp_log_dropped(void);
 
 void cp_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define cp_warn(...) cp_log(CP_LOG_WARN, __VA_ARGS__)

@@ -167,6 +167,11 @@ static void the_shims_lines_never_land_in_a_file_the_job_opened_on_fd_2(void **s
     close(fd);
     assert_int_equal(st_count_lines(content, "collprof: WARN"), 1);
     assert_non_null(strstr(content, "COLLPROF_FLUSH_MS='bogus'"));
+    /* and the report says there is one */
+    const char *rargv[] = {"report", dir, NULL};
+    st_run_prog(&g_res, "collprof", 0, NULL, rargv);
+    assert_int_equal(g_res.status, 0);
+    assert_non_null(strstr(g_res.out, "could not take: 1 side log in"));
     /* a job that keeps its stderr gets the WARN there, and no side log is made */
     dir_env(d, sizeof d, "kept");
     const char *argv2[] = {"burst", "10", NULL};
