@@ -499,6 +499,14 @@ static int on_lost(void *ctx, const cp_rec_lost *l)
     return 0;
 }
 
+static int on_untimed(void *ctx, const cp_rec_untimed *u)
+{
+    cpa_integrity *g = &((load_ctx *)ctx)->r->integrity;
+    unsigned cause = u->cause <= CP_UNTIMED_CAUSE_LAST ? u->cause : 0;
+    g->untimed_by_cause[cause] = cpa_sat_add(g->untimed_by_cause[cause], u->count);
+    return 0;
+}
+
 static int on_end(void *ctx, const cp_rec_end *e)
 {
     cpa_rank *r = ((load_ctx *)ctx)->r;
@@ -673,7 +681,7 @@ static int load_file(cpa_model *wm, cpa_rank *r, const char *path, const cpa_mem
 
     cp_trace_visitor v = {.ctx = &x, .on_process = on_process, .on_comm = on_comm,
                           .on_site = on_site, .on_call = on_call, .on_done = on_done,
-                          .on_nccl_op = on_nccl_op, .on_clock = on_clock, .on_lost = on_lost,
+                          .on_nccl_op = on_nccl_op, .on_clock = on_clock, .on_lost = on_lost, .on_untimed = on_untimed,
                           .on_hang = on_hang, .on_end = on_end, .on_kname = on_kname,
                           .on_kernels = on_kernels};
     cp_walk_result res;
@@ -853,6 +861,9 @@ static int load_files(char **paths, const cpa_mem_file *mem, int n, unsigned thr
             for (unsigned c = 0; c <= CP_LOST_CAUSE_LAST; c++)
                 g->lost_by_cause[c] = cpa_sat_add(g->lost_by_cause[c], rg->lost_by_cause[c]);
             g->unknown_records = cpa_sat_add(g->unknown_records, rg->unknown_records);
+            for (unsigned c = 0; c <= CP_UNTIMED_CAUSE_LAST; c++)
+                g->untimed_by_cause[c] =
+                    cpa_sat_add(g->untimed_by_cause[c], rg->untimed_by_cause[c]);
             g->corrupt_chunks = cpa_sat_add(g->corrupt_chunks, rg->corrupt_chunks);
             g->missing_chunks = cpa_sat_add(g->missing_chunks, rg->missing_chunks);
             g->truncated += rg->truncated;

@@ -142,6 +142,31 @@ void cpa_integrity_text(char *buf, size_t len, const cpa_integrity *g, uint64_t 
 #undef CPA_PUT
 }
 
+void cpa_untimed_text(char *buf, size_t len, const cpa_integrity *g)
+{
+    uint64_t all = 0;
+    size_t n = 0;
+    if (!len)
+        return;
+    buf[0] = '\0';
+    for (unsigned c = 0; c <= CP_UNTIMED_CAUSE_LAST; c++)
+        all = cpa_sat_add(all, g->untimed_by_cause[c]);
+    if (!all)
+        return;
+    n += (size_t)snprintf(buf, len, "%" PRIu64 " call%s untimed:", all, all == 1 ? "" : "s");
+    const char *sep = " ";
+    for (unsigned c = 0; c <= CP_UNTIMED_CAUSE_LAST && n < len; c++)
+        if (g->untimed_by_cause[c]) {
+            static const char *const words[CP_UNTIMED_CAUSE_LAST + 1] = {
+                "cause unknown", "event pool exhausted", "plugin pool full",
+                "group too large", "no CUDA context"};
+            const char *why = words[c];
+            n += (size_t)snprintf(buf + n, len - n, "%s%" PRIu64 " %s", sep,
+                                  g->untimed_by_cause[c], why);
+            sep = ", ";
+        }
+}
+
 long cpa_rank_index(const cpa_model *m, int32_t rank)
 {
     /* Ranks are sorted by rank (load.c); files without one sort first as -1. */

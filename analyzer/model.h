@@ -117,6 +117,9 @@ typedef struct cpa_integrity {
     uint64_t lost_by_cause[CP_LOST_CAUSE_LAST + 1]; /* LOST records' counts; [0] a cause this
                                                       * collprof does not know */
     uint64_t unknown_records;  /* of a type this collprof does not know: skipped */
+    uint64_t untimed_by_cause[CP_UNTIMED_CAUSE_LAST + 1]; /* UNTIMED records' counts: calls
+                                * the shim meant to time and could not; [0] unknown cause.
+                                * Not a hole: the CALLs are there, without GPU times */
     uint64_t corrupt_chunks;   /* failed their checks: skipped */
     uint64_t missing_chunks;   /* gaps in the chunk sequence (corrupt, or never written) */
     uint64_t truncated;        /* files cut short inside a chunk (a kill, a full disk) */
@@ -245,6 +248,8 @@ static inline int cpa_model_has_holes(const cpa_model *m)
  * with lost the records lost in all (which may exceed the LOST records' sum: the chunk
  * headers count what a lost LOST record told). "" when nothing. */
 void cpa_integrity_text(char *buf, size_t len, const cpa_integrity *g, uint64_t lost);
+/* "N calls untimed: A event pool exhausted, B plugin pool full"; "" when none. */
+void cpa_untimed_text(char *buf, size_t len, const cpa_integrity *g);
 
 /* Whether m->lost_records is a lower bound only: a trace that ends without END (killed, or
  * its closing chunk never reached the disk) lost what its process still held, uncounted. */

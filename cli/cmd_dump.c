@@ -431,6 +431,20 @@ static int print_lost(void *ctx, const cp_rec_lost *rec)
     return end(d);
 }
 
+static int print_untimed(void *ctx, const cp_rec_untimed *rec)
+{
+    struct dump *d = ctx;
+    struct dump_line *l = begin(d, "UNTIMED");
+    const char *cause = cp_untimed_cause_name(rec->cause);
+    if (cause)
+        put_name(l, "cause", cause);
+    else
+        dump_line_u64(l, "cause", rec->cause);
+    dump_line_u64(l, "count", rec->count);
+    dump_line_u64(l, "at_ns", rec->at_ns);
+    return end(d);
+}
+
 static int print_end(void *ctx, const cp_rec_end *rec)
 {
     struct dump *d = ctx;
@@ -516,6 +530,7 @@ static int dump_file(struct dump *d, const char *path, char *err, size_t errlen)
         .on_kernels = print_kernels,
         .on_clock = print_clock,
         .on_lost = print_lost,
+        .on_untimed = print_untimed,
         .on_hang = print_hang,
         .on_end = print_end,
         .on_unknown = print_unknown,

@@ -5,15 +5,19 @@
  * mismatch. Damage in the trace is part of the answer, not an error: the report covers
  * what could be read and lists the warnings.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/analyze.h"
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "exporters/exporters.h"
+#include "trace/trace_format.h"
 
 enum fail_on {
     FAIL_ON_HANG = 1u << 0,
@@ -62,6 +66,36 @@ static int parse_fail_on(const struct cli_command *c, const char *list, unsigned
     if (!*mask)
         return cli_usage_error(c, "--fail-on wants hang, mismatch or both");
     return CLI_GO_ON;
+}
+
+/* The shim's side logs in dir (a rank's `.log` beside its trace: the lines the job's stderr
+ * could no longer take), said in one line when there are any. */
+static void mention_side_logs(FILE *out, const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    size_t n = 0, slen = strlen(CP_SIDE_LOG_SUFFIX);
+    char first[512] = "";
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len <= slen || strcmp(e->d_name + len - slen, CP_SIDE_LOG_SUFFIX) != 0)
+            continue;
+        char trace[4096 + 512];
+        struct stat st;
+        snprintf(trace, sizeof trace, "%s/%.*s%s", dir, (int)(len - slen), e->d_name,
+                 CP_TRACE_FILE_SUFFIX);
+        if (stat(trace, &st) != 0)
+            continue; /* not a trace's */
+        if (!n++)
+            snprintf(first, sizeof first, "%s", e->d_name);
+    }
+    closedir(d);
+    if (n)
+        fprintf(out, "collprof's own messages that the job's stderr could not take: %zu side "
+                     "log%s in %s (%s%s)\n", n, n == 1 ? "" : "s", dir, first,
+                n > 1 ? ", ..." : "");
 }
 
 int cmd_report(int argc, char **argv)
@@ -132,6 +166,7 @@ int cmd_report(int argc, char **argv)
                                .rows = buckets ? CPA_ROWS_BUCKETS : CPA_ROWS_EXACT };
         out_rc = cpx_report_text(stdout, &a, &o);
     }
+    mention_side_logs(table || json ? stderr : stdout, dir);
     rc = CP_EXIT_OK;
     if (out_rc != 0 && !ferror(stdout))
         rc = cli_error("report", CP_EXIT_CANNOT_RUN, "out of memory writing the report");

@@ -267,8 +267,9 @@ static const char *getenv_lookup(const char *name, void *ctx)
     return getenv(name);
 }
 
-int cp_settings_load_from(cp_settings *s, const char *(*lookup)(const char *name, void *ctx),
-                          void *ctx)
+/* warn: one WARN a bad value and COLLPROF_DEBUG's level set; else nothing but *s changes. */
+static int load_from(cp_settings *s, const char *(*lookup)(const char *name, void *ctx),
+                     void *ctx, int warn)
 {
     cp_settings_defaults(s);
     int bad = 0;
@@ -282,14 +283,23 @@ int cp_settings_load_from(cp_settings *s, const char *(*lookup)(const char *name
             *s = trial;
         } else {
             bad++;
-            cp_warn("%s='%.200s' is not %s; using %s", table[i].name, text, why,
-                    table[i].fallback);
+            if (warn)
+                cp_warn("%s='%.200s' is not %s; using %s", table[i].name, text, why,
+                        table[i].fallback);
         }
-        if (table[i].parse == parse_debug)
+        if (warn && table[i].parse == parse_debug)
             cp_log_set_level(s->debug);
     }
     return bad;
 }
+
+int cp_settings_load_from(cp_settings *s, const char *(*lookup)(const char *name, void *ctx),
+                          void *ctx)
+{
+    return load_from(s, lookup, ctx, 1);
+}
+
+int cp_settings_peek(cp_settings *s) { return load_from(s, getenv_lookup, NULL, 0); }
 
 int cp_settings_load(cp_settings *s) { return cp_settings_load_from(s, getenv_lookup, NULL); }
 

@@ -50,6 +50,9 @@ int cp_settings_load_from(cp_settings *s, const char *(*lookup)(const char *name
 /* Whether `value` is good for the variable `name`: 0, or -1 with *why the shape of a good one
  * (what a command line that sets the variable for its child checks before it starts it). */
 int cp_settings_check(const char *name, const char *value, const char **why);
+/* The same values as cp_settings_load, without a side effect: no WARN, no log level (for a
+ * library's constructor, which must decide before the job's first call and warn at it). */
+int cp_settings_peek(cp_settings *s);
 /* All defaults, without reading anything. */
 void cp_settings_defaults(cp_settings *s);
 

@@ -179,6 +179,12 @@ static void section_job(tw *w, const cpa_analysis *a)
         snprintf(text, sizeof text, "holes: %s", holes);
         wrapped_style(w, WARN, INDENT, text, 3);
     }
+    cpa_untimed_text(holes, sizeof holes, &m->integrity);
+    if (holes[0]) {
+        char text[600];
+        snprintf(text, sizeof text, "untimed: %s (no GPU times for them)", holes);
+        wrapped_style(w, WARN, INDENT, text, 4);
+    }
 
     if (a->ranks && m->nranks) {
         size_t lo = 0, hi = 0;

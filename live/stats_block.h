@@ -105,7 +105,10 @@ typedef struct cp_stats_block {
     cp_stats_hang hang;
     cp_stats_op ops[CP_STATS_OPS];
     cp_stats_entry recent[CP_STATS_RECENT];
-    uint8_t reserved[CP_STATS_BYTES - 16208]; /* zero */
+    uint8_t reserved[CP_STATS_BYTES - 16208 - 32]; /* zero */
+    /* calls the shim meant to time and could not, so far, by cause: [i] is the trace's
+     * enum cp_untimed_cause i + 1 (event pool, plugin pool, group, no context) */
+    uint64_t untimed[4];
 } cp_stats_block;
 
 _Static_assert(sizeof(cp_stats_entry) == 56, "stats entry size");
@@ -113,6 +116,8 @@ _Static_assert(sizeof(cp_stats_inflight) == 48, "stats in-flight size");
 _Static_assert(sizeof(cp_stats_hang) == 48, "stats hang size");
 _Static_assert(offsetof(cp_stats_block, seqlock) == 16, "seqlock offset");
 _Static_assert(offsetof(cp_stats_block, hostname) == 112, "hostname offset");
+_Static_assert(offsetof(cp_stats_block, untimed) == CP_STATS_BYTES - 32, "untimed offset");
+_Static_assert(CP_UNTIMED_CAUSE_LAST == 4, "one untimed[] slot a cause");
 _Static_assert(offsetof(cp_stats_block, inflight) == 1264, "in-flight offset");
 _Static_assert(offsetof(cp_stats_block, ops) == 1360, "ops offset");
 _Static_assert(offsetof(cp_stats_block, recent) == 1872, "recent offset");

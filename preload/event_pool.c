@@ -30,7 +30,7 @@ struct cp_gpu_ctx {
     CUevent start[CP_EV_PAIRS], end[CP_EV_PAIRS];
 };
 
-_Atomic uint64_t cp_gpu_untimed;
+_Atomic uint64_t cp_untimed[CP_UNTIMED_CAUSE_LAST + 1];
 static cp_gpu_ctx *_Atomic g_ctx[CP_GPU_CTX_MAX];
 static _Atomic unsigned g_nctx;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -150,6 +150,5 @@ int32_t cp_ev_pair_get(cp_gpu_ctx *c)
             break;
         }
     }
-    atomic_fetch_add_explicit(&cp_gpu_untimed, 1, memory_order_relaxed);
-    return -1;
+    return -1; /* the caller counts its call untimed (CP_UNTIMED_EVENT_POOL) */
 }

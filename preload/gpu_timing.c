@@ -43,6 +43,7 @@ struct group_stream {
     int32_t pair;
     uint32_t nops;
     int recorded;
+    unsigned why; /* pair < 0: enum cp_untimed_cause */
 };
 struct group_op {
     uint32_t comm_index;
@@ -151,18 +152,25 @@ static cp_gpu_ctx *ctx_of(cudaStream_t stream)
     return ctx ? cp_gpu_ctx_get(ctx) : NULL;
 }
 
-/* The group's entry for stream, taking its pair on first use; NULL when untimed. */
-static struct group_stream *group_stream_of(cudaStream_t stream)
+/* The group's entry for stream, taking its pair on first use; NULL when untimed, *why then
+ * the cause (enum cp_untimed_cause). */
+static struct group_stream *group_stream_of(cudaStream_t stream, unsigned *why)
 {
     for (uint32_t i = 0; i < g_group.nstreams; i++)
-        if (g_group.streams[i].stream == stream)
+        if (g_group.streams[i].stream == stream) {
+            *why = g_group.streams[i].why;
             return g_group.streams[i].pair >= 0 ? &g_group.streams[i] : NULL;
+        }
+    *why = CP_UNTIMED_GROUP;
     if (g_group.nstreams == CP_GROUP_STREAMS)
         return NULL;
     struct group_stream *gs = &g_group.streams[g_group.nstreams++];
-    *gs = (struct group_stream){.stream = stream, .pair = -1};
-    if ((gs->ctx = ctx_of(stream)) != NULL)
+    *gs = (struct group_stream){.stream = stream, .pair = -1, .why = CP_UNTIMED_NO_CONTEXT};
+    if ((gs->ctx = ctx_of(stream)) != NULL) {
         gs->pair = cp_ev_pair_get(gs->ctx);
+        gs->why = CP_UNTIMED_EVENT_POOL;
+    }
+    *why = gs->why;
     return gs->pair >= 0 ? gs : NULL;
 }
 
@@ -261,24 +269,27 @@ static void before_events(cp_gpu_mark *m, cudaStream_t stream)
     if (!sample_hit())
         return;
     if (m->grouped) {
-        struct group_stream *gs = group_state() ? group_stream_of(stream) : NULL;
+        unsigned why = CP_UNTIMED_GROUP;
+        struct group_stream *gs = group_state() ? group_stream_of(stream, &why) : NULL;
         if (gs && g_group.nops < CP_GROUP_OPS) {
             m->ctx = gs->ctx;
             m->pair = gs->pair;
             m->flags = CP_CALL_TIMED;
         } else {
-            atomic_fetch_add_explicit(&cp_gpu_untimed, 1, memory_order_relaxed);
+            cp_untimed_count(gs ? CP_UNTIMED_GROUP : why);
         }
         return;
     }
     cp_gpu_ctx *c = ctx_of(stream);
     if (!c) {
-        atomic_fetch_add_explicit(&cp_gpu_untimed, 1, memory_order_relaxed);
+        cp_untimed_count(CP_UNTIMED_NO_CONTEXT);
         return;
     }
     int32_t p = cp_ev_pair_get(c);
-    if (p < 0)
+    if (p < 0) {
+        cp_untimed_count(CP_UNTIMED_EVENT_POOL);
         return;
+    }
     if (cp_cu.cuEventRecord(cp_ev_start(c, (uint32_t)p), (CUstream)stream) != CUDA_SUCCESS) {
         cp_ev_pair_put(c, (uint32_t)p);
         return;

@@ -21,14 +21,17 @@
 #include "preload/shim.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/fd_high.h"
 #include "common/log.h"
 #include "common/settings.h"
 #include "trace/trace_writer.h"
@@ -98,6 +101,45 @@ int cp_mode_init(void)
 }
 
 const cp_settings *cp_settings_get(void) { return &g_settings; }
+
+/* The job's fd 2 as it is now: the shim's lines go there only while it stays that file
+ * (common/log.h). */
+__attribute__((constructor)) static void on_load(void) { cp_log_guard_stderr(); }
+
+/* The trace's side log, "<trace without .cptrace>.log": the lines fd 2 may no longer take.
+ * Opened at its first line only, with the trace's mode, high and close-on-exec. */
+static char g_side_path[4096 + 256];
+
+static int open_side_log(void)
+{
+    int fd = open(g_side_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
+                  g_settings.file_mode & 0777);
+    if (fd < 0)
+        return -1;
+    (void)fchmod(fd, g_settings.file_mode & 0777); /* the mode asked for, whatever the umask */
+    return cp_fd_move_high(fd);
+}
+
+static void side_log_set(const char *trace_path)
+{
+    char abs[4096 + 256];
+    const char *p = trace_path;
+    /* absolute: a job that changes its directory still reaches it */
+    if (trace_path[0] != '/') {
+        char cwd[4096];
+        if (getcwd(cwd, sizeof cwd) && (size_t)snprintf(abs, sizeof abs, "%s/%s", cwd,
+                                                         trace_path) < sizeof abs)
+            p = abs;
+    }
+    size_t n = strlen(p), ext = strlen(CP_TRACE_FILE_SUFFIX);
+    if (n >= ext && strcmp(p + n - ext, CP_TRACE_FILE_SUFFIX) == 0)
+        n -= ext;
+    if (n + sizeof CP_SIDE_LOG_SUFFIX > sizeof g_side_path)
+        return;
+    memcpy(g_side_path, p, n);
+    memcpy(g_side_path + n, CP_SIDE_LOG_SUFFIX, sizeof CP_SIDE_LOG_SUFFIX);
+    cp_log_set_side(open_side_log);
+}
 
 static void on_exit_hook(void) { cp_shutdown(0); }
 
@@ -203,6 +245,7 @@ static void after_fork_parent(void)
 static void after_fork_child(void)
 {
     pthread_mutex_init(&g_start_mu, NULL);
+    cp_log_after_fork_child(); /* the parent's side log is not the child's */
     for (size_t i = NMODULES; i-- > 0;)
         if (g_modules[i]->after_fork_child)
             g_modules[i]->after_fork_child();
@@ -265,6 +308,7 @@ static int start_locked(void)
             return -1;
         }
     install_hooks();
+    side_log_set(path);
     cp_info("tracing to '%s'", path);
     return 0;
 }

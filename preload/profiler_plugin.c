@@ -137,7 +137,6 @@ static struct {
 } __attribute__((aligned(64))) g_mem;
 static cp_ipool g_call_pool, g_ev_pool;
 static pthread_once_t g_pools_once = PTHREAD_ONCE_INIT;
-_Atomic uint64_t cp_plugin_untimed;
 
 static void *map_zero(size_t bytes)
 {
@@ -622,7 +621,11 @@ static ncclResult_t init_common(void **context, int *mask, int version, uint64_t
                                 const char *name, int nnodes, int nranks, int rank,
                                 ncclDebugLogger_t logfn)
 {
-    pthread_once(&g_pools_once, pools_make);
+    /* The pools (tens of MiB of address space) only when we follow NCCL's events: a
+     * plugin that only forwards to the job's own needs none. */
+    int want = ours_wanted();
+    if (want)
+        pthread_once(&g_pools_once, pools_make);
     pthread_once(&g_chain_once, chain_load);
     cp_pctx *c = ctx_new(nranks, rank, version);
     if (!c) {
@@ -645,7 +648,7 @@ static ncclResult_t init_common(void **context, int *mask, int version, uint64_t
         }
     }
     *context = c;
-    *mask = (ours_wanted() && g_mem.ok ? CP_OUR_MASK : 0) | chain_mask;
+    *mask = (want && g_mem.ok ? CP_OUR_MASK : 0) | chain_mask;
     return ncclSuccess;
 }
 
@@ -683,7 +686,7 @@ static cp_pcall *open_call(cp_pctx *c)
     if (!p) {
         p = call_new(c);
         if (!p) {
-            atomic_fetch_add_explicit(&cp_plugin_untimed, 1, memory_order_relaxed);
+            cp_untimed_count(CP_UNTIMED_PLUGIN_POOL);
             cp_tls.plug_open = 0; /* the rest of this call's events pass us by */
             return NULL;
         }
@@ -939,12 +942,14 @@ __attribute__((constructor)) static void cp_plugin_setup_env(void)
         snprintf(g_self_path, sizeof g_self_path, "%s", self.dli_fname);
     if (!g_interposing)
         return;
-    const char *enable = getenv("COLLPROF_ENABLE");
-    const char *mode = getenv("COLLPROF_GPU_TIMING");
-    if (enable && strcmp(enable, "0") == 0)
+    /* The settings' own parser, quietly: a bad value means its default here as at the first
+     * call, which warns about it once. */
+    cp_settings set;
+    cp_settings_peek(&set);
+    if (!set.enable)
         return;
     /* Modes that take no time from NCCL leave its plugin as the job set it. */
-    if (mode && *mode && strcasecmp(mode, "auto") != 0 && strcasecmp(mode, "plugin") != 0)
+    if (set.gpu_timing != CP_GPU_TIMING_AUTO && set.gpu_timing != CP_GPU_TIMING_PLUGIN)
         return;
     const char *cur = getenv("NCCL_PROFILER_PLUGIN");
     char real[PATH_MAX];

@@ -193,12 +193,15 @@ CUcontext cp_gpu_ctx_handle(const cp_gpu_ctx *c);
 /* Every context ever seen, for the writer's reference events: count, and the i-th. */
 unsigned cp_gpu_ctx_count(void);
 cp_gpu_ctx *cp_gpu_ctx_at(unsigned i);
-/* Calls the pool could not time (exhausted, or event creation failed). */
-extern _Atomic uint64_t cp_gpu_untimed;
+/* Calls the shim meant to time and could not, by cause (enum cp_untimed_cause): the writer
+ * puts them in the trace (UNTIMED records) and the live block. Slow paths only. */
+extern _Atomic uint64_t cp_untimed[CP_UNTIMED_CAUSE_LAST + 1];
+static inline void cp_untimed_count(unsigned cause)
+{
+    atomic_fetch_add_explicit(&cp_untimed[cause], 1, memory_order_relaxed);
+}
 
 /* ---- profiler_plugin.c: the shim as NCCL's profiler plugin (the wrappers' side in hot.h) ---- */
-/* Calls the plugin could not follow (its pools were full). */
-extern _Atomic uint64_t cp_plugin_untimed;
 typedef struct cp_pcall_view {
     uint32_t ch_started, ch_stopped;
     uint64_t gt_start, gt_end; /* globaltimer; gt_start UINT64_MAX: no channel began */

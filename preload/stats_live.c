@@ -402,6 +402,11 @@ void cp_live_tick(cp_trace_writer *w)
     uint64_t lost = cp_trace_writer_records_lost(w);
     g.dirty |= lost != g.local.lost_records;
     g.local.lost_records = lost;
+    for (unsigned c = 1; c <= CP_UNTIMED_CAUSE_LAST; c++) {
+        uint64_t n = atomic_load_explicit(&cp_untimed[c], memory_order_relaxed);
+        g.dirty |= n != g.local.untimed[c - 1];
+        g.local.untimed[c - 1] = n;
+    }
     publish(now);
 }
 

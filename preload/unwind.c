@@ -17,6 +17,7 @@
  */
 #include "preload/shim.h"
 
+#include "common/fd_high.h"
 #include "common/settings.h"
 
 #include <dlfcn.h>
@@ -45,10 +46,24 @@ static int (*g_backtrace)(void **, int);
 static cp_unw_get_proc_name_fn g_proc_name;
 static void *g_addr_space;
 
+/* libunwind's init (tdep_init, at its first use) opens a pipe it keeps for good: its memory
+ * validation writes a byte of an address into it to learn whether the address is readable
+ * (src/x86_64/Ginit.c: open_pipe, write_validate; 1.6 and later). pipe2 takes the lowest
+ * free numbers, which are the job's: its next open(2) got 5 instead of 3. So the whole
+ * init runs here, at once, while the low numbers are held (common/fd_high.h): the pipe
+ * lands high, beside the trace's fd. */
+static void load_held(void *arg);
+
 static void load(void)
 {
     if (cp_settings_get()->unwind_glibc)
         return;
+    cp_fd_with_low_numbers_held(load_held, NULL);
+}
+
+static void load_held(void *arg)
+{
+    (void)arg;
     void *h = dlopen("libunwind.so.8", RTLD_LAZY | RTLD_LOCAL);
     if (!h)
         return;
@@ -63,6 +78,10 @@ static void load(void)
         g_proc_name = acc->get_proc_name;
     }
 #endif
+    if (g_backtrace) { /* its init, if get_accessors did not run it */
+        void *pcs[2];
+        g_backtrace(pcs, 2);
+    }
 }
 
 void cp_unwind_load(void)

@@ -17,11 +17,13 @@
 #include "preload/shim.h"
 #include "preload/writer_pace.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -75,6 +77,24 @@ void cp_control_push(const void *record)
 
 /* Holder of g_busy only. `in_signal`: the control queue's mutex may be held by the very
  * thread the signal interrupted, so it is only tried. */
+/* What the trace already says of cp_untimed; the drain's holder only. */
+static uint64_t g_untimed_said[CP_UNTIMED_CAUSE_LAST + 1];
+
+/* An UNTIMED record per cause that grew since the last: the calls a reader sees untimed
+ * (not TIMED), and why. */
+static void append_untimed(void)
+{
+    for (unsigned c = 1; c <= CP_UNTIMED_CAUSE_LAST; c++) {
+        uint64_t n = atomic_load_explicit(&cp_untimed[c], memory_order_relaxed);
+        if (n == g_untimed_said[c])
+            continue;
+        cp_rec_untimed rec = {.h = {CP_REC_UNTIMED, sizeof rec}, .cause = c,
+                              .count = n - g_untimed_said[c], .at_ns = cp_mono_ns()};
+        cp_trace_writer_append(g_w, &rec);
+        g_untimed_said[c] = n;
+    }
+}
+
 static void drain(int in_signal)
 {
     for (cp_ring *r = cp_ring_list(); r; r = r->next)
@@ -91,6 +111,7 @@ static void drain(int in_signal)
         g_ctl_len = 0;
         pthread_mutex_unlock(&g_ctl_mu);
     }
+    append_untimed();
 
     cp_tick_calib_refresh(&g_calib);
     for (cp_ring *r = cp_ring_list(); r; r = r->next) {
@@ -193,6 +214,57 @@ static void append_clock(void)
  * the child for good (a child's writer hung at its start, 1 run in 5 under ASan). */
 static _Atomic int g_thread_up;
 
+/* The writer's stack. glibc's default is RLIMIT_STACK (8 MiB, more where a site raises it):
+ * address space a job under `ulimit -v` needs for itself. What the writer does deepest (a
+ * new site's symbolization through libunwind's ELF reader and dladdr, a drain, the GPU poll
+ * with its driver calls and CUPTI's flush, the live block) used at most CP_WRITER_STACK_USED
+ * bytes on the emulation (docs/RELIABILITY.md: how it is measured; every exit says it at
+ * INFO); the stack is 8 times that, for a real driver's and CUPTI's deeper calls, plus the
+ * static TLS that glibc carves out of the same block (every loaded library's __thread
+ * data), plus its guard page, which stays. */
+#define CP_WRITER_STACK_USED (32u << 10)
+#define CP_WRITER_STACK_BYTES (8u * CP_WRITER_STACK_USED)
+
+static size_t writer_stack_bytes(void)
+{
+    size_t bytes = CP_WRITER_STACK_BYTES;
+    /* glibc's own measure of what a thread's block needs before its stack (static TLS,
+     * the thread descriptor): private to glibc but exported, and missing elsewhere */
+    size_t (*minstack)(const pthread_attr_t *) = NULL;
+    *(void **)&minstack = dlsym(RTLD_DEFAULT, "__pthread_get_minstack");
+    pthread_attr_t a;
+    if (minstack && pthread_attr_init(&a) == 0) {
+        bytes += minstack(&a);
+        pthread_attr_destroy(&a);
+    } else {
+        bytes += 1u << 20; /* a generous bound on static TLS */
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    if (page > 0)
+        bytes = (bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
+    return bytes;
+}
+
+/* Bytes of the calling thread's stack ever written: its block comes from mmap (zeros), and
+ * the lowest byte no longer zero is as deep as it went (a cached block of an exited thread
+ * reads deeper, never shallower). 0 when unknown. */
+static size_t stack_used(size_t *size)
+{
+    pthread_attr_t a;
+    void *lo = NULL;
+    *size = 0;
+    if (pthread_getattr_np(pthread_self(), &a) != 0)
+        return 0;
+    int rc = pthread_attr_getstack(&a, &lo, size);
+    pthread_attr_destroy(&a);
+    if (rc != 0 || !lo)
+        return 0;
+    const unsigned char *p = lo, *end = p + *size;
+    while (p < end && *p == 0)
+        p++;
+    return (size_t)(end - p);
+}
+
 static void *writer_main(void *arg)
 {
     (void)arg;
@@ -248,6 +320,8 @@ static void *writer_main(void *arg)
         give_token();
     }
     pthread_mutex_unlock(&g_wait_mu);
+    size_t size, used = stack_used(&size);
+    cp_info("the writer thread used %zu of its %zu stack bytes", used, size);
     return NULL;
 }
 
@@ -277,7 +351,14 @@ static int writer_start(const char *path, const cp_file_header *header, int flus
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     atomic_store(&g_thread_up, 0);
-    int rc = pthread_create(&g_thread, NULL, writer_main, NULL);
+    pthread_attr_t attr;
+    int rc = pthread_attr_init(&attr);
+    if (rc == 0) {
+        if (pthread_attr_setstacksize(&attr, writer_stack_bytes()) != 0)
+            cp_info("the writer thread keeps glibc's default stack size");
+        rc = pthread_create(&g_thread, &attr, writer_main, NULL);
+        pthread_attr_destroy(&attr);
+    }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     /* Not back to the job (which may fork next) before the thread is up: bounded, a thread
      * that cannot run for a second is left to start on its own. */
@@ -385,6 +466,9 @@ void cp_writer_forget_after_fork(void)
     atomic_store(&g_stop, 0);
     atomic_store(&g_busy, 0);
     memset(g_reported, 0, sizeof g_reported);
+    /* the parent's untimed calls are in the parent's trace */
+    for (unsigned c = 0; c <= CP_UNTIMED_CAUSE_LAST; c++)
+        g_untimed_said[c] = atomic_load(&cp_untimed[c]);
     pthread_mutex_init(&g_wait_mu, NULL);
     pthread_mutex_init(&g_ctl_mu, NULL);
     g_ctl_len = 0;

@@ -22,6 +22,9 @@
 #define CP_TRACE_READ_VERSION 1            /* the newest compat_version this code can read */
 #define CP_TRACE_HEADER_BYTES 512
 #define CP_TRACE_FILE_SUFFIX ".cptrace"
+/* The trace's side log, the same name with this suffix instead: the shim's own lines that
+ * the job's stderr could no longer take (text, one `collprof: LEVEL ...` a line). */
+#define CP_SIDE_LOG_SUFFIX ".log"
 
 #define CP_CHUNK_MAGIC 0x4b435043u         /* "CPCK" */
 #define CP_CHUNK_HEADER_BYTES 40
@@ -87,7 +90,8 @@ enum cp_record_type {
     CP_REC_NCCL_OP = 10, /* NCCL's own view of a CALL: its profiler plugin's descriptor */
     CP_REC_KNAME = 11,   /* a GPU kernel's name: index -> name (CUPTI's) */
     CP_REC_KERNELS = 12, /* the other kernels the GPU ran before a CALL's (CUPTI's) */
-    CP_REC_TYPE_MAX_KNOWN = 12
+    CP_REC_UNTIMED = 13, /* calls recorded without GPU times the shim meant to take, by cause */
+    CP_REC_TYPE_MAX_KNOWN = 13
 };
 
 typedef struct cp_record_header {
@@ -310,6 +314,23 @@ typedef struct cp_rec_lost {
     uint64_t at_ns;
 } cp_rec_lost;
 
+/* Why a call the shim meant to time has no GPU times (its CALL is not TIMED). */
+enum cp_untimed_cause {
+    CP_UNTIMED_EVENT_POOL = 1,  /* its context's CUDA event pairs were all in use (or failed) */
+    CP_UNTIMED_PLUGIN_POOL = 2, /* the profiler plugin's pool of calls was full */
+    CP_UNTIMED_GROUP = 3,       /* a group with more operations or streams than the shim times */
+    CP_UNTIMED_NO_CONTEXT = 4,  /* the driver named no CUDA context for its stream */
+    CP_UNTIMED_CAUSE_LAST = CP_UNTIMED_NO_CONTEXT,
+};
+
+/* 24 bytes: calls left untimed since the last UNTIMED record of this cause. */
+typedef struct cp_rec_untimed {
+    cp_record_header h;   /* CP_REC_UNTIMED, 24 */
+    uint32_t cause;       /* enum cp_untimed_cause */
+    uint64_t count;
+    uint64_t at_ns;       /* CLOCK_MONOTONIC when the writer wrote it */
+} cp_rec_untimed;
+
 /* 40 bytes: the watchdog saw this operation in flight for age_ns. */
 typedef struct cp_rec_hang {
     cp_record_header h;   /* CP_REC_HANG, 40 */
@@ -355,6 +376,7 @@ _Static_assert(sizeof(cp_rec_clock) == 24, "CLOCK record size");
 _Static_assert(sizeof(cp_rec_lost) == 24, "LOST record size");
 _Static_assert(sizeof(cp_rec_hang) == 40, "HANG record size");
 _Static_assert(sizeof(cp_rec_end) == 24, "END record size");
+_Static_assert(sizeof(cp_rec_untimed) == 24, "UNTIMED record size");
 _Static_assert(sizeof(cp_rec_nccl_op) == 40, "NCCL_OP record size");
 _Static_assert(sizeof(cp_rec_kname) == 128, "KNAME record size");
 _Static_assert(sizeof(cp_rec_kernels) == 72, "KERNELS record size");
@@ -367,7 +389,9 @@ const char *cp_op_name(unsigned op);             /* "AllReduce"; "?" when unknow
 int cp_op_from_name(const char *name);           /* -1 when unknown */
 const char *cp_dtype_name(unsigned dtype);       /* "float32"; "?" when unknown */
 const char *cp_redop_name(unsigned redop);       /* "sum"; "?" when unknown */
-const char *cp_lost_cause_name(unsigned cause);  /* "ring_full"; NULL when unknown */
+const char *cp_lost_cause_name(unsigned cause);
+/* "event_pool", "plugin_pool", "group", "no_context"; NULL when unknown */
+const char *cp_untimed_cause_name(unsigned cause);  /* "ring_full"; NULL when unknown */
 const char *cp_record_type_name(unsigned type);  /* "CALL"; NULL when unknown */
 const char *cp_algo_name(unsigned algo);         /* "RING"; "?" when unknown */
 const char *cp_proto_name(unsigned proto);       /* "SIMPLE"; "?" when unknown */

@@ -79,11 +79,22 @@ const char *cp_lost_cause_name(unsigned cause)
     return cause <= CP_LOST_CAUSE_LAST ? names[cause] : NULL;
 }
 
+const char *cp_untimed_cause_name(unsigned cause)
+{
+    static const char *const names[CP_UNTIMED_CAUSE_LAST + 1] = {
+        [CP_UNTIMED_EVENT_POOL] = "event_pool",
+        [CP_UNTIMED_PLUGIN_POOL] = "plugin_pool",
+        [CP_UNTIMED_GROUP] = "group",
+        [CP_UNTIMED_NO_CONTEXT] = "no_context"};
+    return cause >= 1 && cause <= CP_UNTIMED_CAUSE_LAST ? names[cause] : NULL;
+}
+
 static const char *const record_type_names[CP_REC_TYPE_MAX_KNOWN + 1] = {
     [CP_REC_PROCESS] = "PROCESS", [CP_REC_COMM] = "COMM", [CP_REC_SITE] = "SITE",
     [CP_REC_CALL] = "CALL",       [CP_REC_DONE] = "DONE", [CP_REC_CLOCK] = "CLOCK",
     [CP_REC_LOST] = "LOST",       [CP_REC_HANG] = "HANG", [CP_REC_END] = "END",
     [CP_REC_NCCL_OP] = "NCCL_OP", [CP_REC_KNAME] = "KNAME", [CP_REC_KERNELS] = "KERNELS",
+    [CP_REC_UNTIMED] = "UNTIMED",
 };
 
 /* NCCL's own spellings (ncclAlgoToString, ncclProtoToString), index = enum cp_algo/proto. */

@@ -34,6 +34,8 @@
  */
 #include "trace/trace_writer.h"
 
+#include "common/fd_high.h"
+
 #include "common/clock.h"
 #include "trace/trace_hash.h"
 
@@ -137,29 +139,6 @@ static int write_all_at(int fd, const void *data, size_t len, uint64_t off, size
     return 0;
 }
 
-/* The lowest number F_DUPFD looks from: high enough that a job's open(2) does not get
- * there, low enough to stay under RLIMIT_NOFILE (often 1024) without growing the kernel's
- * fd table much. */
-static int high_fd_base(void)
-{
-    struct rlimit rl;
-    long base = 1000;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-        (rlim_t)base + 24 > rl.rlim_cur)
-        base = rl.rlim_cur > 64 + 24 ? (long)rl.rlim_cur - 24 : 3;
-    return (int)base;
-}
-
-/* fd moved to a high number (the original closed), or left where it was if none is free. */
-static int move_high(int fd)
-{
-    int hi = fcntl(fd, F_DUPFD_CLOEXEC, high_fd_base());
-    if (hi < 0)
-        return fd;
-    close(fd);
-    return hi;
-}
-
 /* 0 when w->fd is still our file, opening it again when the job took the number; -1 when
  * the file cannot be reached as ours (errno EBADF). */
 static int own_fd(cp_trace_writer *w)
@@ -170,7 +149,7 @@ static int own_fd(cp_trace_writer *w)
     w->fd = -1; /* never closed: that number is the job's now */
     int fd = w->path ? open(w->path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
     if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == w->dev && st.st_ino == w->ino) {
-        w->fd = move_high(fd);
+        w->fd = cp_fd_move_high(fd);
         return 0;
     }
     if (fd >= 0)
@@ -221,7 +200,7 @@ cp_trace_writer *cp_trace_writer_open_mode(const char *path, const cp_file_heade
     }
     /* the mode asked for, whatever the umask: a wider one is a choice (COLLPROF_FILE_MODE) */
     (void)fchmod(fd, mode & 0777); /* on a file system without modes, the open's stands */
-    fd = move_high(fd);
+    fd = cp_fd_move_high(fd);
 
     /* The writer owns the format fields: whatever the caller left there, the file it
      * writes is one this version's reader accepts. */

@@ -4,6 +4,7 @@
  * which is all the shim's bookkeeping needs.
  *   events N    N AllReduces on a stream, 2 on the NULL stream, 1 on a second stream
  *   group       GroupStart, Send on s1, Recv on s2, Send on s1, GroupEnd; then 1 AllReduce
+ *   biggroup N  GroupStart, N Sends on s1, GroupEnd: more than the shim times in a group
  *   capture     an AllReduce on a stream under capture (global mode), then EndCapture
  *   sites       3 calls from site_a (one line), 1 from site_b
  *   events-term N  N AllReduces on a stream, then SIGTERM at once (default action): the
@@ -87,6 +88,11 @@ int main(int argc, char **argv)
         CHECK(ncclSend(g_buf, 4, ncclFloat32, 3, c, (cudaStream_t)s1));
         CHECK(ncclGroupEnd());
         CHECK(ncclAllReduce(g_buf, g_buf, 16, ncclFloat32, ncclSum, c, (cudaStream_t)s1));
+    } else if (!strcmp(what, "biggroup")) {
+        CHECK(ncclGroupStart());
+        for (int i = 0; i < n; i++)
+            CHECK(ncclSend(g_buf, 4, ncclFloat32, 1, c, (cudaStream_t)s1));
+        CHECK(ncclGroupEnd());
     } else if (!strcmp(what, "capture")) {
         CUgraph graph = NULL;
         CHECK(cuStreamBeginCapture_v2(s1, CU_STREAM_CAPTURE_MODE_GLOBAL));

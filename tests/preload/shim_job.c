@@ -30,6 +30,14 @@
  *               kill (write the pid to PIDFILE and wait for the test's SIGKILL)
  *   exec N PATH  N AllReduces, then execv PATH; if that fails, print its errno, 2 more calls
  *               and return
+ *   first-open N  N AllReduces, then opens /dev/null: prints the number it got and every
+ *               open fd below 1000 (the shim's own must not be among them)
+ *   plugin-env N  the plugin scenario, then prints whether NCCL_PROFILER_PLUGIN is set and
+ *               the process's address space (VmSize, kB)
+ *   stderr-file PATH N  closes fd 2 and opens PATH there (O_TRUNC) for its own data, writes
+ *               a line to it, then N AllReduces (a bad COLLPROF_* value warns at the first)
+ *   limit-as KB N MB  RLIMIT_AS lowered to KB kB (0: left alone), N AllReduces, then the job's
+ *               own MB MiB (mmap, touched): prints its VmSize, or exits 3 when the mmap fails
  *   lookup-shrink  ncclCommShrink looked up with dlsym(RTLD_DEFAULT) and called if found, as
  *               a job written for several NCCL versions would
  */
@@ -42,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -174,6 +183,72 @@ static void few_calls(ncclComm_t c, int n)
     float x;
     for (int i = 0; i < n; i++)
         ncclAllReduce(&x, &x, (size_t)i + 1, ncclFloat32, ncclSum, c, STREAM);
+}
+
+static long vm_kb(void)
+{
+    char line[256];
+    long kb = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmSize:", 7))
+            kb = atol(line + 7);
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+static void first_open(int n)
+{
+    ncclComm_t c = make_comm(2, 0);
+    few_calls(c, n);
+    int fd = open("/dev/null", O_RDONLY);
+    printf("first open=%d\nfds below 1000:", fd);
+    for (int i = 0; i < 1000; i++)
+        if (fcntl(i, F_GETFD) >= 0)
+            printf(" %d", i);
+    printf("\n");
+    close(fd);
+    ncclCommDestroy(c);
+}
+
+static void stderr_file(const char *path, int n)
+{
+    close(STDERR_FILENO);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd != STDERR_FILENO)
+        abort();
+    static const char data[] = "the job's own data\n";
+    if (write(fd, data, sizeof data - 1) != (ssize_t)sizeof data - 1)
+        abort();
+    ncclComm_t c = make_comm(2, 0);
+    few_calls(c, n);
+    ncclCommDestroy(c);
+    printf("stderr-file done\n");
+}
+
+static int limit_as(long kb, int n, long mb)
+{
+    if (kb > 0) {
+        struct rlimit rl = {(rlim_t)kb << 10, (rlim_t)kb << 10};
+        if (setrlimit(RLIMIT_AS, &rl) != 0)
+            abort();
+    }
+    ncclComm_t c = make_comm(2, 0);
+    few_calls(c, n);
+    char *p = mmap(NULL, (size_t)mb << 20, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        printf("the job's mmap of %ld MiB failed\n", mb);
+        return 3;
+    }
+    for (long i = 0; i < mb << 20; i += 4096)
+        p[i] = 1;
+    printf("limit-as vm_kb=%ld\n", vm_kb());
+    few_calls(c, n);
+    ncclCommDestroy(c);
+    munmap(p, (size_t)mb << 20);
+    return 0;
 }
 
 static void on_term_once(int sig)
@@ -360,6 +435,18 @@ int main(int argc, char **argv)
         few_calls(c, a1);
         ncclCommDestroy(c);
         printf("plugin done\n");
+    } else if (!strcmp(what, "plugin-env")) {
+        ncclComm_t c = make_comm(2, 0);
+        few_calls(c, a1);
+        ncclCommDestroy(c);
+        const char *p = getenv("NCCL_PROFILER_PLUGIN");
+        printf("NCCL_PROFILER_PLUGIN %s\nvm_kb=%ld\n", p ? "set" : "unset", vm_kb());
+    } else if (!strcmp(what, "limit-as") && argc > 4) {
+        return limit_as(atol(argv[2]), a2, atol(argv[4]));
+    } else if (!strcmp(what, "first-open")) {
+        first_open(a1);
+    } else if (!strcmp(what, "stderr-file") && argc > 3) {
+        stderr_file(argv[2], a2);
     } else if (!strcmp(what, "burst")) {
         ncclComm_t c = make_comm(1, 0);
         few_calls(c, a1);

@@ -22,6 +22,7 @@ typedef struct seen {
     uint32_t site_index[16];
     char site_frames[16][2048];
     size_t nsites;
+    uint64_t untimed[CP_UNTIMED_CAUSE_LAST + 1]; /* UNTIMED records' counts */
 } seen;
 
 static char *g_tmp;
@@ -43,6 +44,12 @@ static int on_done(void *ctx, const cp_rec_done *r)
     seen *s = ctx;
     if (s->ndones < 4096)
         s->dones[s->ndones++] = *r;
+    return 0;
+}
+static int on_untimed(void *ctx, const cp_rec_untimed *r)
+{
+    seen *s = ctx;
+    s->untimed[r->cause <= CP_UNTIMED_CAUSE_LAST ? r->cause : 0] += r->count;
     return 0;
 }
 static int on_site(void *ctx, const cp_rec_site *r)
@@ -91,7 +98,7 @@ static void run(const char *prog, const char *const *extra_env, const char *cons
     assert_non_null(r);
     g_seen.header = *cp_trace_reader_header(r);
     cp_trace_visitor v = {.ctx = &g_seen, .on_call = on_call, .on_done = on_done,
-                          .on_site = on_site};
+                          .on_site = on_site, .on_untimed = on_untimed};
     cp_walk_result wr;
     cp_trace_walk(r, &v, &wr);
     cp_trace_reader_close(r);
@@ -332,6 +339,33 @@ static void grouped_ops_carry_their_groups_times(void **state)
     assert_int_equal(g_seen.ndones, 4); /* and the AllReduce after the group */
 }
 
+/* A group of more operations than the shim times: the rest are untimed, and the trace, then
+ * the report, say how many and why. */
+static void calls_left_untimed_are_counted_by_cause_in_trace_and_report(void **state)
+{
+    (void)state;
+    const char *argv[] = {"biggroup", "300", NULL};
+    run("shim_gpu_job", NULL, argv);
+    size_t sends = 0, untimed = 0;
+    for (size_t i = 0; i < g_seen.ncalls; i++)
+        if (g_seen.calls[i].op == CP_OP_SEND) {
+            sends++;
+            untimed += !(g_seen.calls[i].flags & CP_CALL_TIMED);
+        }
+    assert_int_equal(sends, 300);
+    assert_int_equal(untimed, 300 - 256);
+    assert_int_equal(g_seen.untimed[CP_UNTIMED_GROUP], 300 - 256);
+    assert_int_equal(g_seen.untimed[CP_UNTIMED_EVENT_POOL], 0);
+    const char *dir = g_dir_env + strlen("COLLPROF_DIR=");
+    const char *rargv[] = {"report", dir, NULL};
+    job_result *rep = calloc(1, sizeof *rep);
+    st_run_prog(rep, "collprof", 0, NULL, rargv);
+    if (!strstr(rep->out, "44 calls untimed: 44 group too large"))
+        fprintf(stderr, "%s%s", rep->out, rep->err);
+    assert_non_null(strstr(rep->out, "44 calls untimed: 44 group too large"));
+    free(rep);
+}
+
 static void without_a_driver_host_timing_is_said_once(void **state)
 {
     (void)state;
@@ -531,6 +565,7 @@ int main(void)
         cmocka_unit_test(off_gives_no_done),
         cmocka_unit_test(a_captured_stream_gets_no_events_and_its_capture_survives),
         cmocka_unit_test(grouped_ops_carry_their_groups_times),
+        cmocka_unit_test(calls_left_untimed_are_counted_by_cause_in_trace_and_report),
         cmocka_unit_test(without_a_driver_host_timing_is_said_once),
         cmocka_unit_test(each_call_site_is_one_site_record_with_the_jobs_function),
         cmocka_unit_test(without_libunwind_sites_are_still_found),

@@ -200,6 +200,64 @@ static void modes_without_the_plugin_leave_nccls_plugin_as_the_job_set_it(void *
     st_free_trace(&t);
 }
 
+/* COLLPROF_ENABLE's "no" spellings are the settings table's, at load as at the first call:
+ * NCCL is not pointed at the shim and no pool is mapped; and a shim NCCL opens anyway (the
+ * job named it) while tracing is off maps none either. */
+static void enable_off_leaves_nccls_plugin_alone_and_maps_no_pools(void **s)
+{
+    (void)s;
+    const char *argv[] = {"plugin-env", "50", NULL};
+    char shim_env[4400];
+    snprintf(shim_env, sizeof shim_env, "NCCL_PROFILER_PLUGIN=%s/lib/libcollprof.so",
+             st_build_dir());
+    /* without the preload; named, NCCL opens the shim as a plugin that records nothing, and
+     * its own threads for a plugin (the stub's proxy) are there too */
+    long bare[2];
+    for (int named = 0; named < 2; named++) {
+        const char *base_env[] = {"STUB_NCCL_PROFILER=1", named ? shim_env : NULL, NULL};
+        st_run(&g_res, 0, base_env, argv);
+        assert_int_equal(g_res.status, 0);
+        const char *v = strstr(g_res.out, "vm_kb=");
+        assert_non_null(v);
+        bare[named] = atol(v + 6);
+    }
+    const char *v;
+    static const char *const offs[] = {"COLLPROF_ENABLE=off", "COLLPROF_ENABLE=false",
+                                       "COLLPROF_ENABLE=no", "COLLPROF_ENABLE=0"};
+    for (size_t i = 0; i < 2 * sizeof offs / sizeof offs[0]; i++) {
+        int named = i >= sizeof offs / sizeof offs[0]; /* the job named the shim itself */
+        const char *env[] = {"STUB_NCCL_PROFILER=1", offs[i % 4], named ? shim_env : NULL,
+                             NULL};
+        st_run(&g_res, 1, env, argv);
+        assert_int_equal(g_res.status, 0);
+        assert_string_equal(g_res.err, "");
+        if (!named)
+            assert_non_null(strstr(g_res.out, "NCCL_PROFILER_PLUGIN unset\n"));
+        v = strstr(g_res.out, "vm_kb=");
+        assert_non_null(v);
+        long vm = atol(v + 6);
+        /* the pools are tens of MiB of address space; the shim's own mappings a few */
+        if (vm - bare[named] >= 8L << 10)
+            fprintf(stderr, "%s%s: VmSize %ld kB, %ld kB without the shim\n", offs[i % 4],
+                    named ? " (NCCL_PROFILER_PLUGIN=the shim)" : "", vm, bare[named]);
+        assert_true(vm - bare[named] < 8L << 10);
+    }
+}
+
+/* A bad COLLPROF_GPU_TIMING is auto, from load on: one WARN, and NCCL's plugin times every
+ * call as auto's would. */
+static void a_bad_gpu_timing_is_auto_with_its_plugin_and_one_warning(void **s)
+{
+    (void)s;
+    const char *env[] = {"COLLPROF_GPU_TIMING=bogus", NULL};
+    trace_seen t;
+    run("bogus", 1, env, &t, NULL, 0);
+    assert_int_equal(st_count_lines(g_res.err, "collprof: WARN"), 1);
+    assert_non_null(strstr(g_res.err, "COLLPROF_GPU_TIMING='bogus'"));
+    check_plugin_timed(&t);
+    st_free_trace(&t);
+}
+
 static void a_shim_nccl_opens_without_the_preload_records_nothing(void **s)
 {
     (void)s;
@@ -224,6 +282,8 @@ int main(void)
         cmocka_unit_test(none_and_a_missing_plugin_still_time_every_call),
         cmocka_unit_test(modes_without_the_plugin_leave_nccls_plugin_as_the_job_set_it),
         cmocka_unit_test(a_shim_nccl_opens_without_the_preload_records_nothing),
+        cmocka_unit_test(enable_off_leaves_nccls_plugin_alone_and_maps_no_pools),
+        cmocka_unit_test(a_bad_gpu_timing_is_auto_with_its_plugin_and_one_warning),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

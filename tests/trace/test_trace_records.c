@@ -87,11 +87,25 @@ static void algorithm_and_protocol_names(void **state)
     assert_int_equal(cp_proto_from_name("LL129"), CP_PROTO_UNKNOWN);
 }
 
+static void untimed_cause_names(void **state)
+{
+    (void)state;
+    assert_null(cp_untimed_cause_name(0));
+    assert_string_equal(cp_untimed_cause_name(CP_UNTIMED_EVENT_POOL), "event_pool");
+    assert_string_equal(cp_untimed_cause_name(CP_UNTIMED_PLUGIN_POOL), "plugin_pool");
+    assert_string_equal(cp_untimed_cause_name(CP_UNTIMED_GROUP), "group");
+    assert_string_equal(cp_untimed_cause_name(CP_UNTIMED_NO_CONTEXT), "no_context");
+    assert_null(cp_untimed_cause_name(CP_UNTIMED_CAUSE_LAST + 1));
+}
+
 static void record_type_names(void **state)
 {
     (void)state;
     const char *names[] = {NULL, "PROCESS", "COMM", "SITE", "CALL", "DONE",
-                           "CLOCK", "LOST", "HANG", "END", "NCCL_OP", "KNAME", "KERNELS"};
+                           "CLOCK", "LOST", "HANG", "END", "NCCL_OP", "KNAME", "KERNELS",
+                           "UNTIMED"};
+    _Static_assert(sizeof names / sizeof names[0] == CP_REC_TYPE_MAX_KNOWN + 1,
+                   "a name for every known type");
     assert_null(cp_record_type_name(0));
     for (unsigned t = 1; t <= CP_REC_TYPE_MAX_KNOWN; t++)
         assert_string_equal(cp_record_type_name(t), names[t]);
@@ -248,6 +262,7 @@ int main(void)
         cmocka_unit_test(op_names_are_nccls_without_the_prefix),
         cmocka_unit_test(dtypes_follow_nccl_numbering),
         cmocka_unit_test(record_type_names),
+        cmocka_unit_test(untimed_cause_names),
         cmocka_unit_test(algorithm_and_protocol_names),
         cmocka_unit_test(a_site_record_holds_its_frames_padded_to_8),
         cmocka_unit_test(long_strings_are_cut_and_huge_records_refused),
