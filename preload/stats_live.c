@@ -246,7 +246,7 @@ void cp_live_observe(const void *record)
         cp_stats_op *o = &b->ops[c->op];
         o->calls++;
         o->bytes += c->count * cp_dtype_size(c->dtype);
-        o->host_ns += c->host_ns;
+        o->host_ns += cp_call_host_ns(c);
         recent_push(c);
     } else if (h->type == CP_REC_COMM) {
         const cp_rec_comm *c = record;
