@@ -199,7 +199,9 @@ typedef struct cp_comm {
     _Atomic uint64_t split_seq;   /* splits and shrinks of this comm, for child ids */
     _Atomic uint64_t *send_seq;   /* [nranks], once ready */
     _Atomic uint64_t *recv_seq;
-    struct cp_comm *all_next;     /* every comm ever made (kept reachable across fork) */
+    struct cp_comm *all_next;     /* the table's comms, or the retired ones (comm_table.c) */
+    struct cp_comm *all_prev;
+    uint64_t retired_ns;          /* when it left the table */
     cp_nccl_lib *lib;             /* the NCCL that made it, for the shim's own queries */
     /* the sends to itself and receives from itself of the group under way not yet paired
        (wrap_coll.c: NCCL drops a pair on one buffer); one thread's group at a time, as NCCL

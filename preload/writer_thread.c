@@ -77,6 +77,8 @@ void cp_control_push(const void *record)
  * thread the signal interrupted, so it is only tried. */
 static void drain(int in_signal)
 {
+    if (!in_signal)
+        cp_comm_reclaim(); /* free() and a mutex: never in a signal handler */
     for (cp_ring *r = cp_ring_list(); r; r = r->next)
         r->drain_to = atomic_load_explicit(&r->head, memory_order_acquire);
 
