@@ -268,8 +268,11 @@ static void churning_comms_leave_memory_flat(void **state)
                   CHURN, took, c.rss_early, c.rss_end, c.reused, c.live, c.used, c.probe,
                   c.freed);
     assert_true(c.rss_early > 0 && c.rss_end > 0);
+#ifndef CP_TEST_ASAN_RUNTIME
+    /* (AddressSanitizer quarantines what is freed: neither memory nor addresses come back) */
     assert_true(c.rss_end <= c.rss_early + RSS_SLACK_KB);
     assert_true(c.reused > 0); /* the allocator gave addresses back: the case checked */
+#endif
     assert_int_equal(c.live, 0);
     assert_true(c.probe >= 1 && c.probe <= 64); /* comm_table.c CP_COMM_PROBES */
     assert_true(c.freed + GRACE_SLACK >= CHURN);
