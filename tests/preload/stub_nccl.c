@@ -32,6 +32,8 @@
  * collective waiting on a late peer); once the list is spent they return at once.
  * STUB_NCCL_FRESH_COMMS=1: a destroyed comm's memory is kept (reachable), so that every comm
  * gets an address of its own, as a long job's allocator may hand out.
+ * STUB_NCCL_DESTROY_FAILS=K: the K-th ncclCommDestroy (from 0) returns ncclInternalError and
+ * leaves the comm as it was, usable and destroyable again.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -358,8 +360,12 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myran
 ncclResult_t ncclCommFinalize(ncclComm_t comm) { return comm_ok(comm) ? ncclSuccess : ncclInvalidArgument; }
 ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
+    static long destroys;
     if (!comm_ok(comm))
         return ncclInvalidArgument;
+    const char *fails = getenv("STUB_NCCL_DESTROY_FAILS");
+    if (fails && *fails && atol(fails) == destroys++)
+        return ncclInternalError;
     prof_finalize(comm);
     comm->magic = 0;
     const char *fresh = getenv("STUB_NCCL_FRESH_COMMS");
