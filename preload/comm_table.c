@@ -11,7 +11,9 @@
  * and the live block name a comm by its comm_index, which is never reused in a file), and no
  * call may use a comm once its destroy returned. A comm out of the table waits on a retired
  * list for CP_COMM_GRACE_NS before a drain frees it (cp_comm_reclaim): a lookup that raced
- * the end (the job's own error) still reads memory that is ours.
+ * the end (the job's own error) still reads memory that is ours. An aborted comm waits
+ * CP_COMM_ABORT_GRACE_NS: ncclCommAbort is made from another thread to release a call
+ * blocked on the comm, whose wrapper still records with it once NCCL lets it return.
  */
 #include "preload/shim.h"
 
@@ -24,7 +26,8 @@
 #define CP_COMM_SLOTS 8192u /* power of two */
 #define CP_COMM_PROBES 64u  /* the longest probe, of a lookup or an insert */
 #define CP_COMM_TOMB ((uintptr_t)1) /* a removed entry: handles are aligned, never 1 */
-#define CP_COMM_GRACE_NS 10000000ull /* 10 ms: a lookup takes nanoseconds */
+#define CP_COMM_GRACE_NS 10000000ull          /* 10 ms: a lookup takes nanoseconds */
+#define CP_COMM_ABORT_GRACE_NS 1000000000ull   /* 1 s: a released call returns at once */
 
 typedef struct comm_slot {
     _Atomic uintptr_t key;
@@ -35,7 +38,7 @@ static comm_slot g_slots[CP_COMM_SLOTS];
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t g_next_index;
 static cp_comm *g_all;     /* the comms in the table, doubly linked */
-static cp_comm *g_retired; /* out of the table, newest first, not yet freed */
+static cp_comm *g_retired[2]; /* out of the table, newest first, not yet freed: [1] aborted */
 static uint32_t g_live;    /* entries in the table */
 static uint64_t g_freed;   /* comms freed */
 static uint32_t g_probe_max; /* the longest probe a lookup of any comm so far takes */
@@ -75,12 +78,12 @@ static void list_unlink(cp_comm *c)
 }
 
 /* Under g_mu: out of the list, onto the retired list. */
-static void retire_locked(cp_comm *c)
+static void retire_locked(cp_comm *c, int aborted)
 {
     list_unlink(c);
     c->retired_ns = cp_mono_ns();
-    c->all_next = g_retired;
-    g_retired = c;
+    c->all_next = g_retired[aborted];
+    g_retired[aborted] = c;
 }
 
 /* Under g_mu. The value is published before the key, so a reader that sees the key sees
@@ -96,7 +99,7 @@ static int table_put(uintptr_t key, cp_comm *c)
             cp_comm *old = atomic_load_explicit(&g_slots[i].value, memory_order_relaxed);
             atomic_store_explicit(&g_slots[i].value, c, memory_order_release);
             if (old)
-                retire_locked(old);
+                retire_locked(old, 0); /* NCCL made a new comm at its address */
             g_probe_max = n + 1 > g_probe_max ? n + 1 : g_probe_max;
             return 0;
         }
@@ -211,7 +214,7 @@ int cp_comm_make_ready(cp_comm *c)
     return ready;
 }
 
-void cp_comm_end(ncclComm_t handle, cp_comm *c)
+void cp_comm_end(ncclComm_t handle, cp_comm *c, int aborted)
 {
     if (!c)
         return;
@@ -227,7 +230,7 @@ void cp_comm_end(ncclComm_t handle, cp_comm *c)
             /* the value stays: a reader that raced the end still reads this comm */
             atomic_store_explicit(&g_slots[i].key, CP_COMM_TOMB, memory_order_release);
             g_live--;
-            retire_locked(c);
+            retire_locked(c, aborted);
             break;
         }
     }
@@ -236,20 +239,22 @@ void cp_comm_end(ncclComm_t handle, cp_comm *c)
 
 void cp_comm_reclaim(void)
 {
-    uint64_t now = cp_mono_ns();
-    pthread_mutex_lock(&g_mu);
-    cp_comm **link = &g_retired;
-    while (*link && now - (*link)->retired_ns < CP_COMM_GRACE_NS)
-        link = &(*link)->all_next;
-    cp_comm *old = *link; /* these and every one after: retired longer ago */
-    *link = NULL;
-    pthread_mutex_unlock(&g_mu);
-    uint64_t n = 0;
-    for (cp_comm *c = old, *next; c; c = next) {
-        next = c->all_next;
-        free(c->send_seq); /* recv_seq shares its allocation */
-        free(c);
-        n++;
+    static const uint64_t grace[2] = {CP_COMM_GRACE_NS, CP_COMM_ABORT_GRACE_NS};
+    uint64_t now = cp_mono_ns(), n = 0;
+    for (int a = 0; a < 2; a++) {
+        pthread_mutex_lock(&g_mu);
+        cp_comm **link = &g_retired[a];
+        while (*link && now - (*link)->retired_ns < grace[a])
+            link = &(*link)->all_next;
+        cp_comm *old = *link; /* these and every one after: retired longer ago */
+        *link = NULL;
+        pthread_mutex_unlock(&g_mu);
+        for (cp_comm *c = old, *next; c; c = next) {
+            next = c->all_next;
+            free(c->send_seq); /* recv_seq shares its allocation */
+            free(c);
+            n++;
+        }
     }
     if (n) {
         pthread_mutex_lock(&g_mu);

@@ -104,8 +104,9 @@ cp_comm *cp_comm_create(ncclComm_t handle, uint64_t comm_id, uint64_t parent_id,
  * rank and nranks and queues the COMM record. Returns the ready flag. */
 int cp_comm_make_ready(cp_comm *c);
 /* NCCL destroyed or aborted the comm (and said so): its entry leaves the table (the handle
- * may come back for another comm) and the comm is freed by a later cp_comm_reclaim. */
-void cp_comm_end(ncclComm_t handle, cp_comm *c);
+ * may come back for another comm) and the comm is freed by a later cp_comm_reclaim, 10 ms
+ * on (an aborted one 1 s on: a call the abort released may still be recording with it). */
+void cp_comm_end(ncclComm_t handle, cp_comm *c, int aborted);
 /* Writer, each drain: frees the comms that ended long enough ago. */
 void cp_comm_reclaim(void);
 /* The table's state: live entries, slots used (tombstones too), the longest probe a lookup

@@ -164,7 +164,7 @@ static void end_of_comm(uint8_t op, ncclComm_t comm, uint64_t t0, uint32_t gd,
     cp_comm *c = cp_comm_lookup(comm);
     cp_record_plain(op, c, CP_SEQ_NONE, 0, t0, gd, r, CP_SITE_UNKNOWN);
     if (c && cp_nccl_accepted(r))
-        cp_comm_end(comm, c);
+        cp_comm_end(comm, c, op == CP_OP_COMM_ABORT);
 }
 
 /* A job often destroys its context right after its communicators: the GPU times of what

@@ -41,6 +41,9 @@
  *               (COLLPROF_LIVE_DIR set) `live_named <named> <entries> <total>` once its live
  *               block has seen every AllReduce (or after 10 s): the recent operations whose
  *               communicator the block names
+ *   abort-blocked  an AllReduce of the stub's blocking count (STUB_NCCL_BLOCK_MS) that another
+ *               thread's ncclCommAbort ends 50 ms in (the stub keeps the comm's memory under
+ *               STUB_NCCL_FRESH_COMMS=1, as NCCL releases a blocked call before freeing)
  *   lookup-shrink  ncclCommShrink looked up with dlsym(RTLD_DEFAULT) and called if found, as
  *               a job written for several NCCL versions would
  */
@@ -352,6 +355,13 @@ static int exec_after_calls(int n, const char *path)
     return 0;
 }
 
+static void *abort_later(void *arg)
+{
+    usleep(50000);
+    SHOW(ncclCommAbort((ncclComm_t)arg));
+    return NULL;
+}
+
 static long rss_kb(void)
 {
     FILE *f = fopen("/proc/self/status", "r");
@@ -489,6 +499,13 @@ int main(int argc, char **argv)
         for (int i = 0; i < a1; i++)
             SHOW(ncclAllReduce(buf, buf, 781, ncclFloat32, ncclSum, c, STREAM));
         SHOW(ncclCommDestroy(c));
+    } else if (!strcmp(what, "abort-blocked")) {
+        ncclComm_t c = make_comm(2, 0);
+        float buf[781];
+        pthread_t t;
+        pthread_create(&t, NULL, abort_later, c);
+        SHOW(ncclAllReduce(buf, buf, 781, ncclFloat32, ncclSum, c, STREAM));
+        pthread_join(t, NULL);
     } else if (!strcmp(what, "churn")) {
         churn(a1, a2);
     } else if (!strcmp(what, "lookup-shrink")) {

@@ -123,7 +123,8 @@ static void calls_of_seconds_keep_their_host_times(void **state)
 #define CHURN 30000
 #define FRESH 10000            /* past the table's 8192 slots */
 #define RSS_SLACK_KB 512       /* the growth allowed from half the churn to its end */
-#define GRACE_SLACK 1000       /* comms ended in the last grace before exit: not yet freed */
+#define GRACE_SLACK 1000       /* comms ended in the grace before exit (10 ms; an aborted one
+                                * 1 s): not yet freed */
 
 /* The k-th cycle's comm: its CommInit, its AllReduce, its end, in file order; every comm
  * index new, every AllReduce naming its cycle's comm, whose COMM says its cycle's id. */
@@ -245,7 +246,7 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* 30,000 comms made, used and ended (every tenth aborted, one destroy failing and made again),
+/* 30,000 comms made, used and ended (every thousandth aborted, one destroy failing and made again),
  * NCCL handing the same address out again: the process's memory and the shim's table stay
  * flat, every comm is freed but those ended in the grace before exit, each call names its own
  * comm (a reused handle its new one, a comm whose destroy failed itself), and the live block
@@ -260,7 +261,7 @@ static void churning_comms_leave_memory_flat(void **state)
     /* the 1000th destroy fails: that comm lives on, named by the calls after it */
     const char *env[] = {env_dir, "COLLPROF_DEBUG=trace", "STUB_NCCL_DESTROY_FAILS=1000",
                          NULL};
-    const char *argv[] = {"churn", cycles, "10", NULL};
+    const char *argv[] = {"churn", cycles, "1000", NULL};
     static job_result res;
     double t0 = now_s();
     st_run(&res, 1, env, argv);
@@ -312,6 +313,37 @@ static void comms_at_fresh_addresses_never_fill_the_table(void **state)
     check_churn_trace(dir, FRESH, 0);
 }
 
+/* ncclCommAbort from another thread releases a call blocked on the comm; the call's wrapper
+ * then records with the comm it looked up, which must still be ours (the sanitizer build
+ * sees a use after free otherwise): the CALL names the comm. */
+static void a_call_released_by_an_abort_records_its_comm(void **state)
+{
+    (void)state;
+    char dir[4200], env_dir[4300];
+    snprintf(dir, sizeof dir, "%s/t", g_tmp);
+    snprintf(env_dir, sizeof env_dir, "COLLPROF_DIR=%s", dir);
+    /* 600 ms: past the writer's flushes (200 ms) that free what ended long enough ago */
+    const char *env[] = {env_dir, "STUB_NCCL_BLOCK_MS=0,600", "STUB_NCCL_FRESH_COMMS=1", NULL};
+    const char *argv[] = {"abort-blocked", NULL};
+    static job_result res;
+    st_run(&res, 1, env, argv);
+    assert_int_equal(res.status, 0);
+    assert_non_null(strstr(res.out, "ncclCommAbort((ncclComm_t)arg)=0"));
+    char **paths;
+    assert_int_equal(st_list(dir, &paths), 1);
+    trace_seen t;
+    assert_int_equal(st_read_trace(paths[0], &t), 0);
+    cp_trace_dir_free(paths, 1);
+    int seen = 0;
+    for (size_t i = 0; i < t.ncalls; i++)
+        if (t.calls[i].op == CP_OP_ALLREDUCE) {
+            assert_int_equal(t.calls[i].comm_index, 0);
+            seen++;
+        }
+    assert_int_equal(seen, 1);
+    st_free_trace(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -319,6 +351,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(churning_comms_leave_memory_flat, setup, teardown),
         cmocka_unit_test_setup_teardown(comms_at_fresh_addresses_never_fill_the_table, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_call_released_by_an_abort_records_its_comm, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
