@@ -23,7 +23,7 @@ static int call_span(const cpa_call *c, uint64_t *a, uint64_t *b)
     if (c->flags & CP_CALL_TIMED)
         return 0;
     *a = c->enter_ns;
-    *b = c->enter_ns + c->host_ns;
+    *b = c->enter_ns + cpa_call_host_ns(c);
     return 1;
 }
 

@@ -390,7 +390,7 @@ static int on_call(void *ctx, const cp_rec_call *c)
         .count = c->count,
         .enter_ns = c->enter_ns,
         .comm_index = c->comm_index,
-        .host_ns = c->host_ns,
+        .host_q = cpa_host_pack(cp_call_host_ns(c)),
         .peer = c->peer,
         .site_index = c->site_index < CPA_SITE_NONE ? c->site_index : CPA_SITE_NONE,
         .stream = stream,
@@ -404,7 +404,7 @@ static int on_call(void *ctx, const cp_rec_call *c)
     r->nrefused += cpa_call_refused(k);
     r->ncalls++;
     count_call(x, c);
-    saw_time(r, c->enter_ns + c->host_ns);
+    saw_time(r, c->enter_ns + cp_call_host_ns(c));
     saw_time(r, c->enter_ns);
     cpa_done_added(&x->done, r);
     if (x->nccl_on)

@@ -75,7 +75,7 @@ static cpa_part part_of_call(uint32_t rank_idx, uint32_t call_idx, const cpa_cal
         p.end_ns = c->gpu_end_ns;
     } else {
         p.arrival_ns = c->enter_ns;
-        p.end_ns = c->enter_ns + c->host_ns;
+        p.end_ns = c->enter_ns + cpa_call_host_ns(c);
     }
     return p;
 }

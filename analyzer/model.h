@@ -68,6 +68,24 @@ static inline uint64_t cpa_sat_add(uint64_t a, uint64_t b)
 #define CPA_TIMING_LAST_KNOWN CP_TIMING_PLUGIN
 #define CPA_TIMING_UNKNOWN 7
 
+/* A call's host time in 32 bits of cpa_call: ns under 2^31 (2.1 s); past it the top bit and
+ * the ns >> CPA_HOST_SHIFT rounded, 65.5 us steps (at most 32.8 us off, 16 parts in a million)
+ * up to 2^47 ns, 39 hours, where a longer one stays (the file's CALL is exact to 52 days:
+ * cp_call_host_ns; the shim's ring holds 7.8 hours at least). */
+#define CPA_HOST_SHIFT 16
+#define CPA_HOST_WIDE (1u << 31)
+static inline uint32_t cpa_host_pack(uint64_t ns)
+{
+    if (ns < CPA_HOST_WIDE)
+        return (uint32_t)ns;
+    uint64_t q = (ns + (1u << (CPA_HOST_SHIFT - 1))) >> CPA_HOST_SHIFT;
+    return CPA_HOST_WIDE | (uint32_t)(q < CPA_HOST_WIDE - 1 ? q : CPA_HOST_WIDE - 1);
+}
+static inline uint64_t cpa_host_unpack(uint32_t q)
+{
+    return q < CPA_HOST_WIDE ? q : (uint64_t)(q & (CPA_HOST_WIDE - 1)) << CPA_HOST_SHIFT;
+}
+
 typedef struct cpa_call {
     uint64_t seq;          /* per comm for collectives, per (comm, peer, direction) for p2p */
     uint64_t count;        /* elements */
@@ -75,7 +93,7 @@ typedef struct cpa_call {
     uint64_t gpu_start_ns; /* 0 unless gpu_timed */
     uint64_t gpu_end_ns;
     uint32_t comm_index;   /* the file's: its communicator is cpa_call_comm's */
-    uint32_t host_ns;      /* host time inside the call */
+    uint32_t host_q;       /* host time inside the call: cpa_host_pack, cpa_call_host_ns */
     int32_t peer;          /* root of rooted collectives, peer of send/recv, -1 none */
     uint32_t site_index : 20; /* into the rank's sites (cpa_call_site); CPA_SITE_NONE none */
     uint32_t timing : 3;   /* its DONE's enum cp_timing_source (CP_TIMING_NONE: no DONE), or
@@ -106,6 +124,8 @@ _Static_assert(sizeof(cpa_call) == 64, "cpa_call grew: the model's memory per ca
 _Static_assert(CP_ALGO_COUNT <= 8 && CP_PROTO_COUNT <= 4 &&
                    CPA_TIMING_LAST_KNOWN < CPA_TIMING_UNKNOWN,
                "cpa_call's algo, proto and timing bits hold every known value");
+
+static inline uint64_t cpa_call_host_ns(const cpa_call *c) { return cpa_host_unpack(c->host_q); }
 
 enum {
     CPA_NCCL_SEEN = 1,        /* an NCCL_OP record was matched to this call */

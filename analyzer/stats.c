@@ -412,7 +412,7 @@ static void acc_add(opacc *a, const cpa_rank *k, const cpa_call *c, float share,
     } else if ((c->flags & CP_CALL_TIMED) && !c->done) {
         a->state |= ACC_UNFINISHED; /* no time, but another part may show an abort ended it */
     } else {
-        a->host += c->host_ns;
+        a->host += cpa_call_host_ns(c);
         a->nhost++;
     }
 }

@@ -34,7 +34,7 @@ void cpa_call_times_job_ns(const cpa_analysis *a, size_t rank_idx, const cpa_cal
             cpa_clock_job_ns_n(m, &a->clock, rank_idx, local + 1, job + 1, 2, 0);
         }
     } else {
-        uint64_t last = c->enter_ns + c->host_ns;
+        uint64_t last = c->enter_ns + cpa_call_host_ns(c);
         if ((c->flags & CP_CALL_TIMED) && !c->done) {
             *unfinished = 1;
             if (r->last_ns > last)

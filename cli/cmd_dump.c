@@ -49,8 +49,8 @@ static const char dump_notes[] =
     "the same names, one object a line: rank, kind (CALL DONE COMM SITE PROCESS CLOCK\n"
     "LOST HANG END UNKNOWN), op, comm (16 hex digits), seq, count, dtype, bytes, redop,\n"
     "root (Broadcast, Reduce, Gather, Scatter) or peer (Send, Recv), host_ns (enqueue\n"
-    "time), host_dur_ns, and on DONE lines gpu_start_ns and gpu_end_ns (only when\n"
-    "timed). CALL, DONE and HANG lines all carry their operation's comm and seq; comm\n"
+    "time), host_dur_ns (then `saturated`, JSON host_dur: that long or longer, 52\n"
+    "days), and on DONE lines gpu_start_ns and gpu_end_ns (only when timed). CALL, DONE and HANG lines all carry their operation's comm and seq; comm\n"
     "is null (text: ?) when the file never names the communicator.\n"
     "\n"
     "Damaged data is not an error: every whole chunk is printed, then one\n"
@@ -250,7 +250,10 @@ static int print_call(void *ctx, const cp_rec_call *rec)
     put_peer(d, rec->op, rec->peer);
     dump_line_addr(l, "stream", rec->stream);
     dump_line_u64(l, "host_ns", rec->enter_ns);
-    dump_line_u64(l, "host_dur_ns", rec->host_ns);
+    uint64_t dur = cp_call_host_ns(rec);
+    dump_line_u64(l, "host_dur_ns", dur);
+    if (dur == CP_HOST_NS_MAX) /* that long or longer: the most a CALL says */
+        dump_line_word(l, "host_dur", "saturated");
     dump_line_i64(l, "result", rec->result);
     put_call_flags(l, rec->flags);
     if (rec->site_index != UINT32_MAX)

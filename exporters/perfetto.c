@@ -573,7 +573,7 @@ static void call_events(pw *p, size_t ri, size_t ci)
         arg_str(e, "result", cpr_result_id(cpa_refused_slot(c->result)));
     }
     arg_us(e, "host_enter_us", q->enter);
-    arg_us(e, "host_us", c->host_ns);
+    arg_us(e, "host_us", cpa_call_host_ns(c));
 
     int flow = o && o->nparts >= 2;
     if (flow) {

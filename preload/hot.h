@@ -19,6 +19,7 @@
 #include "abi/nccl_api_list.h"
 #include "common/clock.h"
 #include "preload/plugin_pool.h"
+#include "preload/ring_call.h"
 #include "trace/trace_format.h"
 
 #define CP_EXPORT __attribute__((visibility("default")))
@@ -198,7 +199,9 @@ typedef struct cp_comm {
     _Atomic uint64_t split_seq;   /* splits and shrinks of this comm, for child ids */
     _Atomic uint64_t *send_seq;   /* [nranks], once ready */
     _Atomic uint64_t *recv_seq;
-    struct cp_comm *all_next;     /* every comm ever made (kept reachable across fork) */
+    struct cp_comm *all_next;     /* the table's comms, or the retired ones (comm_table.c) */
+    struct cp_comm *all_prev;
+    uint64_t retired_ns;          /* when it left the table */
     cp_nccl_lib *lib;             /* the NCCL that made it, for the shim's own queries */
     /* the sends to itself and receives from itself of the group under way not yet paired
        (wrap_coll.c: NCCL drops a pair on one buffer); one thread's group at a time, as NCCL
@@ -309,7 +312,7 @@ void cp_gpu_emit_timed(const cp_gpu_mark *m, uint32_t comm_index, uint64_t seq, 
  * GPU start on both clocks the writer uses to calibrate the plugin's (gpu_poll.c). */
 void cp_gpu_discard_plugin(const cp_gpu_mark *m, uint32_t comm_index, uint64_t seq,
                            int32_t peer, uint8_t op, int calibrate);
-/* Writer: a CALL that names a plugin call (cp_rec_call.reserved in the ring, index + 1). */
+/* Writer: a CALL that names a plugin call (in the ring: cp_ring_call_pcall, index + 1). */
 void cp_gpu_plugin_add(const cp_rec_call *rec, uint32_t pcall_index);
 
 /* A send or receive to the rank itself: NCCL's plugin gives it no GPU times (no proxy op,

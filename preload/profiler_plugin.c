@@ -64,6 +64,8 @@
 #include "common/settings.h"
 
 #define CP_PCALL_MAX 65536u
+_Static_assert(CP_PCALL_MAX < (1u << CP_RING_PCALL_BITS),
+               "a ring CALL carries any plugin call index + 1 (ring_call.h)");
 #define CP_PEV_MAX 65536u
 #define CP_PCLK_WINDOW_NS 5000000000ull
 #define CP_OUR_MASK                                                                        \

@@ -95,13 +95,24 @@ int cp_trace_open_here(void);
 /* ---- comm_table.c (the comm itself and its lookup are in hot.h) ---- */
 /* Registers a new comm (mutex). When the init has completed (blocking init), queries the
  * real NCCL for rank/nranks/device and queues the COMM record; otherwise that happens in
- * cp_comm_make_ready at its first use. Returns NULL if the table is full (WARN once). */
+ * cp_comm_make_ready at its first use. Returns NULL if no slot is free within a probe's reach
+ * (WARN once). */
 cp_comm *cp_comm_create(ncclComm_t handle, uint64_t comm_id, uint64_t parent_id, int origin,
                         int color, int key, int completed, int rank_hint, int nranks_hint,
                         cp_nccl_lib *lib);
 /* For a comm created in progress (non-blocking init): if NCCL now says it is ready, learns
  * rank and nranks and queues the COMM record. Returns the ready flag. */
 int cp_comm_make_ready(cp_comm *c);
+/* NCCL destroyed or aborted the comm (and said so): its entry leaves the table (the handle
+ * may come back for another comm) and the comm is freed by a later cp_comm_reclaim, 10 ms
+ * on (an aborted one 1 s on: a call the abort released may still be recording with it). */
+void cp_comm_end(ncclComm_t handle, cp_comm *c, int aborted);
+/* Writer, each drain: frees the comms that ended long enough ago. */
+void cp_comm_reclaim(void);
+/* The table's state: live entries, slots used (tombstones too), the longest probe a lookup
+ * of any comm so far took (its slot's distance from home, + 1), comms freed so far
+ * (COLLPROF_DEBUG=trace prints it at exit). */
+void cp_comm_table_census(uint32_t *live, uint32_t *used, uint32_t *longest, uint64_t *freed);
 /* Writer, every CP_PCLK_WINDOW_NS: each comm NCCL's plugin covers times one more call by
  * events too, to calibrate the plugin's GPU clock in the new window. */
 void cp_comm_want_calibration(void);

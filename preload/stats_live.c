@@ -32,7 +32,10 @@
 #include "live/stats_block.h"
 #include "trace/trace_writer.h"
 
-#define CP_LIVE_COMMS 1024 /* comm_index -> comm_id; later indexes show comm id 0 */
+/* comm_index -> comm_id, direct-mapped by comm_index: a comm whose slot a newer comm took
+ * (1024 indexes later, both alive) shows comm id 0; a job that makes and ends comms for ever
+ * names every one of them. */
+#define CP_LIVE_COMMS 1024
 #define CP_LIVE_HIST 64    /* recent GPU durations per op, for the watchdog's "typical" */
 /* An index of recent[] by operation: each DONE looks its operation up, and a linear scan of
  * the 256 entries was a tenth of a busy process's writer time (perf, bench_shim's plugin
@@ -55,7 +58,10 @@ static struct {
     cp_stats_block local;     /* the writer's copy, published under the seqlock */
     uint32_t recent_comm_index[CP_STATS_RECENT]; /* comm_index of each recent[] entry */
     uint16_t recent_index[CP_LIVE_RECENT_SLOTS]; /* key -> recent[] index + 1 (0 empty) */
-    uint64_t comm_ids[CP_LIVE_COMMS];
+    struct {
+        uint32_t index; /* comm_index + 1; 0 none */
+        uint64_t id;
+    } comm_ids[CP_LIVE_COMMS];
     uint64_t hist[CP_STATS_OPS][CP_LIVE_HIST];
     uint32_t hist_n[CP_STATS_OPS];
     double hang_s;
@@ -74,7 +80,8 @@ static int key_eq(const pending_key *a, const pending_key *b)
 
 static uint64_t comm_id_of(uint32_t comm_index)
 {
-    return comm_index < CP_LIVE_COMMS ? g.comm_ids[comm_index] : 0;
+    unsigned k = comm_index % CP_LIVE_COMMS;
+    return g.comm_ids[k].index == comm_index + 1u ? g.comm_ids[k].id : 0;
 }
 
 static void copy_str(char *dst, size_t cap, const char *src)
@@ -246,12 +253,14 @@ void cp_live_observe(const void *record)
         cp_stats_op *o = &b->ops[c->op];
         o->calls++;
         o->bytes += c->count * cp_dtype_size(c->dtype);
-        o->host_ns += c->host_ns;
+        o->host_ns += cp_call_host_ns(c);
         recent_push(c);
     } else if (h->type == CP_REC_COMM) {
         const cp_rec_comm *c = record;
-        if (c->comm_index < CP_LIVE_COMMS)
-            g.comm_ids[c->comm_index] = c->comm_id;
+        if (c->comm_index != CP_COMM_NONE) {
+            g.comm_ids[c->comm_index % CP_LIVE_COMMS].index = c->comm_index + 1u;
+            g.comm_ids[c->comm_index % CP_LIVE_COMMS].id = c->comm_id;
+        }
         if (b->cuda_dev < 0)
             b->cuda_dev = c->cuda_dev;
     } else if (h->type == CP_REC_PROCESS) {

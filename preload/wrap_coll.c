@@ -55,7 +55,7 @@ void cp_record_emit(const cp_call_info *ci)
     cp_rec_call *rec = cp_ring_reserve(ring);
     if (CP_UNLIKELY(!rec))
         return;
-    uint64_t host_ticks = exit_ticks - ci->enter_ticks;
+    uint64_t host_ticks = cp_ring_ticks_clamp(exit_ticks - ci->enter_ticks);
     *rec = (cp_rec_call){
         .h = {CP_REC_CALL, sizeof(cp_rec_call)},
         .op = ci->op,
@@ -68,13 +68,13 @@ void cp_record_emit(const cp_call_info *ci)
         .count = ci->count,
         .stream = ci->stream,
         .enter_ns = ci->enter_ticks, /* ticks until the writer converts them */
-        .host_ns = host_ticks > UINT32_MAX ? UINT32_MAX : (uint32_t)host_ticks,
+        .host_ns = cp_ring_host_lo(host_ticks), /* ticks, ring_call.h */
         .peer = ci->peer,
         .result = (int8_t)ci->result,
         .group_depth = ci->group_depth > 255 ? 255 : (uint8_t)ci->group_depth,
         .thread = cp_tls.thread_no,
-        /* the writer takes the plugin call from here and zeroes it before the file */
-        .reserved = ci->pcall,
+        /* the ticks' high bits and the plugin call, which the writer takes from here */
+        .host_hi = cp_ring_host_hi(host_ticks, ci->pcall),
     };
     cp_ring_commit(ring);
 }

@@ -153,10 +153,19 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
             after_split(CP_OP_COMM_SHRINK, comm, newcomm, 0, 0, t0, gd, r, ra));
 }
 
-/* Finalize, destroy, abort, revoke: one CALL naming the comm. The comm's table entry stays
- * (see comm_table.c); NCCL reusing the address for a new comm replaces it. */
+/* Finalize, destroy, abort, revoke: one CALL naming the comm. A destroy or an abort NCCL
+ * took ends the comm (comm_table.c frees it later); one that failed leaves it as it was,
+ * to be used or destroyed again. */
 #define CP_END_OF_LIFE(op)                                                               \
     cp_record_plain(op, cp_comm_lookup(comm), CP_SEQ_NONE, 0, t0, gd, r, CP_SITE_UNKNOWN)
+static void end_of_comm(uint8_t op, ncclComm_t comm, uint64_t t0, uint32_t gd,
+                        ncclResult_t r)
+{
+    cp_comm *c = cp_comm_lookup(comm);
+    cp_record_plain(op, c, CP_SEQ_NONE, 0, t0, gd, r, CP_SITE_UNKNOWN);
+    if (c && cp_nccl_accepted(r))
+        cp_comm_end(comm, c, op == CP_OP_COMM_ABORT);
+}
 
 /* A job often destroys its context right after its communicators: the GPU times of what
  * already completed are read now, while its events can still be queried. */
@@ -169,12 +178,12 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm)
 ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
     cp_writer_flush_now();
-    CP_LIFE(ncclCommDestroy, (comm), CP_END_OF_LIFE(CP_OP_COMM_DESTROY));
+    CP_LIFE(ncclCommDestroy, (comm), end_of_comm(CP_OP_COMM_DESTROY, comm, t0, gd, r));
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
-    CP_LIFE(ncclCommAbort, (comm), CP_END_OF_LIFE(CP_OP_COMM_ABORT));
+    CP_LIFE(ncclCommAbort, (comm), end_of_comm(CP_OP_COMM_ABORT, comm, t0, gd, r));
 }
 
 ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags)

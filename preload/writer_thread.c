@@ -97,6 +97,8 @@ static void append_untimed(void)
 
 static void drain(int in_signal)
 {
+    if (!in_signal)
+        cp_comm_reclaim(); /* free() and a mutex: never in a signal handler */
     for (cp_ring *r = cp_ring_list(); r; r = r->next)
         r->drain_to = atomic_load_explicit(&r->head, memory_order_acquire);
 
@@ -137,19 +139,19 @@ static void drain(int in_signal)
             cp_rec_call rec;
             memcpy(&rec, h, sizeof rec);
             rec.enter_ns = cp_ticks_to_ns(&g_calib, rec.enter_ns);
-            if (rec.reserved) {
-                /* the hot path's plugin call rides in the CALL's reserved word (no second
-                 * slot); the file gets the zero the format asks for */
+            uint32_t pcall = cp_ring_call_pcall(&rec);
+            uint64_t ticks = cp_ring_call_ticks(&rec);
+            if (pcall) {
+                /* the hot path's plugin call rides in the CALL (no second slot) */
                 if (!in_signal)
-                    cp_gpu_plugin_add(&rec, rec.reserved - 1);
+                    cp_gpu_plugin_add(&rec, pcall - 1);
                 else if (rec.flags & CP_CALL_TIMED) /* its DONE; an untimed call has none */
                     atomic_fetch_add_explicit(&cp_lost_at_end, 1, memory_order_relaxed);
-                rec.reserved = 0;
             }
-            uint64_t host_ns = rec.host_ns == UINT32_MAX
-                                   ? UINT32_MAX
-                                   : cp_tick_span_to_ns(&g_calib, rec.host_ns);
-            rec.host_ns = host_ns > UINT32_MAX ? UINT32_MAX : (uint32_t)host_ns;
+            /* a span the ring could not hold stays "that long or longer" in the file */
+            cp_call_set_host_ns(&rec, ticks >= CP_RING_TICKS_MAX
+                                          ? CP_HOST_NS_MAX
+                                          : cp_tick_span_to_ns(&g_calib, ticks));
             cp_trace_writer_append(g_w, &rec);
             cp_live_observe(&rec);
         }

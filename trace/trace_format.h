@@ -152,13 +152,42 @@ typedef struct cp_rec_call {
     uint64_t count;       /* NCCL's count argument, elements */
     uint64_t stream;      /* the user's stream handle, as an opaque number */
     uint64_t enter_ns;    /* host CLOCK_MONOTONIC at entry */
-    uint32_t host_ns;     /* host time spent inside the call (saturates) */
+    uint32_t host_ns;     /* host time inside the call: read it with cp_call_host_ns */
     int32_t peer;         /* root for rooted collectives, peer for send/recv, -1 none */
     int8_t result;        /* ncclResult_t returned to the caller */
     uint8_t group_depth;  /* GroupStart nesting at the call */
     uint16_t thread;      /* small per-process thread number */
-    uint32_t reserved;    /* must be zero */
+    uint32_t host_hi;     /* 0, or a long call's duration >> 20 (cp_call_host_ns) */
 } cp_rec_call;
+
+/* A CALL's host time. Under CP_HOST_NS_WIDE (4.29 s) it is host_ns, host_hi 0. From there on
+ * host_hi holds the duration >> 20 and host_ns CP_HOST_NS_WIDE | its low 20 bits: exact to
+ * the ns up to CP_HOST_NS_MAX (52 days), which means that long or longer (saturated). A
+ * reader that knows no host_hi (the word was reserved, zero) reads such a call within 1.05
+ * ms of 2^32 - 1, the value at which writers before it saturated: what it read of a long
+ * call before, so the format keeps its compat_version (docs/TRACE_FORMAT.md). */
+#define CP_HOST_LOW_BITS 20
+#define CP_HOST_NS_WIDE 0xfff00000u
+#define CP_HOST_NS_MAX ((1ull << (32 + CP_HOST_LOW_BITS)) - 1)
+static inline uint64_t cp_call_host_ns(const cp_rec_call *c)
+{
+    if (!c->host_hi)
+        return c->host_ns;
+    return (uint64_t)c->host_hi << CP_HOST_LOW_BITS |
+           (c->host_ns & ((1u << CP_HOST_LOW_BITS) - 1));
+}
+static inline void cp_call_set_host_ns(cp_rec_call *c, uint64_t ns)
+{
+    if (ns < CP_HOST_NS_WIDE) {
+        c->host_ns = (uint32_t)ns;
+        c->host_hi = 0;
+        return;
+    }
+    if (ns > CP_HOST_NS_MAX)
+        ns = CP_HOST_NS_MAX;
+    c->host_hi = (uint32_t)(ns >> CP_HOST_LOW_BITS);
+    c->host_ns = CP_HOST_NS_WIDE | (uint32_t)(ns & ((1u << CP_HOST_LOW_BITS) - 1));
+}
 
 enum cp_timing_source {
     CP_TIMING_NONE = 0,

@@ -271,7 +271,7 @@ static uint64_t model_digest(const cpa_model *m)
             MIX(&d, c->gpu_start_ns);
             MIX(&d, c->gpu_end_ns);
             MIX(&d, c->comm_index);
-            MIX(&d, c->host_ns);
+            MIX(&d, c->host_q);
             MIX(&d, (uint32_t)c->site_index);
             MIX(&d, c->peer);
             MIX(&d, cpa_call_nranks(r, c));

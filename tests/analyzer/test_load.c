@@ -383,6 +383,50 @@ static void test_load_values_past_the_calls_bits(void **state)
     free(dir);
 }
 
+/* Host times past 32 bits of ns reach the model within its 65.5 us steps (32.8 us off at
+ * most), below 2^31 ns exactly; one past 2^47 ns reads as 39 hours; the rank's last time is
+ * the file's exact end. */
+static void test_load_long_host_times(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    cp_trace_writer *w = open_rank(dir, 0, 0, "node-a", 0);
+    put_comm(w, 0, COMM_ID, 1, 0);
+    static const uint64_t host[] = {(1ull << 31) - 1, 1ull << 31, 2000000000ull, 3000000000ull,
+                                    UINT32_MAX, 5000000000ull, 3600000000000ull * 30,
+                                    CP_HOST_NS_MAX};
+    enum { N = sizeof host / sizeof host[0] };
+    uint64_t end = 0;
+    for (int i = 0; i < N; i++) {
+        cp_rec_call c = {.h = {CP_REC_CALL, sizeof c}, .op = CP_OP_ALLREDUCE, .dtype = F32,
+                         .comm_index = 0, .site_index = UINT32_MAX, .seq = (uint64_t)i,
+                         .count = 256, .stream = 1, .enter_ns = ar_start(i), .peer = -1};
+        cp_call_set_host_ns(&c, host[i]);
+        assert_int_equal(cp_trace_writer_append(w, &c), 0);
+        if (ar_start(i) + host[i] > end)
+            end = ar_start(i) + host[i];
+    }
+    assert_int_equal(cp_trace_writer_close(w), 0);
+
+    cpa_analysis a;
+    analyze_or_fail(dir, &a);
+    const cpa_rank *r = &a.model->ranks[0];
+    assert_int_equal(r->ncalls, N);
+    for (int i = 0; i < N; i++) {
+        uint64_t got = cpa_call_host_ns(&r->calls[i]), want = host[i];
+        if (want < (1ull << 31))
+            assert_int_equal(got, want);
+        else if (want <= (1ull << 47))
+            assert_true(got + (1u << 15) >= want && got <= want + (1u << 15));
+        else
+            assert_int_equal(got, (1ull << 47) - (1ull << CPA_HOST_SHIFT));
+    }
+    assert_int_equal(r->last_ns, end);
+    cpa_analysis_free(&a);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -394,6 +438,7 @@ int main(void)
         cmocka_unit_test(test_load_nccl_op),
         cmocka_unit_test(test_sites_demangled),
         cmocka_unit_test(test_load_values_past_the_calls_bits),
+        cmocka_unit_test(test_load_long_host_times),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -454,6 +454,35 @@ static void a_call_with_no_sequence_says_none(void **state)
     cli_result_free(&r);
 }
 
+/* A call past 2^32 ns prints its whole duration; one at the format's cap says it saturated. */
+static void long_host_times_print_whole_and_saturation_says_so(void **state)
+{
+    struct fixture *f = *state;
+    cp_trace_writer *w = open_trace(f->path, 0, 0);
+    cp_rec_call c = call(CP_OP_ALLREDUCE, NO_INDEX, 0, 1, FLOAT32, SUM, -1, 100);
+    cp_call_set_host_ns(&c, 5000000123ull);
+    put(w, &c);
+    cp_call_set_host_ns(&c, CP_HOST_NS_MAX);
+    put(w, &c);
+    assert_int_equal(cp_trace_writer_close(w), 0);
+
+    struct cli_result r;
+    cli_runl(&r, "dump", f->path, NULL);
+    assert_int_equal(r.status, 0);
+    const char *first = strstr(r.out, " host_dur_ns=5000000123 result=0 ");
+    assert_non_null(first);
+    assert_non_null(strstr(first, " host_dur_ns=4503599627370495 saturated result=0 "));
+    assert_int_equal(strstr(r.out, "saturated") - r.out,
+                     strstr(first, "saturated") - r.out); /* the long call is not */
+    cli_result_free(&r);
+    cli_runl(&r, "dump", "--json", f->path, NULL);
+    assert_int_equal(r.status, 0);
+    first = strstr(r.out, "\"host_dur_ns\":5000000123,");
+    assert_non_null(first);
+    assert_non_null(strstr(first, "\"host_dur_ns\":4503599627370495,\"host_dur\":\"saturated\""));
+    cli_result_free(&r);
+}
+
 static void unknown_record_types_are_shown_and_counted(void **state)
 {
     struct fixture *f = *state;
@@ -683,6 +712,7 @@ int main(void)
         T(a_corrupt_chunk_is_skipped_with_one_warning),
         T(lost_records_are_warned_about_by_cause),
         T(a_call_with_no_sequence_says_none),
+    T(long_host_times_print_whole_and_saturation_says_so),
         T(unknown_record_types_are_shown_and_counted),
         T(input_that_is_not_a_trace_is_exit_2),
         T(a_bad_file_in_a_directory_is_skipped_with_a_warning),

@@ -38,6 +38,20 @@
  *               a line to it, then N AllReduces (a bad COLLPROF_* value warns at the first)
  *   limit-as KB N MB  RLIMIT_AS lowered to KB kB (0: left alone), N AllReduces, then the job's
  *               own MB MiB (mmap, touched): prints its VmSize, or exits 3 when the mmap fails
+ *   block N     an init and N AllReduces of the stub's blocking count (STUB_NCCL_BLOCK_MS says
+ *               how long each blocks), then the comm's destroy
+ *   churn N [P]  N cycles of a comm created (its own unique id), one AllReduce, destroyed
+ *               (with P: every P-th cycle aborted instead; a destroy that fails is followed
+ *               by one more AllReduce and destroy); stderr gets `rss_kb <cycles>
+ *               <VmRSS>` after half the cycles (the shim's ring has wrapped: its pages are
+ *               all touched) and at the end, `reused <n>` (cycles
+ *               whose comm had the address of the one before), and under the shim
+ *               (COLLPROF_LIVE_DIR set) `live_named <named> <entries> <total>` once its live
+ *               block has seen every AllReduce (or after 10 s): the recent operations whose
+ *               communicator the block names
+ *   abort-blocked  an AllReduce of the stub's blocking count (STUB_NCCL_BLOCK_MS) that another
+ *               thread's ncclCommAbort ends 50 ms in (the stub keeps the comm's memory under
+ *               STUB_NCCL_FRESH_COMMS=1, as NCCL releases a blocked call before freeing)
  *   lookup-shrink  ncclCommShrink looked up with dlsym(RTLD_DEFAULT) and called if found, as
  *               a job written for several NCCL versions would
  */
@@ -57,6 +71,7 @@
 
 #include "abi/nccl_abi.h"
 #include "abi/nccl_api_list.h"
+#include "live/stats_block.h"
 
 #define DECLARE(ret, name, params, args) ret name params;
 CP_NCCL_API(DECLARE)
@@ -415,6 +430,80 @@ static int exec_after_calls(int n, const char *path)
     return 0;
 }
 
+static void *abort_later(void *arg)
+{
+    usleep(50000);
+    SHOW(ncclCommAbort((ncclComm_t)arg));
+    return NULL;
+}
+
+static long rss_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6))
+            kb = atol(line + 6);
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+static void churn(int n, int abort_every)
+{
+    float buf[16];
+    ncclComm_t last = NULL;
+    long reused = 0;
+    for (int i = 0; i < n; i++) {
+        ncclUniqueId id;
+        memset(&id, 0, sizeof id);
+        snprintf(id.internal, sizeof id.internal, "churn-%d", i);
+        ncclComm_t c = NULL;
+        if (ncclCommInitRank(&c, 2, id, 0) != ncclSuccess)
+            abort();
+        reused += c == last;
+        last = c;
+        if (ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, c, STREAM) != ncclSuccess)
+            abort();
+        if (abort_every > 0 && i % abort_every == abort_every - 1) {
+            if (ncclCommAbort(c) != ncclSuccess)
+                abort();
+        } else if (ncclCommDestroy(c) != ncclSuccess) {
+            /* NCCL said no (STUB_NCCL_DESTROY_FAILS): the comm lives on, used once more */
+            fprintf(stderr, "destroy failed %d\n", i);
+            if (ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, c, STREAM) != ncclSuccess ||
+                ncclCommDestroy(c) != ncclSuccess)
+                abort();
+        }
+        if (i == n / 2 - 1 || i == n - 1)
+            fprintf(stderr, "rss_kb %d %ld\n", i + 1, rss_kb());
+    }
+    printf("churn done\n");
+    fprintf(stderr, "reused %ld\n", reused);
+    const char *live = getenv("COLLPROF_LIVE_DIR");
+    if (!live || !getenv("LD_PRELOAD"))
+        return;
+    char path[4200], err[512];
+    cp_stats_path(path, sizeof path, live, (unsigned)getuid(), (unsigned)getpid());
+    cp_stats_handle *h = cp_stats_open(path, err, sizeof err);
+    static cp_stats_block b;
+    int got = -1;
+    for (int i = 0; h && i < 1000; i++) {
+        got = cp_stats_snapshot(h, &b);
+        if (got == 0 && b.recent_total >= (uint64_t)n)
+            break;
+        usleep(10000);
+    }
+    unsigned named = 0;
+    for (uint32_t i = 0; got == 0 && i < b.recent_count && i < CP_STATS_RECENT; i++)
+        named += b.recent[i].comm_id != 0;
+    fprintf(stderr, "live_named %u %u %llu%s%s\n", named, got == 0 ? b.recent_count : 0,
+            got == 0 ? (unsigned long long)b.recent_total : 0ull, h ? "" : " ", h ? "" : err);
+    if (h)
+        cp_stats_close(h);
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "basic";
@@ -491,6 +580,21 @@ int main(int argc, char **argv)
         return leave(a1, a2, a3, argv[5], argc > 6 ? argv[6] : NULL);
     } else if (!strcmp(what, "exec") && argc > 3) {
         return exec_after_calls(a1, argv[3]);
+    } else if (!strcmp(what, "block")) {
+        ncclComm_t c = make_comm(2, 0);
+        float buf[781];
+        for (int i = 0; i < a1; i++)
+            SHOW(ncclAllReduce(buf, buf, 781, ncclFloat32, ncclSum, c, STREAM));
+        SHOW(ncclCommDestroy(c));
+    } else if (!strcmp(what, "abort-blocked")) {
+        ncclComm_t c = make_comm(2, 0);
+        float buf[781];
+        pthread_t t;
+        pthread_create(&t, NULL, abort_later, c);
+        SHOW(ncclAllReduce(buf, buf, 781, ncclFloat32, ncclSum, c, STREAM));
+        pthread_join(t, NULL);
+    } else if (!strcmp(what, "churn")) {
+        churn(a1, a2);
     } else if (!strcmp(what, "lookup-shrink")) {
         typedef ncclResult_t (*shrink_fn)(ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *,
                                           int);

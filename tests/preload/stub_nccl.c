@@ -27,6 +27,13 @@
  * STUB_NCCL_PROFILER_NOCH=K: the K-th such AllReduce's task names its 2 channels but none is
  * ever reported, as NCCL's work without a proxy op (a self pair; by its source, symmetric
  * and copy-engine kernels), while the calls after it report theirs.
+ * STUB_NCCL_BLOCK_MS=MS[,MS...]: ncclCommInitRank and each ncclAllReduce of count
+ * STUB_BLOCK_COUNT (781) block the next MS of the list in turn (a slow bootstrap, a
+ * collective waiting on a late peer); once the list is spent they return at once.
+ * STUB_NCCL_FRESH_COMMS=1: a destroyed comm's memory is kept (reachable), so that every comm
+ * gets an address of its own, as a long job's allocator may hand out.
+ * STUB_NCCL_DESTROY_FAILS=K: the K-th ncclCommDestroy (from 0) returns ncclInternalError and
+ * leaves the comm as it was, usable and destroyable again.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -48,6 +55,7 @@ CP_NCCL_API_DEPRECATED(STUB_DECLARE)
 
 #define STUB_FAIL_COUNT 777
 #define STUB_ERRNO_COUNT 779
+#define STUB_BLOCK_COUNT 781
 #define STUB_MAGIC 0x5354u
 
 struct ncclComm {
@@ -56,7 +64,9 @@ struct ncclComm {
     int pending; /* non-blocking init: GetAsyncError calls until ready */
     void *prof_ctx;
     uint64_t seq_allreduce;
+    struct ncclComm *kept; /* STUB_NCCL_FRESH_COMMS: the destroyed before it */
 };
+static struct ncclComm *g_kept;
 
 /* ---- STUB_NCCL_PROFILER ---- */
 static ncclProfiler_v5_t *g_prof;
@@ -241,7 +251,7 @@ static ncclResult_t new_comm(ncclComm_t *out, int nranks, int rank, int dev, int
     ncclComm_t c = calloc(1, sizeof *c);
     if (!c)
         return ncclSystemError;
-    *c = (struct ncclComm){STUB_MAGIC, nranks, rank, dev, blocking ? 0 : 1, NULL, 0};
+    *c = (struct ncclComm){STUB_MAGIC, nranks, rank, dev, blocking ? 0 : 1, NULL, 0, NULL};
     prof_init(c);
     *out = c;
     return blocking ? ncclSuccess : ncclInProgress;
@@ -309,9 +319,27 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId c
     (void)commId;
     return new_comm(comm, nranks, rank, 0, is_blocking(config));
 }
+/* STUB_NCCL_BLOCK_MS: the next value of the list, slept (one thread: the job's). */
+static void block_next(void)
+{
+    static int used;
+    const char *list = getenv("STUB_NCCL_BLOCK_MS");
+    for (int i = 0; list && *list && i < used; i++) {
+        list = strchr(list, ',');
+        list = list ? list + 1 : NULL;
+    }
+    if (!list || !*list)
+        return;
+    used++;
+    long ms = strtol(list, NULL, 10);
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    while (ms > 0 && nanosleep(&t, &t) != 0 && errno == EINTR)
+        ;
+}
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
 {
     (void)commId;
+    block_next();
     return new_comm(comm, nranks, rank, 0, 1);
 }
 ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
@@ -332,11 +360,21 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myran
 ncclResult_t ncclCommFinalize(ncclComm_t comm) { return comm_ok(comm) ? ncclSuccess : ncclInvalidArgument; }
 ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
+    static long destroys;
     if (!comm_ok(comm))
         return ncclInvalidArgument;
+    const char *fails = getenv("STUB_NCCL_DESTROY_FAILS");
+    if (fails && *fails && atol(fails) == destroys++)
+        return ncclInternalError;
     prof_finalize(comm);
     comm->magic = 0;
-    free(comm);
+    const char *fresh = getenv("STUB_NCCL_FRESH_COMMS");
+    if (fresh && *fresh == '1') {
+        comm->kept = g_kept;
+        g_kept = comm;
+    } else {
+        free(comm);
+    }
     return ncclSuccess;
 }
 ncclResult_t ncclCommAbort(ncclComm_t comm) { return ncclCommDestroy(comm); }
@@ -462,6 +500,8 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            cudaStream_t stream)
 {
     (void)op;
+    if (count == STUB_BLOCK_COUNT)
+        block_next();
     ncclResult_t r = coll_check(count, datatype, comm, -1);
     if (r == ncclSuccess && g_group_depth == 0)
         prof_allreduce(comm, sendbuff, recvbuff, count, stream);

@@ -143,7 +143,7 @@ static void every_call_recorded_once_with_its_fields(void **state)
         else
             assert_int_not_equal(c->site_index, UINT32_MAX);
         assert_int_equal(c->thread, 0);
-        assert_int_equal(c->reserved, 0);
+        assert_int_equal(c->host_hi, 0); /* short calls: ring_call.h never reaches the file */
         if (c->comm_index != NOCOMM && cp_op_is_collective(c->op))
             assert_int_equal(c->stream, 0x5000);
         assert_true(c->enter_ns >= prev_enter);

@@ -256,6 +256,40 @@ static void a_directory_lists_its_trace_files_sorted(void **state)
     free(dir);
 }
 
+/* A CALL's host time is exact to the ns across 2^32 ns and up to 52 days, saturates past
+ * them, and a reader that knows no host_hi reads a long call as the old saturation. */
+static void host_time_is_exact_past_32_bits_and_saturates(void **state)
+{
+    (void)state;
+    static const uint64_t ns[] = {0, 1, 1000000000ull, CP_HOST_NS_WIDE - 1, CP_HOST_NS_WIDE,
+                                  UINT32_MAX - 1, UINT32_MAX, 1ull << 32, (1ull << 32) + 1,
+                                  2000000000ull, 3000000000ull, 5000000000ull,
+                                  3600000000000ull * 24, CP_HOST_NS_MAX - 1, CP_HOST_NS_MAX};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        cp_rec_call c = {0};
+        cp_call_set_host_ns(&c, ns[i]);
+        assert_int_equal(cp_call_host_ns(&c), ns[i]);
+        /* the word an older reader reads alone */
+        if (ns[i] < CP_HOST_NS_WIDE) {
+            assert_int_equal(c.host_hi, 0);
+            assert_int_equal(c.host_ns, ns[i]);
+        } else {
+            assert_true(c.host_ns >= UINT32_MAX - (1u << CP_HOST_LOW_BITS));
+        }
+    }
+    static const uint64_t past[] = {CP_HOST_NS_MAX + 1, 1ull << 60, UINT64_MAX};
+    for (size_t i = 0; i < sizeof past / sizeof past[0]; i++) {
+        cp_rec_call c = {0};
+        cp_call_set_host_ns(&c, past[i]);
+        assert_int_equal(cp_call_host_ns(&c), CP_HOST_NS_MAX);
+        assert_int_equal(c.host_hi, UINT32_MAX);
+        assert_int_equal(c.host_ns, UINT32_MAX);
+    }
+    /* a file of an older writer: its saturated calls read as they always did */
+    cp_rec_call old = {.host_ns = UINT32_MAX};
+    assert_int_equal(cp_call_host_ns(&old), UINT32_MAX);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -268,6 +302,7 @@ int main(void)
         cmocka_unit_test(long_strings_are_cut_and_huge_records_refused),
         cmocka_unit_test(a_process_record_leaves_out_trailing_absent_strings),
         cmocka_unit_test(a_directory_lists_its_trace_files_sorted),
+        cmocka_unit_test(host_time_is_exact_past_32_bits_and_saturates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -126,7 +126,7 @@ static int check_call(void *p, const cp_rec_call *rec)
         rec->site_index != want.site_index || rec->seq != want.seq || rec->count != want.count ||
         rec->stream != want.stream || rec->enter_ns != want.enter_ns ||
         rec->host_ns != want.host_ns || rec->peer != want.peer || rec->result != want.result ||
-        rec->group_depth != want.group_depth || rec->thread != want.thread || rec->reserved != 0)
+        rec->group_depth != want.group_depth || rec->thread != want.thread || rec->host_hi != want.host_hi)
         c->mismatches++;
     return 0;
 }
