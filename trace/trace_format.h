@@ -350,6 +350,7 @@ typedef struct cp_rec_end {
  * record, and the records that what follows names (PROCESS, COMM, SITE, KNAME), so it reads
  * on its own. The oldest segments are deleted: the records written before the first segment
  * left (records_before of it) are the ones rotation dropped. */
+#define CP_TRACE_SEGMENTS 8u /* the segments a writer keeps at most */
 typedef struct cp_rec_segment {
     cp_record_header h;     /* CP_REC_SEGMENT, 24 */
     uint32_t segment;       /* 0, 1, 2 ... */

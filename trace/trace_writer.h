@@ -77,7 +77,6 @@ int cp_trace_writer_close(cp_trace_writer *w);
  * segment less than two chunks, or on a second call or no memory. The segment's files are
  * made, closed and deleted while appending (in the chunk write that crosses the size), with
  * no allocation: safe where appending is. */
-#define CP_TRACE_SEGMENTS 8u
 int cp_trace_writer_rotate(cp_trace_writer *w, uint64_t max_bytes);
 /* append, and with rotation on, keeps a copy that every later segment's head repeats: the
  * newest PROCESS, and one COMM, SITE or KNAME per index (the word after the header). Not
