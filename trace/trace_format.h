@@ -344,7 +344,7 @@ typedef struct cp_rec_end {
     uint64_t at_ns;
 } cp_rec_end;
 
-/* 24 bytes: the first record of every segment of a rotated trace. A process whose trace is
+/* 32 bytes: the first record of every segment of a rotated trace. A process whose trace is
  * capped (COLLPROF_MAX_MB) writes segment 0 to its usual file name and segment N to the same
  * name with ".sNNNNNN" before the suffix; each segment starts with the same file header, this
  * record, and the records that what follows names (PROCESS, COMM, SITE, KNAME), so it reads
@@ -352,10 +352,12 @@ typedef struct cp_rec_end {
  * left (records_before of it) are the ones rotation dropped. */
 #define CP_TRACE_SEGMENTS 8u /* the segments a writer keeps at most */
 typedef struct cp_rec_segment {
-    cp_record_header h;     /* CP_REC_SEGMENT, 24 */
+    cp_record_header h;     /* CP_REC_SEGMENT, 32 */
     uint32_t segment;       /* 0, 1, 2 ... */
     uint64_t records_before; /* the writer's records in every earlier segment of the process */
     uint64_t at_ns;         /* CLOCK_MONOTONIC when the segment was opened */
+    uint64_t lost_before;   /* the chunk headers' loss total then, less what the LOST record
+                             * of cause rotated after it (the deletion that opened it) says */
 } cp_rec_segment;
 
 /* Sizes and offsets are the format: any change is a new version. */
@@ -375,7 +377,7 @@ _Static_assert(sizeof(cp_rec_end) == 24, "END record size");
 _Static_assert(sizeof(cp_rec_nccl_op) == 40, "NCCL_OP record size");
 _Static_assert(sizeof(cp_rec_kname) == 128, "KNAME record size");
 _Static_assert(sizeof(cp_rec_kernels) == 72, "KERNELS record size");
-_Static_assert(sizeof(cp_rec_segment) == 24, "SEGMENT record size");
+_Static_assert(sizeof(cp_rec_segment) == 32, "SEGMENT record size");
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "collprof writes its trace in the host's byte order, which must be little-endian"
 #endif

@@ -450,7 +450,8 @@ static void write_head(cp_trace_writer *w, uint64_t rotated_now)
     uint32_t count = 0;
     uint64_t now = cp_mono_ns();
     cp_rec_segment seg = {.h = {CP_REC_SEGMENT, sizeof seg}, .segment = w->segment,
-                          .records_before = w->records_before, .at_ns = now};
+                          .records_before = w->records_before, .at_ns = now,
+                          .lost_before = w->lost - rotated_now};
     head_put(w, &seg, sizeof seg, &used, &count);
     if (rotated_now) {
         cp_rec_lost lost = {.h = {CP_REC_LOST, sizeof lost}, .cause = CP_LOST_ROTATED,
