@@ -645,12 +645,14 @@ static void walk_warnings(cpa_model *m, const cpa_rank *r)
     if (r->lost_records > r->rotated_records)
         cpa_model_warn(m, "'%s': the writer lost %" PRIu64 " records", r->path,
                        r->lost_records - r->rotated_records);
+    /* a rotated trace's first DONEs may be of calls in the segments deleted */
+    const char *rotated = r->rotated_records ? " (rotation may have deleted their calls)" : "";
     if (r->unmatched_done)
-        cpa_model_warn(m, "'%s': %" PRIu64 " DONE records match no CALL", r->path,
-                       r->unmatched_done);
+        cpa_model_warn(m, "'%s': %" PRIu64 " DONE records match no CALL%s", r->path,
+                       r->unmatched_done, rotated);
     if (r->unmatched_nccl_op)
-        cpa_model_warn(m, "'%s': %" PRIu64 " NCCL_OP records match no CALL", r->path,
-                       r->unmatched_nccl_op);
+        cpa_model_warn(m, "'%s': %" PRIu64 " NCCL_OP records match no CALL%s", r->path,
+                       r->unmatched_nccl_op, rotated);
     if (r->bad_clocks)
         cpa_model_warn(m, "'%s': %" PRIu64 " clock samples rejected: a time past 2^62 ns",
                        r->path, r->bad_clocks);
