@@ -207,14 +207,27 @@ size_t cp_rec_process_build(void *buf, size_t cap, const cp_rec_process *fixed,
 
 int cp_trace_segment_path(char *out, size_t cap, const char *path, unsigned segment)
 {
+    /* no stdio: the writer names its next segment here, maybe in a fatal signal's flush */
     size_t n = strlen(path), suffix = strlen(CP_TRACE_FILE_SUFFIX);
     size_t stem = n >= suffix && strcmp(path + n - suffix, CP_TRACE_FILE_SUFFIX) == 0
                       ? n - suffix : n;
-    int w = segment == 0
-                ? snprintf(out, cap, "%s", path)
-                : snprintf(out, cap, "%.*s" SEG_TAG "%06u%s", (int)stem, path, segment,
-                           stem < n ? CP_TRACE_FILE_SUFFIX : "");
-    return w < 0 || (size_t)w >= cap ? -1 : 0;
+    char digits[16];
+    size_t d = 0;
+    for (unsigned v = segment; segment && (v || d < 6); v /= 10)
+        digits[d++] = (char)('0' + v % 10);
+    size_t tag = segment ? strlen(SEG_TAG) + d : 0;
+    if (n + tag + 1 > cap)
+        return -1;
+    memmove(out, path, stem);
+    size_t at = stem;
+    if (segment) {
+        memcpy(out + at, SEG_TAG, strlen(SEG_TAG));
+        at += strlen(SEG_TAG);
+        while (d)
+            out[at++] = digits[--d];
+    }
+    memcpy(out + at, path + stem, n - stem + 1);
+    return 0;
 }
 
 long cp_trace_segment_of(const char *path, size_t *family_len)

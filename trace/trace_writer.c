@@ -36,6 +36,7 @@
 
 #include "common/clock.h"
 #include "trace/trace_hash.h"
+#include "trace/trace_kept.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -89,11 +90,9 @@ struct cp_trace_writer {
     uint64_t rotated;       /* caller records in segments deleted */
     size_t path_cap;        /* path and alt_path: room for any segment's name */
     char *alt_path;         /* the next segment's name is made here, then swapped with path */
-    char *stem;             /* the name before the suffix, and whether it had the suffix */
-    int has_suffix;
+    char *base;             /* segment 0's name, which names the others */
     unsigned char *head;    /* a segment's head chunk is built here (header + cap) */
-    unsigned char *kept;    /* the records a segment's head repeats (append_kept) */
-    size_t kept_len, kept_cap;
+    cp_kept_set kept;       /* the records a segment's head repeats (append_kept) */
 };
 
 void cp_file_header_init(cp_file_header *h)
@@ -401,28 +400,6 @@ static int write_chunk(cp_trace_writer *w)
 /* Rotation. Everything here may run in a fatal signal's handler (the exit flush): no
  * allocation, no stdio; the buffers are made by cp_trace_writer_rotate. */
 
-/* segment's file name into out (w->path_cap bytes): the stem, ".s", six digits at least. */
-static void segment_name(const cp_trace_writer *w, char *out, uint32_t segment)
-{
-    size_t n = strlen(w->stem);
-    memcpy(out, w->stem, n);
-    if (segment) {
-        char digits[10];
-        int d = 0;
-        for (uint32_t v = segment; v || d < 6; v /= 10)
-            digits[d++] = (char)('0' + v % 10);
-        out[n++] = '.';
-        out[n++] = 's';
-        while (d)
-            out[n++] = digits[--d];
-    }
-    if (w->has_suffix) {
-        memcpy(out + n, CP_TRACE_FILE_SUFFIX, sizeof CP_TRACE_FILE_SUFFIX);
-        n += sizeof CP_TRACE_FILE_SUFFIX - 1;
-    }
-    out[n] = '\0';
-}
-
 /* Appends rec to the head chunk being built at w->head (*used, *count), writing it out first
  * when rec does not fit. */
 static void head_put(cp_trace_writer *w, const void *rec, size_t size, size_t *used,
@@ -458,11 +435,11 @@ static void write_head(cp_trace_writer *w, uint64_t rotated_now)
                             .count = rotated_now, .at_ns = now};
         head_put(w, &lost, sizeof lost, &used, &count);
     }
-    for (size_t off = 0; off < w->kept_len;) {
+    size_t off = 0;
+    for (const void *rec; (rec = cp_kept_next(&w->kept, &off)) != NULL;) {
         uint16_t size;
-        memcpy(&size, w->kept + off + offsetof(cp_record_header, size), sizeof size);
-        head_put(w, w->kept + off, size, &used, &count);
-        off += size;
+        memcpy(&size, (const unsigned char *)rec + offsetof(cp_record_header, size), sizeof size);
+        head_put(w, rec, size, &used, &count);
     }
     int wrote;
     if (count)
@@ -475,7 +452,8 @@ static void write_head(cp_trace_writer *w, uint64_t rotated_now)
 static void next_segment(cp_trace_writer *w)
 {
     uint32_t next = w->segment + 1;
-    segment_name(w, w->alt_path, next);
+    if (cp_trace_segment_path(w->alt_path, w->path_cap, w->base, next) != 0)
+        return;
     struct stat st;
     int fd = create_file(w->alt_path, w->mode, &st);
     if (fd < 0)
@@ -502,8 +480,9 @@ static void next_segment(cp_trace_writer *w)
     /* the slot of the segment that leaves now is the new one's */
     uint64_t rotated_now = 0;
     if (next >= CP_TRACE_SEGMENTS) {
-        segment_name(w, w->alt_path, next - CP_TRACE_SEGMENTS);
-        if (remove_file(w->alt_path) == 0) {
+        if (cp_trace_segment_path(w->alt_path, w->path_cap, w->base,
+                                  next - CP_TRACE_SEGMENTS) == 0 &&
+            remove_file(w->alt_path) == 0) {
             rotated_now = w->seg_written[next % CP_TRACE_SEGMENTS];
             w->rotated += rotated_now;
             w->lost += rotated_now;
@@ -518,20 +497,18 @@ int cp_trace_writer_rotate(cp_trace_writer *w, uint64_t max_bytes)
     uint64_t seg = max_bytes / CP_TRACE_SEGMENTS;
     if (w->seg_max || w->chunk_index || w->used || seg < CP_TRACE_HEADER_BYTES + 2 * w->cap)
         return -1;
-    size_t n = strlen(w->path), suffix = strlen(CP_TRACE_FILE_SUFFIX);
-    w->has_suffix = n >= suffix && strcmp(w->path + n - suffix, CP_TRACE_FILE_SUFFIX) == 0;
-    size_t stem = w->has_suffix ? n - suffix : n;
+    size_t n = strlen(w->path);
     w->path_cap = n + 16; /* ".s" and up to 10 digits */
     char *path = malloc(w->path_cap);
     w->alt_path = malloc(w->path_cap);
-    w->stem = strndup(w->path, stem);
+    w->base = strdup(w->path);
     w->head = malloc(CP_CHUNK_HEADER_BYTES + w->cap);
-    if (!path || !w->alt_path || !w->stem || !w->head) {
+    if (!path || !w->alt_path || !w->base || !w->head) {
         free(path);
         free(w->alt_path);
-        free(w->stem);
+        free(w->base);
         free(w->head);
-        w->alt_path = w->stem = NULL;
+        w->alt_path = w->base = NULL;
         w->head = NULL;
         return -1;
     }
@@ -547,58 +524,20 @@ int cp_trace_writer_rotate(cp_trace_writer *w, uint64_t max_bytes)
     return 0;
 }
 
-/* The kept record of rec's kind and index (PROCESS: the one there is), or SIZE_MAX. */
-static size_t kept_find(const cp_trace_writer *w, uint16_t type, uint32_t index)
-{
-    for (size_t off = 0; off < w->kept_len;) {
-        cp_record_header h;
-        uint32_t idx;
-        memcpy(&h, w->kept + off, sizeof h);
-        memcpy(&idx, w->kept + off + sizeof h, sizeof idx);
-        if (h.type == type && (type == CP_REC_PROCESS || idx == index))
-            return off;
-        off += h.size;
-    }
-    return SIZE_MAX;
-}
-
 void cp_trace_writer_forget(cp_trace_writer *w, unsigned type, uint32_t index)
 {
-    size_t at = kept_find(w, (uint16_t)type, index);
-    if (at == SIZE_MAX)
-        return;
-    uint16_t size;
-    memcpy(&size, w->kept + at + offsetof(cp_record_header, size), sizeof size);
-    memmove(w->kept + at, w->kept + at + size, w->kept_len - at - size);
-    w->kept_len -= size;
+    cp_kept_forget(&w->kept, type, index);
 }
 
 int cp_trace_writer_append_kept(cp_trace_writer *w, const void *record)
 {
     cp_record_header h;
     memcpy(&h, record, sizeof h);
-    /* COMM, SITE and KNAME carry their index in the word after the header */
+    /* COMM, SITE and KNAME carry their index in the word after the header; without memory,
+     * later segments lack the record (their calls name an unknown index), never this one */
     if (w->seg_max && h.size >= sizeof h + sizeof(uint32_t) && h.size % 8 == 0 &&
-        h.size <= w->cap) {
-        uint32_t index;
-        memcpy(&index, (const unsigned char *)record + sizeof h, sizeof index);
-        cp_trace_writer_forget(w, h.type, index);
-        if (w->kept_len + h.size > w->kept_cap) {
-            size_t cap = w->kept_cap ? 2 * w->kept_cap : 4096;
-            while (cap < w->kept_len + h.size)
-                cap *= 2;
-            unsigned char *p = realloc(w->kept, cap);
-            if (p) {
-                w->kept = p;
-                w->kept_cap = cap;
-            }
-        }
-        /* without room, later segments lack it: their calls name an unknown index */
-        if (w->kept_len + h.size <= w->kept_cap) {
-            memcpy(w->kept + w->kept_len, record, h.size);
-            w->kept_len += h.size;
-        }
-    }
+        h.size <= w->cap)
+        (void)cp_kept_put(&w->kept, record);
     return cp_trace_writer_append(w, record);
 }
 
@@ -688,9 +627,9 @@ int cp_trace_writer_close(cp_trace_writer *w)
         rc = -1;
     free(w->path);
     free(w->alt_path);
-    free(w->stem);
+    free(w->base);
     free(w->head);
-    free(w->kept);
+    cp_kept_free(&w->kept);
     free(w->buf);
     free(w);
     return rc;
