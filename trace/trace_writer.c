@@ -31,6 +31,12 @@
  * trusts), and LOST records by cause that the writer itself puts at the head of the next
  * chunk it writes. A LOST record that sits in the chunk buffer has its count raised in
  * place while more drops of its cause arrive, so a burst of drops costs one record.
+ *
+ * Rotation (cp_trace_writer_rotate, COLLPROF_MAX_MB): the chunk write that would take a
+ * segment past its size first makes the next segment (header, then a head chunk that repeats
+ * what its records may name: trace_kept.h) and deletes the oldest past CP_TRACE_SEGMENTS,
+ * counting its records lost (rotated). Its buffers are made when rotation is set up, so a
+ * rotation allocates nothing and may happen in the fatal signal's flush.
  */
 #include "trace/trace_writer.h"
 
