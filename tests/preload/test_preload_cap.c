@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -175,6 +176,41 @@ static void zero_and_unlimited_mean_no_cap(void **state)
     }
 }
 
+/* A job that SIGTERM ends with 12,000 calls still in its ring (under half of it: the writer
+ * thread is not woken, and COLLPROF_FLUSH_MS is far off): the signal's flush writes them,
+ * rotating segments from inside the handler (nothing allocated there), and the newest
+ * segment ends with END and the signal; the job dies by SIGTERM as it would have. */
+static void a_fatal_signal_rotates_from_its_handler(void **state)
+{
+    (void)state;
+    const char *env[] = {g_dir_env, "COLLPROF_MAX_MB=" CAP_MB, "COLLPROF_FLUSH_MS=600000", NULL};
+    const char *argv[] = {"many-term", "12000", NULL};
+    st_run(&g_bare, 0, NULL, argv);
+    st_run(&g_shim, 1, env, argv);
+    assert_true(WIFSIGNALED(g_bare.status) && WTERMSIG(g_bare.status) == SIGTERM);
+    assert_int_equal(g_shim.status, g_bare.status);
+    assert_string_equal(g_shim.out, g_bare.out);
+    char **paths;
+    int n = st_list(g_dir, &paths);
+    assert_true(n >= 2 && n <= (int)CP_TRACE_SEGMENTS);
+    uint64_t bytes = 0;
+    for (int i = 0; i < n; i++) {
+        struct stat st;
+        assert_int_equal(stat(paths[i], &st), 0);
+        bytes += (uint64_t)st.st_size;
+    }
+    assert_true(bytes <= CAP_BYTES + CAP_BYTES / CP_TRACE_SEGMENTS);
+    trace_seen t;
+    assert_int_equal(st_read_trace(paths[n - 1], &t), 0);
+    assert_int_equal(t.nend, 1);
+    assert_int_equal(t.end.signal, SIGTERM);
+    assert_true(t.ncalls > 0);
+    assert_int_equal(t.calls[t.ncalls - 1].seq, 12000 - 1);
+    assert_true(t.walk.lost_records > 0); /* what rotation deleted, counted */
+    st_free_trace(&t);
+    cp_trace_dir_free(paths, n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -183,6 +219,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_bad_cap_is_one_warning_and_the_default, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(zero_and_unlimited_mean_no_cap, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_fatal_signal_rotates_from_its_handler, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
