@@ -516,7 +516,9 @@ static int on_lost(void *ctx, const cp_rec_lost *l)
     load_ctx *x = ctx;
     cpa_integrity *g = &x->r->integrity;
     x->lost_in_records = cpa_sat_add(x->lost_in_records, l->count);
-    unsigned cause = l->cause <= CP_LOST_CAUSE_LAST ? l->cause : 0;
+    /* a number without a name (one kept for a cause to come) reads as unknown: every output
+     * names the causes it counts */
+    unsigned cause = cp_lost_cause_name(l->cause) ? l->cause : 0;
     g->lost_by_cause[cause] = cpa_sat_add(g->lost_by_cause[cause], l->count);
     if (cause == CP_LOST_ROTATED) {
         /* before the kept span, not a hole in it: the rank's rotated_records says it */

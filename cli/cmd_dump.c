@@ -118,7 +118,7 @@ static int learn_comm(void *ctx, const cp_rec_comm *rec)
 static int learn_lost(void *ctx, const cp_rec_lost *rec)
 {
     struct file_facts *f = &((struct dump *)ctx)->facts;
-    unsigned cause = rec->cause <= CP_LOST_CAUSE_LAST ? rec->cause : 0;
+    unsigned cause = cp_lost_cause_name(rec->cause) ? rec->cause : 0; /* named, or unknown */
     uint64_t *n = &f->lost_by_cause[cause];
     *n = rec->count > UINT64_MAX - *n ? UINT64_MAX : *n + rec->count;
     return 0;
