@@ -65,6 +65,10 @@ typedef struct load_ctx {
     uint32_t census_top;
     int census_off;
     uint64_t lost_in_records;
+    uint64_t rotated_in_records; /* of them, LOST records of cause rotated */
+    int repeat;      /* a rotated trace's later segment: its head repeats COMM and KNAME */
+    int seg_seen;    /* this file's SEGMENT record was read */
+    uint32_t seg_last; /* the segment read before */
     int oom;
 } load_ctx;
 
@@ -92,10 +96,27 @@ static int on_process(void *ctx, const cp_rec_process *p)
     return 0;
 }
 
+/* A communicator (or kernel name) a segment's head repeats: the same index and identity as
+ * one already read. */
+static int repeated_comm(const load_ctx *x, const cp_rec_comm *c)
+{
+    const cpa_rank *r = x->r;
+    if (c->comm_index < DIRECT_COMMS) {
+        uint32_t at = x->comm_at[c->comm_index];
+        return at && r->comms[at - 1].comm_id == c->comm_id;
+    }
+    for (size_t i = 0; i < r->ncomms; i++)
+        if (r->comms[i].index == c->comm_index && r->comms[i].comm_id == c->comm_id)
+            return 1;
+    return 0;
+}
+
 static int on_comm(void *ctx, const cp_rec_comm *c)
 {
     load_ctx *x = ctx;
     cpa_rank *r = x->r;
+    if (x->repeat && repeated_comm(x, c))
+        return 0;
     if (cpa_grow((void **)&r->comms, &r->cap_comms, r->ncomms + 1, sizeof *r->comms)) {
         x->oom = 1;
         return 1;
@@ -233,6 +254,9 @@ static int on_kname(void *ctx, const cp_rec_kname *k)
 {
     load_ctx *x = ctx;
     cpa_rank *r = x->r;
+    for (size_t i = 0; x->repeat && i < r->nknames; i++)
+        if (r->knames[i].name_index == k->name_index)
+            return 0;
     if (cpa_grow((void **)&r->knames, &r->cap_knames, r->nknames + 1, sizeof *r->knames)) {
         x->oom = 1;
         return 1;
@@ -492,8 +516,15 @@ static int on_lost(void *ctx, const cp_rec_lost *l)
     load_ctx *x = ctx;
     cpa_integrity *g = &x->r->integrity;
     x->lost_in_records = cpa_sat_add(x->lost_in_records, l->count);
-    unsigned cause = l->cause <= CP_LOST_CAUSE_LAST ? l->cause : 0;
+    /* a number without a name (one kept for a cause to come) reads as unknown: every output
+     * names the causes it counts */
+    unsigned cause = cp_lost_cause_name(l->cause) ? l->cause : 0;
     g->lost_by_cause[cause] = cpa_sat_add(g->lost_by_cause[cause], l->count);
+    if (cause == CP_LOST_ROTATED) {
+        /* before the kept span, not a hole in it: the rank's rotated_records says it */
+        x->rotated_in_records = cpa_sat_add(x->rotated_in_records, l->count);
+        return 0;
+    }
     if (l->at_ns && l->at_ns <= CPA_TIME_MAX && (!g->first_gap_ns || l->at_ns < g->first_gap_ns))
         g->first_gap_ns = l->at_ns;
     return 0;
@@ -520,6 +551,27 @@ static int on_end(void *ctx, const cp_rec_end *e)
     }
     r->end_ns = e->at_ns;
     saw_time(r, e->at_ns);
+    return 0;
+}
+
+/* The head of a rotated trace's segment. The first segment read says what was rotated away
+ * before it; a later one that does not follow the one before means segments are missing. */
+static int on_segment(void *ctx, const cp_rec_segment *sg)
+{
+    load_ctx *x = ctx;
+    cpa_rank *r = x->r;
+    if (x->seg_seen) /* a file has one, first: another is no head */
+        return 0;
+    x->seg_seen = 1;
+    if (!r->segments++) {
+        r->rotated_records = sg->segment ? sg->records_before : 0;
+        r->kept_from_ns = sg->segment && sg->at_ns <= CPA_TIME_MAX ? sg->at_ns : 0;
+    } else if (sg->segment != x->seg_last + 1) {
+        r->integrity.missing_chunks = cpa_sat_add(r->integrity.missing_chunks, 1);
+        cpa_model_warn(x->m, "'%s': segments %u to %u of its rotated trace are missing", r->path,
+                       x->seg_last + 1, sg->segment - 1);
+    }
+    x->seg_last = sg->segment;
     return 0;
 }
 
@@ -577,29 +629,40 @@ static void resolve_comms(cpa_model *m, cpa_rank *r, const uint32_t *hang_comm_i
     }
 }
 
-static void walk_warnings(cpa_model *m, const cpa_rank *r, const cp_walk_result *res)
+/* What one file's walk found (a rotated trace: each segment's). */
+static void file_warnings(cpa_model *m, const char *path, const cp_walk_result *res)
 {
     if (res->stop == CP_WALK_TRUNCATED)
         cpa_model_warn(m, "'%s' is cut at byte %" PRIu64 ": the %" PRIu64
-                       " whole chunks before it were read", r->path, res->first_bad_offset,
+                       " whole chunks before it were read", path, res->first_bad_offset,
                        res->chunks);
     if (res->corrupt_chunks)
-        cpa_model_warn(m, "'%s': %" PRIu64 " corrupt chunks skipped (%s)", r->path,
+        cpa_model_warn(m, "'%s': %" PRIu64 " corrupt chunks skipped (%s)", path,
                        res->corrupt_chunks, res->message);
     if (res->missing_chunks)
-        cpa_model_warn(m, "'%s': %" PRIu64 " chunks missing", r->path, res->missing_chunks);
+        cpa_model_warn(m, "'%s': %" PRIu64 " chunks missing", path, res->missing_chunks);
     if (res->unknown_records)
         cpa_model_warn(m, "'%s': %" PRIu64 " records of a type this collprof does not know "
-                       "(from a newer one?) skipped", r->path, res->unknown_records);
-    if (r->lost_records)
+                       "(from a newer one?) skipped", path, res->unknown_records);
+}
+
+static void walk_warnings(cpa_model *m, const cpa_rank *r)
+{
+    if (r->rotated_records)
+        cpa_model_warn(m, "'%s': the trace was rotated (COLLPROF_MAX_MB): its oldest %" PRIu64
+                       " records were deleted, %u segments kept", r->path, r->rotated_records,
+                       r->segments);
+    if (r->lost_records > r->rotated_records)
         cpa_model_warn(m, "'%s': the writer lost %" PRIu64 " records", r->path,
-                       r->lost_records);
+                       r->lost_records - r->rotated_records);
+    /* a rotated trace's first DONEs may be of calls in the segments deleted */
+    const char *rotated = r->rotated_records ? " (rotation may have deleted their calls)" : "";
     if (r->unmatched_done)
-        cpa_model_warn(m, "'%s': %" PRIu64 " DONE records match no CALL", r->path,
-                       r->unmatched_done);
+        cpa_model_warn(m, "'%s': %" PRIu64 " DONE records match no CALL%s", r->path,
+                       r->unmatched_done, rotated);
     if (r->unmatched_nccl_op)
-        cpa_model_warn(m, "'%s': %" PRIu64 " NCCL_OP records match no CALL", r->path,
-                       r->unmatched_nccl_op);
+        cpa_model_warn(m, "'%s': %" PRIu64 " NCCL_OP records match no CALL%s", r->path,
+                       r->unmatched_nccl_op, rotated);
     if (r->bad_clocks)
         cpa_model_warn(m, "'%s': %" PRIu64 " clock samples rejected: a time past 2^62 ns",
                        r->path, r->bad_clocks);
@@ -618,34 +681,56 @@ static size_t calls_bound(uint64_t len)
     return n < MAX_PRESIZE_CALLS ? (size_t)n : MAX_PRESIZE_CALLS;
 }
 
-/* One file to load: a path, or a name and bytes (cpa_model_load_mem). */
-static cp_trace_reader *open_file(const char *path, const cpa_mem_file *mem, size_t *bound,
-                                  int *status, char *err, size_t errlen)
+/* The calls bound of one file to load: a path, or a name and bytes (cpa_model_load_mem). */
+static size_t file_bound(const char *path, const cpa_mem_file *mem)
 {
-    if (mem) {
-        *bound = calls_bound(mem->len);
-        return cp_trace_reader_open_mem(mem->data, mem->len, path, status, err, errlen);
-    }
     struct stat sb;
-    *bound = stat(path, &sb) == 0 && sb.st_size > 0 ? calls_bound((uint64_t)sb.st_size) : 0;
+    if (mem)
+        return calls_bound(mem->len);
+    return stat(path, &sb) == 0 && sb.st_size > 0 ? calls_bound((uint64_t)sb.st_size) : 0;
+}
+
+static cp_trace_reader *open_file(const char *path, const cpa_mem_file *mem, int *status,
+                                  char *err, size_t errlen)
+{
+    if (mem)
+        return cp_trace_reader_open_mem(mem->data, mem->len, path, status, err, errlen);
     return cp_trace_reader_open(path, status, err, errlen);
 }
 
-/* 0 loaded, 1 skipped with a warning, -1 out of memory. Warnings go to wm, the file's own
- * list; r is this file's slot; s is the loading thread's scratch. mem: the file's bytes,
- * NULL to read path. */
-static int load_file(cpa_model *wm, cpa_rank *r, const char *path, const cpa_mem_file *mem,
-                     load_scratch *s)
+/* The files of one process: one, or a rotated trace's segments in order. */
+typedef struct load_files_of {
+    char *const *paths;      /* paths, or mem's names */
+    const cpa_mem_file *mem; /* NULL: read the paths */
+    const int *order;        /* the process's files: indexes into paths and mem */
+    int n;
+} load_files_of;
+
+/* 0 loaded, 1 skipped with a warning, -1 out of memory. Warnings go to wm, the process's own
+ * list; r is its slot; s is the loading thread's scratch. */
+static int load_file(cpa_model *wm, cpa_rank *r, const load_files_of *f, load_scratch *s)
 {
     int status;
     char err[256];
-    size_t bound;
-    cp_trace_reader *rd = open_file(path, mem, &bound, &status, err, sizeof err);
+    int k = 0;
+    cp_trace_reader *rd = NULL;
+#define F_PATH(k) (f->paths[f->order[k]])
+#define F_MEM(k) (f->mem ? &f->mem[f->order[k]] : NULL)
+    for (; k < f->n && !rd; k++)
+        if (!(rd = open_file(F_PATH(k), F_MEM(k), &status, err, sizeof err)) &&
+            cpa_model_warn(wm, "%s: skipped", err))
+            return -1;
     if (!rd)
-        return cpa_model_warn(wm, "%s: skipped", err) ? -1 : 1;
+        return 1;
+    size_t bound = 0;
+    for (int j = k - 1; j < f->n; j++) {
+        bound += file_bound(F_PATH(j), F_MEM(j));
+        if (bound > MAX_PRESIZE_CALLS)
+            bound = MAX_PRESIZE_CALLS;
+    }
     const cp_file_header *h = cp_trace_reader_header(rd);
     memset(r, 0, sizeof *r);
-    r->path = strdup(path);
+    r->path = strdup(F_PATH(k - 1));
     r->rank = h->rank;
     r->local_rank = h->local_rank;
     r->world_size = h->world_size;
@@ -683,10 +768,35 @@ static int load_file(cpa_model *wm, cpa_rank *r, const char *path, const cpa_mem
                           .on_site = on_site, .on_call = on_call, .on_done = on_done,
                           .on_nccl_op = on_nccl_op, .on_clock = on_clock, .on_lost = on_lost, .on_untimed = on_untimed,
                           .on_hang = on_hang, .on_end = on_end, .on_kname = on_kname,
-                          .on_kernels = on_kernels};
-    cp_walk_result res;
-    cp_trace_walk(rd, &v, &res);
-    cp_trace_reader_close(rd);
+                          .on_kernels = on_kernels, .on_segment = on_segment};
+    /* A rotated trace's segments, one after the other into the same rank: the pairers carry
+     * a call's DONE across a segment's end. */
+    cp_walk_result res = {0};
+    for (int first = 1; rd; first = 0) {
+        cp_walk_result one;
+        x.seg_seen = 0;
+        x.repeat = !first;
+        cp_trace_walk(rd, &v, &one);
+        cp_trace_reader_close(rd);
+        rd = NULL;
+        file_warnings(wm, F_PATH(k - 1), &one);
+        res.records += one.records;
+        res.unknown_records += one.unknown_records;
+        res.corrupt_chunks += one.corrupt_chunks;
+        res.missing_chunks += one.missing_chunks;
+        res.lost_records = one.lost_records; /* the running total: the newest file's */
+        res.stop = res.stop == CP_WALK_TRUNCATED ? res.stop : one.stop;
+        if (x.oom)
+            break;
+        for (; k < f->n && !rd; k++)
+            if (!(rd = open_file(F_PATH(k), F_MEM(k), &status, err, sizeof err)) &&
+                cpa_model_warn(wm, "%s: skipped", err))
+                x.oom = 1;
+    }
+#undef F_PATH
+#undef F_MEM
+    if (rd)
+        cp_trace_reader_close(rd);
     if (x.oom || !r->path) {
         free(x.hang_comm_index);
         return -1;
@@ -714,14 +824,24 @@ static int load_file(cpa_model *wm, cpa_rank *r, const char *path, const cpa_mem
     }
     r->records = res.records;
     r->walk_stop = res.stop;
+    cpa_integrity *g = &r->integrity;
+    /* Rotation: what the first kept segment says was before it, not the LOST records the kept
+     * segments happen to hold (those of the earliest deletions went with later ones). */
+    g->lost_by_cause[CP_LOST_ROTATED] = r->rotated_records;
+    /* The kept span starts at its oldest call (the segment opened when the writer drained
+     * them, a little after): the earliest in the first segment's first chunks. */
+    if (r->rotated_records)
+        for (size_t i = 0; i < r->ncalls && i < 64; i++)
+            if (r->calls[i].enter_ns && r->calls[i].enter_ns < r->kept_from_ns)
+                r->kept_from_ns = r->calls[i].enter_ns;
+    x.lost_in_records = x.lost_in_records - x.rotated_in_records + r->rotated_records;
     /* The chunk headers' running total counts every cause, but only up to the last whole
      * chunk; LOST records may tell of more in a chunk that survived a later cut. */
     r->lost_records = res.lost_records > x.lost_in_records ? res.lost_records
                                                             : x.lost_in_records;
-    cpa_integrity *g = &r->integrity;
     g->unknown_records = res.unknown_records;
     g->corrupt_chunks = res.corrupt_chunks;
-    g->missing_chunks = res.missing_chunks;
+    g->missing_chunks += res.missing_chunks;
     g->truncated = res.stop == CP_WALK_TRUNCATED;
     /* a cut: the hole starts after the last record read */
     if (g->truncated && r->last_ns && (!g->first_gap_ns || r->last_ns < g->first_gap_ns))
@@ -734,7 +854,7 @@ static int load_file(cpa_model *wm, cpa_rank *r, const char *path, const cpa_mem
     }
     resolve_comms(wm, r, x.hang_comm_index, x.resolve_again);
     free(x.hang_comm_index);
-    walk_warnings(wm, r, &res);
+    walk_warnings(wm, r);
     return 0;
 }
 
@@ -755,15 +875,17 @@ static void free_warnings(cpa_model *w)
     free(w->warnings);
 }
 
-/* The files of one directory (or in memory), shared out: each thread takes the next file
- * not yet taken. */
+/* The files of one directory (or in memory), shared out: each thread takes the next process
+ * not yet taken (a file, or a rotated trace's segments). */
 typedef struct load_job {
     char **paths;      /* paths, or the names of mem's files */
     const cpa_mem_file *mem; /* NULL: read the paths */
-    int n;
-    cpa_rank *ranks;   /* slot per file */
-    cpa_model *warn;   /* warning list per file */
-    int *rc;           /* load_file's answer per file */
+    int *order;        /* the files, each process's together, its segments in order */
+    int *first;        /* process i's files: order[first[i] .. first[i + 1]) */
+    int n;             /* processes */
+    cpa_rank *ranks;   /* slot per process */
+    cpa_model *warn;   /* warning list per process */
+    int *rc;           /* load_file's answer per process */
     atomic_int next;
     atomic_int failed; /* out of memory somewhere: take no more files */
 } load_job;
@@ -776,14 +898,62 @@ static void *load_worker(void *arg)
     int i;
     while (!atomic_load_explicit(&j->failed, memory_order_relaxed) &&
            (i = atomic_fetch_add(&j->next, 1)) < j->n) {
-        j->rc[i] = load_file(&j->warn[i], &j->ranks[i], j->paths[i], j->mem ? &j->mem[i] : NULL,
-                             &s);
+        load_files_of f = {.paths = j->paths, .mem = j->mem, .order = j->order + j->first[i],
+                           .n = j->first[i + 1] - j->first[i]};
+        j->rc[i] = load_file(&j->warn[i], &j->ranks[i], &f, &s);
         if (j->rc[i] < 0)
             atomic_store(&j->failed, 1);
     }
     free(s.done.slots);
     free(s.nccl.slots);
     return NULL;
+}
+
+/* Orders the files so that a rotated trace's segments (cp_trace_segment_of) follow each
+ * other, oldest first, after the file of its segment 0 where that is still there. */
+typedef struct seg_key {
+    const char *name;
+    size_t family;
+    long segment;
+    int index;
+} seg_key;
+
+static int cmp_seg_key(const void *a, const void *b)
+{
+    const seg_key *x = a, *y = b;
+    size_t n = x->family < y->family ? x->family : y->family;
+    int c = memcmp(x->name, y->name, n);
+    if (c)
+        return c;
+    if (x->family != y->family)
+        return x->family < y->family ? -1 : 1;
+    if (x->segment != y->segment)
+        return x->segment < y->segment ? -1 : 1;
+    return x->index - y->index;
+}
+
+/* Fills order (n) and first (processes + 1); returns the number of processes, -1 no memory. */
+static int group_segments(char **paths, int n, int *order, int *first)
+{
+    seg_key *k = malloc((size_t)n * sizeof *k);
+    if (!k)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        k[i].name = paths[i];
+        k[i].segment = cp_trace_segment_of(paths[i], &k[i].family);
+        k[i].index = i;
+    }
+    qsort(k, (size_t)n, sizeof *k, cmp_seg_key);
+    int groups = 0;
+    for (int i = 0; i < n; i++) {
+        order[i] = k[i].index;
+        if (i == 0 || k[i].family != k[i - 1].family ||
+            memcmp(k[i].name, k[i - 1].name, k[i].family) != 0)
+            first[groups++] = i;
+    }
+    first[groups] = n;
+    free(k);
+    return groups;
 }
 
 static unsigned online_cpus(void)
@@ -814,13 +984,26 @@ static void run_load(load_job *j, unsigned threads)
 static int load_files(char **paths, const cpa_mem_file *mem, int n, unsigned threads,
                       const char *where, cpa_model **out, char *err, size_t errlen)
 {
-    load_job j = {.paths = paths, .mem = mem, .n = n};
-    if (n >= CPA_MAX_RANKS) {
-        snprintf(err, errlen, "%d trace files in '%s': at most %d can be analysed together", n,
-                 where, CPA_MAX_RANKS - 1);
+    load_job j = {.paths = paths, .mem = mem};
+    j.order = malloc((size_t)n * sizeof *j.order);
+    j.first = malloc(((size_t)n + 1) * sizeof *j.first);
+    if (!j.order || !j.first || (j.n = group_segments(paths, n, j.order, j.first)) < 0) {
+        free(j.order);
+        free(j.first);
+        cp_trace_dir_free(paths, n);
+        snprintf(err, errlen, "out of memory loading '%s'", where);
+        return -1;
+    }
+    if (j.n >= CPA_MAX_RANKS) {
+        snprintf(err, errlen, "%d trace files in '%s': at most %d can be analysed together",
+                 j.n, where, CPA_MAX_RANKS - 1);
+        free(j.order);
+        free(j.first);
         cp_trace_dir_free(paths, n);
         return -1;
     }
+    int nfiles = n;
+    n = j.n;
     cpa_model *m = calloc(1, sizeof *m);
     if (m)
         m->ranks = calloc((size_t)n, sizeof *m->ranks);
@@ -868,6 +1051,8 @@ static int load_files(char **paths, const cpa_mem_file *mem, int n, unsigned thr
             g->missing_chunks = cpa_sat_add(g->missing_chunks, rg->missing_chunks);
             g->truncated += rg->truncated;
             m->ranks_with_holes += cpa_rank_has_holes(r) != 0;
+            m->rotated_records = cpa_sat_add(m->rotated_records, r->rotated_records);
+            m->ranks_rotated += r->rotated_records != 0;
             m->nranks++;
         }
     }
@@ -875,7 +1060,9 @@ static int load_files(char **paths, const cpa_mem_file *mem, int n, unsigned thr
         free_warnings(&j.warn[i]);
     free(j.warn);
     free(j.rc);
-    cp_trace_dir_free(paths, n);
+    free(j.order);
+    free(j.first);
+    cp_trace_dir_free(paths, nfiles);
     if (m->nranks == 0) {
         snprintf(err, errlen, "no readable trace file in '%s' (%s)", where,
                  m->nwarnings ? m->warnings[0] : "?");
@@ -895,7 +1082,9 @@ oom:
             free_warnings(&j.warn[i]);
     free(j.warn);
     free(j.rc);
-    cp_trace_dir_free(paths, n);
+    free(j.order);
+    free(j.first);
+    cp_trace_dir_free(paths, nfiles);
     if (m && m->ranks)
         m->nranks = (size_t)n; /* every slot: free sees what each file had allocated */
     cpa_model_free(m);

@@ -215,6 +215,11 @@ typedef struct cpa_rank {
     int walk_stop;         /* enum cp_walk_stop */
     int ended;             /* an END record was seen: the process closed its trace */
     cpa_integrity integrity;
+    /* A rotated trace (COLLPROF_MAX_MB): its segments, joined in order, are this rank. */
+    uint32_t segments;        /* segment files read (0: not a rotated trace) */
+    uint64_t rotated_records; /* records of the deleted oldest segments: lost, cause rotated */
+    uint64_t kept_from_ns;    /* the oldest kept call's time (else the first kept segment's
+                                 start): nothing of before is here; 0 when nothing was rotated */
 } cpa_rank;
 
 typedef struct cpa_model {
@@ -228,6 +233,8 @@ typedef struct cpa_model {
     uint64_t lost_records; /* saturates at UINT64_MAX */
     cpa_integrity integrity; /* the ranks' summed (first_gap_ns: unused, per rank only) */
     size_t ranks_with_holes; /* ranks whose trace lost records or chunks, or was cut */
+    uint64_t rotated_records; /* the ranks' rotated_records summed */
+    size_t ranks_rotated;     /* ranks with rotated_records */
 } cpa_model;
 
 /* Ended by its rank's ncclCommAbort (a watchdog's) rather than done: an abort ends the

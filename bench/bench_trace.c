@@ -3,7 +3,8 @@
  * Writes a 1 GiB trace of 64-byte CALL records (in $TMPDIR or /tmp, removed at the end)
  * with the writer, and the same records with nothing but memcpy into a 64 KiB buffer and
  * write(2); then reads the trace with the reader (a trivial visitor, and none) and with
- * plain read(2). Each figure is the best of a few rounds, taken side by side in this run.
+ * plain read(2); and writes the same records under a size cap (rotating segments). Each figure
+ * is the best of a few rounds, taken side by side in this run.
  * Prints `<name>: <value> <unit>` lines.
  */
 #include <errno.h>
@@ -78,6 +79,37 @@ static double write_with_writer(const char *path)
     if (cp_trace_writer_close(w) != 0 || lost != 0)
         fail("writer lost records into", path);
     return now_s() - t0;
+}
+
+/* The writer under a size cap (COLLPROF_MAX_MB): the same records through rotating segments,
+ * each a file made, a head written and the oldest deleted; the segments are removed after. */
+static double write_capped(const char *path, uint64_t cap)
+{
+    char err[256], seg[600];
+    cp_file_header h;
+    cp_file_header_init(&h);
+    unlink(path);
+    double t0 = now_s();
+    cp_trace_writer *w = cp_trace_writer_open(path, &h, 0, err, sizeof err);
+    if (!w || cp_trace_writer_rotate(w, cap) != 0) {
+        fprintf(stderr, "bench_trace: cannot write a capped trace at '%s'\n", path);
+        exit(1);
+    }
+    for (uint64_t i = 0; i < N_RECORDS; i++) {
+        cp_rec_call *c = &g_templates[i % TEMPLATES];
+        c->seq = i;
+        cp_trace_writer_append(w, c);
+    }
+    uint64_t rotated = cp_trace_writer_records_rotated(w);
+    if (cp_trace_writer_close(w) != 0 || !rotated)
+        fail("capped writer did not rotate", path);
+    double t = now_s() - t0;
+    /* a segment is more than half full when the next starts */
+    uint64_t segments = 2 * TRACE_BYTES / (cap / CP_TRACE_SEGMENTS) + 2 * CP_TRACE_SEGMENTS;
+    for (uint64_t k = 0; k <= segments; k++)
+        if (cp_trace_segment_path(seg, sizeof seg, path, (unsigned)k) == 0)
+            unlink(seg);
+    return t;
 }
 
 /* The floor: the same bytes with memcpy into a chunk-sized buffer and write(2). */
@@ -176,8 +208,11 @@ int main(void)
     make_templates();
 
     double t_write = 1e9, t_memcpy = 1e9, t_plain = 1e9, t_read = 1e9, t_bare = 1e9;
+    double t_cap64 = 1e9, t_cap1 = 1e9;
     for (int round = 0; round < ROUNDS; round++) {
         t_memcpy = min2(t_memcpy, write_with_memcpy(base_path));
+        t_cap64 = min2(t_cap64, write_capped(path, 64ull << 20));
+        t_cap1 = min2(t_cap1, write_capped(path, 2ull << 20));
         t_write = min2(t_write, write_with_writer(path));
     }
     struct stat sb;
@@ -196,6 +231,12 @@ int main(void)
     printf("trace.write_memcpy_baseline_records_per_s: %.1fe6 records/s\n", N_RECORDS / t_memcpy / 1e6);
     printf("trace.write_vs_memcpy_ratio: %.2f x\n", t_memcpy / t_write);
     printf("trace.write_MB_per_s: %.0f MB/s\n", mb / t_write);
+    /* rotation: a 64 MiB cap (8 MiB segments, a rotation every 128 chunks) and 2 MiB (256 KiB
+     * segments, one every four chunks: about the smallest cap 64 KiB chunks allow) */
+    printf("trace.write_capped_64MiB_records_per_s: %.1fe6 records/s\n", N_RECORDS / t_cap64 / 1e6);
+    printf("trace.write_capped_64MiB_vs_uncapped_ratio: %.2f x\n", t_write / t_cap64);
+    printf("trace.write_capped_2MiB_records_per_s: %.1fe6 records/s\n", N_RECORDS / t_cap1 / 1e6);
+    printf("trace.write_capped_2MiB_vs_uncapped_ratio: %.2f x\n", t_write / t_cap1);
     printf("trace.read_records_per_s: %.1fe6 records/s\n", (double)records / t_read / 1e6);
     printf("trace.read_no_visitor_records_per_s: %.1fe6 records/s\n", (double)records / t_bare / 1e6);
     printf("trace.read_MB_per_s: %.0f MB/s\n", mb / t_read);

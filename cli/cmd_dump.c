@@ -35,6 +35,9 @@ struct file_facts {
     size_t ncomms, cap;
     int out_of_memory;
     uint64_t lost_by_cause[CP_LOST_CAUSE_LAST + 1]; /* [0]: a cause this reader does not know */
+    int segmented;        /* a rotated trace's segment: its SEGMENT record was seen */
+    uint32_t segment;
+    uint64_t lost_before; /* losses counted before the segment began */
 };
 
 struct dump {
@@ -115,9 +118,21 @@ static int learn_comm(void *ctx, const cp_rec_comm *rec)
 static int learn_lost(void *ctx, const cp_rec_lost *rec)
 {
     struct file_facts *f = &((struct dump *)ctx)->facts;
-    unsigned cause = rec->cause <= CP_LOST_CAUSE_LAST ? rec->cause : 0;
+    unsigned cause = cp_lost_cause_name(rec->cause) ? rec->cause : 0; /* named, or unknown */
     uint64_t *n = &f->lost_by_cause[cause];
     *n = rec->count > UINT64_MAX - *n ? UINT64_MAX : *n + rec->count;
+    return 0;
+}
+
+/* A rotated trace's segment: the chunk headers' loss total counts what came before it. */
+static int learn_segment(void *ctx, const cp_rec_segment *rec)
+{
+    struct file_facts *f = &((struct dump *)ctx)->facts;
+    if (!f->segmented) {
+        f->segmented = 1;
+        f->segment = rec->segment;
+        f->lost_before = rec->lost_before;
+    }
     return 0;
 }
 
@@ -458,6 +473,17 @@ static int print_end(void *ctx, const cp_rec_end *rec)
     return end(d);
 }
 
+static int print_segment(void *ctx, const cp_rec_segment *rec)
+{
+    struct dump *d = ctx;
+    struct dump_line *l = begin(d, "SEGMENT");
+    dump_line_u64(l, "segment", rec->segment);
+    dump_line_u64(l, "records_before", rec->records_before);
+    dump_line_u64(l, "lost_before", rec->lost_before);
+    dump_line_u64(l, "at_ns", rec->at_ns);
+    return end(d);
+}
+
 static int print_unknown(void *ctx, const cp_record_header *rec)
 {
     struct dump *d = ctx;
@@ -491,6 +517,13 @@ static void warn_losses(struct dump *d, const char *path, const cp_walk_result *
     for (size_t i = 0; i <= CP_LOST_CAUSE_LAST; i++)
         by_cause += f->lost_by_cause[i];
     uint64_t total = res->lost_records > by_cause ? res->lost_records : by_cause;
+    /* a later segment's headers count the earlier segments' losses too: said apart */
+    uint64_t before = f->segmented && f->lost_before <= total - by_cause ? f->lost_before : 0;
+    if (before)
+        add_warning(d, "'%s': segment %u of a rotated trace (COLLPROF_MAX_MB): %" PRIu64
+                       " record(s) were lost before it began, rotated ones included",
+                    path, f->segment, before);
+    total -= before;
     if (total == 0)
         return;
     char why[256] = "";
@@ -520,6 +553,7 @@ static int dump_file(struct dump *d, const char *path, char *err, size_t errlen)
 
     const cp_trace_visitor learn = {
         .ctx = d, .on_process = learn_process, .on_comm = learn_comm, .on_lost = learn_lost,
+        .on_segment = learn_segment,
     };
     const cp_trace_visitor print = {
         .ctx = d,
@@ -536,6 +570,7 @@ static int dump_file(struct dump *d, const char *path, char *err, size_t errlen)
         .on_untimed = print_untimed,
         .on_hang = print_hang,
         .on_end = print_end,
+        .on_segment = print_segment,
         .on_unknown = print_unknown,
     };
     cp_walk_result res;

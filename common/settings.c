@@ -184,6 +184,26 @@ static int parse_buffer(cp_settings *s, const char *text, const char **why)
     return 0;
 }
 
+/* A rank's trace past this is rotated (trace_writer.h). 2 GiB holds about 16 million calls
+ * (some 130 bytes a call with its DONE): days of a training job's few hundred calls a step,
+ * hours of the busiest, and still a disk's share per rank that a node of 8 ranks and a
+ * parallel file system both take. Fractions of a MiB down to 1/8 are for tests. */
+static int parse_max_mb(cp_settings *s, const char *text, const char **why)
+{
+    *why = "a number of MiB from " CP_XSTR(CP_MAX_MB_MIN) " to 16777216, or 0 or unlimited for "
+           "no cap";
+    if (strcasecmp(text, "unlimited") == 0)
+        return s->max_bytes = 0, 0;
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end != '\0' || !isfinite(v) || v < 0 || v > 16777216.0 ||
+        (v > 0 && v < CP_MAX_MB_MIN))
+        return -1;
+    s->max_bytes = (unsigned long long)(v * 1048576.0);
+    return 0;
+}
+
 static int parse_debug(cp_settings *s, const char *text, const char **why)
 {
     *why = "WARN, INFO or TRACE";
@@ -235,6 +255,12 @@ static const setting table[] = {
      "the trace on disk is never further behind than this", parse_flush},
     {"COLLPROF_BUFFER_MB", "1..4096", "16",
      "per-process ring size; when full, records are counted as lost, never block", parse_buffer},
+    {"COLLPROF_MAX_MB", "MIB|0|unlimited", CP_XSTR(CP_MAX_MB_DEFAULT),
+     "a process's trace past this many MiB keeps its newest records: it is written in 8 "
+     "segment files (name.sNNNNNN.cptrace after the first), the oldest deleted as the next "
+     "starts, and the records it held counted lost (cause rotated); fractions down to "
+     CP_XSTR(CP_MAX_MB_MIN) "; 0 or unlimited: no cap",
+     parse_max_mb},
 };
 
 #define TABLE_LEN (sizeof table / sizeof table[0])

@@ -21,6 +21,9 @@ enum cp_gpu_timing {
 
 /* COLLPROF_LIVE_DIR's default: where the stats blocks are made and looked for. */
 #define CP_LIVE_DIR_DEFAULT "/dev/shm"
+/* COLLPROF_MAX_MB's default and smallest value (MiB): settings.c says why. */
+#define CP_MAX_MB_DEFAULT 2048
+#define CP_MAX_MB_MIN 0.125
 /* COLLPROF_HANG_S's default (seconds): the table's and every reader's without settings. */
 #define CP_HANG_S_DEFAULT 60
 
@@ -38,6 +41,7 @@ typedef struct cp_settings {
     double hang_s;             /* COLLPROF_HANG_S: > 0 */
     int flush_ms;              /* COLLPROF_FLUSH_MS: 1..600000 */
     int buffer_mb;             /* COLLPROF_BUFFER_MB: 1..4096 */
+    unsigned long long max_bytes; /* COLLPROF_MAX_MB in bytes: the trace's cap, 0 none */
     int debug;                 /* COLLPROF_DEBUG: enum cp_log_level */
 } cp_settings;
 

@@ -142,6 +142,13 @@ static json_object *job(jb *b, const cpa_analysis *a)
     put(b, o, "records", chk(b, json_object_new_uint64(m->records)));
     put(b, o, "lost_records", chk(b, json_object_new_uint64(m->lost_records)));
     put(b, o, "lost_at_least", chk(b, json_object_new_boolean(cpa_lost_at_least(m))));
+    /* a rotated trace (COLLPROF_MAX_MB): what was deleted, and from when every rank is here */
+    put(b, o, "rotated_records", chk(b, json_object_new_uint64(m->rotated_records)));
+    double kept_from;
+    char rot[512];
+    cpr_rotated_text(rot, sizeof rot, a, &kept_from);
+    if (m->rotated_records && isfinite(kept_from))
+        put(b, o, "kept_from_s", num(b, kept_from, 6));
     put(b, o, "duration_s", num(b, a->duration_s, 6));
     uint64_t calls = 0;
     for (size_t i = 0; i < m->nranks; i++)

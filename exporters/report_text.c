@@ -185,6 +185,13 @@ static void section_job(tw *w, const cpa_analysis *a)
         snprintf(text, sizeof text, "untimed: %s (no GPU times for them)", holes);
         wrapped_style(w, WARN, INDENT, text, 4);
     }
+    char rotated[512];
+    cpr_rotated_text(rotated, sizeof rotated, a, NULL);
+    if (rotated[0]) {
+        char text[600];
+        snprintf(text, sizeof text, "rotated: %s", rotated);
+        wrapped_style(w, WARN, INDENT, text, 3);
+    }
 
     if (a->ranks && m->nranks) {
         size_t lo = 0, hi = 0;

@@ -425,7 +425,7 @@ static int finish_cupti(cp_trace_writer *w, const cp_pending_slot *p)
         for (unsigned i = 0; i < k.nkernels; i++) {
             cp_rec_kname n;
             if (cp_cupti_kname(k.k[i].name_index, &n))
-                cp_trace_writer_append(w, &n);
+                cp_trace_writer_append_kept(w, &n);
         }
         cp_trace_writer_append(w, &k);
     }

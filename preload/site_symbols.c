@@ -55,6 +55,7 @@ void cp_site_write(cp_trace_writer *w, uint32_t site)
     /* A record that cannot hold every frame keeps the innermost ones. */
     for (int keep = n; keep >= 0 && size == 0; keep--)
         size = cp_rec_site_build(buf, sizeof buf, site, ra, frames, (unsigned)keep);
+    /* kept by the writer for a rotated trace's later segments: never symbolized twice */
     if (size)
-        cp_trace_writer_append(w, buf);
+        cp_trace_writer_append_kept(w, buf);
 }

@@ -106,7 +106,12 @@ static void drain(int in_signal)
         for (size_t off = 0; off + sizeof(cp_record_header) <= g_ctl_len;) {
             uint16_t size;
             memcpy(&size, g_ctl + off + offsetof(cp_record_header, size), 2);
-            cp_trace_writer_append(g_w, g_ctl + off);
+            /* COMM and PROCESS: kept for a rotated trace's later segments (not in a signal
+             * handler: keeping may allocate) */
+            if (in_signal)
+                cp_trace_writer_append(g_w, g_ctl + off);
+            else
+                cp_trace_writer_append_kept(g_w, g_ctl + off);
             cp_live_observe(g_ctl + off);
             off += size;
         }
@@ -154,6 +159,9 @@ static void drain(int in_signal)
                                           : cp_tick_span_to_ns(&g_calib, ticks));
             cp_trace_writer_append(g_w, &rec);
             cp_live_observe(&rec);
+            /* a destroyed communicator is no later segment's: its COMM is not repeated */
+            if ((rec.op == CP_OP_COMM_DESTROY || rec.op == CP_OP_COMM_ABORT) && rec.result == 0)
+                cp_trace_writer_forget(g_w, CP_REC_COMM, rec.comm_index);
         }
         atomic_store_explicit(&r->tail, t, memory_order_release);
         uint64_t lost = atomic_load_explicit(&r->lost, memory_order_relaxed);
@@ -327,15 +335,28 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
+/* A capped trace's chunks: a quarter of a segment, so that a segment holds its head and a
+ * few of them, within the usual 64 KiB; 0 (the default) without a cap. */
+static size_t chunk_for_cap(unsigned long long max_bytes)
+{
+    if (!max_bytes)
+        return 0;
+    unsigned long long c = max_bytes / CP_TRACE_SEGMENTS / 4 & ~7ull;
+    return c > CP_CHUNK_DEFAULT_PAYLOAD ? CP_CHUNK_DEFAULT_PAYLOAD : c < 4096 ? 4096 : (size_t)c;
+}
+
 static int writer_start(const char *path, const cp_file_header *header, int flush_ms)
 {
     char err[512];
-    g_w = cp_trace_writer_open_mode(path, header, 0, cp_settings_get()->file_mode, err,
-                                    sizeof err);
+    const cp_settings *set = cp_settings_get();
+    g_w = cp_trace_writer_open_mode(path, header, chunk_for_cap(set->max_bytes), set->file_mode,
+                                    err, sizeof err);
     if (!g_w) {
         cp_warn("%s; tracing is off, the job runs on", err);
         return -1;
     }
+    if (set->max_bytes && cp_trace_writer_rotate(g_w, set->max_bytes) != 0)
+        cp_warn("cannot cap the trace at COLLPROF_MAX_MB (out of memory): it grows unbounded");
     g_flush_ms = flush_ms > 0 ? flush_ms : 200;
     /* A short settle gives the first rate; every drain then refines it over a longer
      * baseline. The first NCCL call (an init, which takes far longer) pays it once. */

@@ -144,6 +144,10 @@ void cpr_holes_text(char *buf, size_t len, const cpa_analysis *a, long *first_ra
                     double *first_s);
 /* The caveat a figure over a hole carries, "" when the trace has none. */
 const char *cpr_holes_caveat(const cpa_analysis *a);
+/* A rotated trace (COLLPROF_MAX_MB): "the oldest 34325 records of 2 ranks were deleted ...
+ * every rank's calls are here from +1.234 s on (rank 1)"; empty when nothing was rotated.
+ * *kept_from_s (NAN when nothing was): job time from which every rank's records are kept. */
+void cpr_rotated_text(char *buf, size_t len, const cpa_analysis *a, double *kept_from_s);
 
 
 /* Why a straggler was late, one sentence: "GPU backlog: it entered NCCL on time (median

@@ -41,3 +41,15 @@ seed plugin-watchdog-abort COLLPROF_EMU_HANG=1:3 -- --launch 4 --pattern ddp --t
 # ... and from CUPTI's kernel records: KNAME and KERNELS records, rank 1's backward kernels
 # a thousand times as long (a GPU-backlog straggler with a kernel to name)
 seed cupti-slow-compute COLLPROF_GPU_TIMING=cupti -- --launch 4 --pattern ddp --gpu-compute --slow-compute 1:1000:sim_bwd_gemm
+# ... and a rotated trace (COLLPROF_MAX_MB at its smallest, 16 KiB segments): each rank's two
+# newest segments, in order, which the target names as the writer does so the loader joins them
+seed_rotated() {
+  name=rotated-tp
+  COLLPROF_MAX_MB=0.125 "$build/bin/collprof" run --dir "$tmp/$name" -- $sim --launch 2 \
+    --pattern tp --steps 40 >/dev/null 2>&1 || true
+  for r in 00000 00001; do
+    ls "$tmp/$name"/rank$r-*.cptrace | tail -n 2
+  done | xargs cat > "$out/seed-$name.cptraces"
+  echo "$out/seed-$name.cptraces: 2 ranks, $(wc -c < "$out/seed-$name.cptraces") bytes"
+}
+seed_rotated

@@ -90,8 +90,9 @@ enum cp_record_type {
     CP_REC_NCCL_OP = 10, /* NCCL's own view of a CALL: its profiler plugin's descriptor */
     CP_REC_KNAME = 11,   /* a GPU kernel's name: index -> name (CUPTI's) */
     CP_REC_KERNELS = 12, /* the other kernels the GPU ran before a CALL's (CUPTI's) */
-    CP_REC_UNTIMED = 13, /* calls recorded without GPU times the shim meant to take, by cause */
-    CP_REC_TYPE_MAX_KNOWN = 13
+    CP_REC_SEGMENT = 13, /* this file is one segment of a rotated trace (COLLPROF_MAX_MB) */
+    CP_REC_UNTIMED = 14, /* calls recorded without GPU times the shim meant to take, by cause */
+    CP_REC_TYPE_MAX_KNOWN = 14
 };
 
 typedef struct cp_record_header {
@@ -332,7 +333,9 @@ enum cp_lost_cause {
     CP_LOST_TOO_BIG = 3,     /* a record larger than a chunk */
     CP_LOST_NO_MEMORY = 4,   /* the shim could not allocate room for them */
     CP_LOST_AT_END = 5,      /* a fatal signal ended the process before they were finished */
-    CP_LOST_CAUSE_LAST = CP_LOST_AT_END,
+    /* 6 is write_stalled */
+    CP_LOST_ROTATED = 7,     /* in a segment deleted to keep the trace under COLLPROF_MAX_MB */
+    CP_LOST_CAUSE_LAST = CP_LOST_ROTATED,
 };
 
 /* 24 bytes: records dropped since the last LOST record of this cause. */
@@ -391,6 +394,22 @@ typedef struct cp_rec_end {
     uint64_t at_ns;
 } cp_rec_end;
 
+/* 32 bytes: the first record of every segment of a rotated trace. A process whose trace is
+ * capped (COLLPROF_MAX_MB) writes segment 0 to its usual file name and segment N to the same
+ * name with ".sNNNNNN" before the suffix; each segment starts with the same file header, this
+ * record, and the records that what follows names (PROCESS, COMM, SITE, KNAME), so it reads
+ * on its own. The oldest segments are deleted: the records written before the first segment
+ * left (records_before of it) are the ones rotation dropped. */
+#define CP_TRACE_SEGMENTS 8u /* the segments a writer keeps at most */
+typedef struct cp_rec_segment {
+    cp_record_header h;     /* CP_REC_SEGMENT, 32 */
+    uint32_t segment;       /* 0, 1, 2 ... */
+    uint64_t records_before; /* the writer's records in every earlier segment of the process */
+    uint64_t at_ns;         /* CLOCK_MONOTONIC when the segment was opened */
+    uint64_t lost_before;   /* the chunk headers' loss total then, less what the LOST record
+                             * of cause rotated after it (the deletion that opened it) says */
+} cp_rec_segment;
+
 /* Sizes and offsets are the format: any change is a new version. */
 _Static_assert(sizeof(cp_file_header) == CP_TRACE_HEADER_BYTES, "file header size");
 _Static_assert(offsetof(cp_file_header, hostname) == 72, "hostname offset");
@@ -409,6 +428,7 @@ _Static_assert(sizeof(cp_rec_untimed) == 24, "UNTIMED record size");
 _Static_assert(sizeof(cp_rec_nccl_op) == 40, "NCCL_OP record size");
 _Static_assert(sizeof(cp_rec_kname) == 128, "KNAME record size");
 _Static_assert(sizeof(cp_rec_kernels) == 72, "KERNELS record size");
+_Static_assert(sizeof(cp_rec_segment) == 32, "SEGMENT record size");
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "collprof writes its trace in the host's byte order, which must be little-endian"
 #endif
@@ -428,6 +448,12 @@ int cp_algo_from_name(const char *name);         /* CP_ALGO_UNKNOWN when unknown
 int cp_proto_from_name(const char *name);
 int cp_op_is_collective(unsigned op);            /* AllReduce .. Scatter */
 int cp_op_is_p2p(unsigned op);                   /* Send, Recv */
+/* A rotated trace's segment names (cp_rec_segment): segment 0 is path itself, segment N is
+ * path with ".sNNNNNN" before the suffix. 0, or -1 when out is too small. */
+int cp_trace_segment_path(char *out, size_t cap, const char *path, unsigned segment);
+/* The segment a file name says (0 for a name without the tag) and the length of the part
+ * of its name that its process's other segments share. */
+long cp_trace_segment_of(const char *path, size_t *family_len);
 
 /* Bytes per element, 0 when unknown. Inline: the shim needs it on every call. */
 static inline unsigned cp_dtype_size(unsigned dtype)

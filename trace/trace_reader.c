@@ -65,6 +65,7 @@ static const uint16_t min_record_bytes[CP_REC_TYPE_MAX_KNOWN + 1] = {
     [CP_REC_KNAME] = sizeof(cp_rec_kname),
     [CP_REC_KERNELS] = sizeof(cp_rec_kernels),
     [CP_REC_UNTIMED] = sizeof(cp_rec_untimed),
+    [CP_REC_SEGMENT] = sizeof(cp_rec_segment),
 };
 
 /* Checks the file header; 0 or a cp_read_status with err filled. */
@@ -400,6 +401,9 @@ static int deliver(const cp_trace_visitor *vp, const unsigned char *p, size_t n,
             break;
         case CP_REC_UNTIMED:
             stop = v.on_untimed && v.on_untimed(v.ctx, (const cp_rec_untimed *)h);
+            break;
+        case CP_REC_SEGMENT:
+            stop = v.on_segment && v.on_segment(v.ctx, (const cp_rec_segment *)h);
             break;
         default:
             unknown++;

@@ -54,6 +54,7 @@ typedef struct cp_trace_visitor {
     int (*on_kname)(void *ctx, const cp_rec_kname *rec);
     int (*on_kernels)(void *ctx, const cp_rec_kernels *rec);
     int (*on_untimed)(void *ctx, const cp_rec_untimed *rec);
+    int (*on_segment)(void *ctx, const cp_rec_segment *rec);
     int (*on_unknown)(void *ctx, const cp_record_header *rec);
 } cp_trace_visitor;
 

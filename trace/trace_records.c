@@ -4,6 +4,7 @@
 #include "trace/trace_hash.h"
 #include "trace/trace_writer.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -75,7 +76,7 @@ const char *cp_lost_cause_name(unsigned cause)
     static const char *const names[CP_LOST_CAUSE_LAST + 1] = {
         [CP_LOST_RING_FULL] = "ring_full", [CP_LOST_WRITE_ERROR] = "write_error",
         [CP_LOST_TOO_BIG] = "too_big",     [CP_LOST_NO_MEMORY] = "no_memory",
-        [CP_LOST_AT_END] = "at_end"};
+        [CP_LOST_AT_END] = "at_end",       [CP_LOST_ROTATED] = "rotated"};
     return cause <= CP_LOST_CAUSE_LAST ? names[cause] : NULL;
 }
 
@@ -95,6 +96,7 @@ static const char *const record_type_names[CP_REC_TYPE_MAX_KNOWN + 1] = {
     [CP_REC_LOST] = "LOST",       [CP_REC_HANG] = "HANG", [CP_REC_END] = "END",
     [CP_REC_NCCL_OP] = "NCCL_OP", [CP_REC_KNAME] = "KNAME", [CP_REC_KERNELS] = "KERNELS",
     [CP_REC_UNTIMED] = "UNTIMED",
+    [CP_REC_SEGMENT] = "SEGMENT",
 };
 
 /* NCCL's own spellings (ncclAlgoToString, ncclProtoToString), index = enum cp_algo/proto. */
@@ -208,4 +210,55 @@ size_t cp_rec_process_build(void *buf, size_t cap, const cp_rec_process *fixed,
     rec.reserved0 = 0;
     memcpy(buf, &rec, sizeof rec);
     return put_strings(buf, sizeof rec, strs, n);
+}
+
+/* ".s" and six digits: segment numbers sort as names up to 999999, and a segment's name
+ * still ends in the suffix every tool looks for. */
+#define SEG_TAG ".s"
+
+int cp_trace_segment_path(char *out, size_t cap, const char *path, unsigned segment)
+{
+    /* no stdio: the writer names its next segment here, maybe in a fatal signal's flush */
+    size_t n = strlen(path), suffix = strlen(CP_TRACE_FILE_SUFFIX);
+    size_t stem = n >= suffix && strcmp(path + n - suffix, CP_TRACE_FILE_SUFFIX) == 0
+                      ? n - suffix : n;
+    char digits[16];
+    size_t d = 0;
+    for (unsigned v = segment; segment && (v || d < 6); v /= 10)
+        digits[d++] = (char)('0' + v % 10);
+    size_t tag = segment ? strlen(SEG_TAG) + d : 0;
+    if (n + tag + 1 > cap)
+        return -1;
+    memmove(out, path, stem);
+    size_t at = stem;
+    if (segment) {
+        memcpy(out + at, SEG_TAG, strlen(SEG_TAG));
+        at += strlen(SEG_TAG);
+        while (d)
+            out[at++] = digits[--d];
+    }
+    memcpy(out + at, path + stem, n - stem + 1);
+    return 0;
+}
+
+long cp_trace_segment_of(const char *path, size_t *family_len)
+{
+    size_t n = strlen(path), suffix = strlen(CP_TRACE_FILE_SUFFIX);
+    size_t stem = n >= suffix && strcmp(path + n - suffix, CP_TRACE_FILE_SUFFIX) == 0
+                      ? n - suffix : n;
+    *family_len = stem;
+    /* back over the digits, then the tag: at least six digits, as the writer names them */
+    size_t d = stem;
+    while (d > 0 && path[d - 1] >= '0' && path[d - 1] <= '9')
+        d--;
+    size_t tag = strlen(SEG_TAG);
+    if (stem - d < 6 || stem - d > 9 || d < tag + 1 || memcmp(path + d - tag, SEG_TAG, tag) != 0)
+        return 0;
+    long seg = 0;
+    for (size_t i = d; i < stem; i++)
+        seg = seg * 10 + (path[i] - '0');
+    if (seg == 0)
+        return 0; /* segment 0 never has a tag: this is some other name */
+    *family_len = d - tag;
+    return seg;
 }

@@ -31,6 +31,12 @@
  * trusts), and LOST records by cause that the writer itself puts at the head of the next
  * chunk it writes. A LOST record that sits in the chunk buffer has its count raised in
  * place while more drops of its cause arrive, so a burst of drops costs one record.
+ *
+ * Rotation (cp_trace_writer_rotate, COLLPROF_MAX_MB): the chunk write that would take a
+ * segment past its size first makes the next segment (header, then a head chunk that repeats
+ * what its records may name: trace_kept.h) and deletes the oldest past CP_TRACE_SEGMENTS,
+ * counting its records lost (rotated). Its buffers are made when rotation is set up, so a
+ * rotation allocates nothing and may happen in the fatal signal's flush.
  */
 #include "trace/trace_writer.h"
 
@@ -38,6 +44,7 @@
 
 #include "common/clock.h"
 #include "trace/trace_hash.h"
+#include "trace/trace_kept.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -80,6 +87,20 @@ struct cp_trace_writer {
     uint64_t pending[CP_LOST_CAUSES];
     uint64_t pending_at_ns[CP_LOST_CAUSES];
     size_t lost_rec_at[CP_LOST_CAUSES];
+    /* Rotation (cp_trace_writer_rotate): off while seg_max is 0. */
+    uint64_t seg_max;       /* a segment's bytes past which the next data chunk starts another */
+    unsigned mode;          /* the files' mode, for the segments to come */
+    cp_file_header header;  /* every segment starts with it */
+    uint32_t segment;       /* the current one */
+    int seg_data;           /* the current segment holds a data chunk (not just its head) */
+    uint64_t seg_written[CP_TRACE_SEGMENTS]; /* caller records in each live segment */
+    uint64_t records_before; /* caller records in the segments before the current one */
+    uint64_t rotated;       /* caller records in segments deleted */
+    size_t path_cap;        /* path and alt_path: room for any segment's name */
+    char *alt_path;         /* the next segment's name is made here, then swapped with path */
+    char *base;             /* segment 0's name, which names the others */
+    unsigned char *head;    /* a segment's head chunk is built here (header + cap) */
+    cp_kept_set kept;       /* the records a segment's head repeats (append_kept) */
 };
 
 void cp_file_header_init(cp_file_header *h)
@@ -158,6 +179,32 @@ static int own_fd(cp_trace_writer *w)
     return -1;
 }
 
+/* The file system calls that open, close and remove a file, each in one place. */
+
+/* Creates path (never an existing file, never through a symlink) with exactly `mode`,
+ * moved to a high fd; -1 with errno on failure (nothing left behind). */
+static int create_file(const char *path, unsigned mode, struct stat *st)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode & 0777);
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, st) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(path);
+        errno = e;
+        return -1;
+    }
+    /* the mode asked for, whatever the umask: a wider one is a choice (COLLPROF_FILE_MODE) */
+    (void)fchmod(fd, mode & 0777); /* on a file system without modes, the open's stands */
+    return cp_fd_move_high(fd);
+}
+
+static int close_file(int fd) { return close(fd); }
+
+/* 0 when path is gone (or was never there). */
+static int remove_file(const char *path) { return unlink(path) == 0 || errno == ENOENT ? 0 : -1; }
+
 cp_trace_writer *cp_trace_writer_open(const char *path, const cp_file_header *header,
                                       size_t chunk_payload_bytes, char *err, size_t errlen)
 {
@@ -186,21 +233,14 @@ cp_trace_writer *cp_trace_writer_open_mode(const char *path, const cp_file_heade
         free(buf);
         return NULL;
     }
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode & 0777);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
+    int fd = create_file(path, mode, &st);
+    if (fd < 0) {
         snprintf(err, errlen, "'%s': cannot create trace file: %s", path, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-            unlink(path);
-        }
         free(w);
         free(buf);
         return NULL;
     }
-    /* the mode asked for, whatever the umask: a wider one is a choice (COLLPROF_FILE_MODE) */
-    (void)fchmod(fd, mode & 0777); /* on a file system without modes, the open's stands */
-    fd = cp_fd_move_high(fd);
 
     /* The writer owns the format fields: whatever the caller left there, the file it
      * writes is one this version's reader accepts. */
@@ -218,8 +258,8 @@ cp_trace_writer *cp_trace_writer_open_mode(const char *path, const cp_file_heade
         int e = errno;
         snprintf(err, errlen, "'%s': cannot write trace header: %s", path,
                  e ? strerror(e) : "short write");
-        close(fd);
-        unlink(path);
+        close_file(fd);
+        remove_file(path);
         free(w);
         free(buf);
         return NULL;
@@ -227,6 +267,8 @@ cp_trace_writer *cp_trace_writer_open_mode(const char *path, const cp_file_heade
 
     w->fd = fd;
     w->path = strdup(path);
+    w->header = h;
+    w->mode = mode;
     w->dev = st.st_dev;
     w->ino = st.st_ino;
     w->buf = buf;
@@ -268,30 +310,52 @@ static void count_drop(cp_trace_writer *w, unsigned cause, uint64_t records)
     w->pending_at_ns[cause] = cp_mono_ns();
 }
 
+/* Writes one chunk of `used` payload bytes, `count` records, from buf (its header made here)
+ * at the end of the file: 0 and the file's end and chunk index advanced, or -1 with *wrote
+ * saying whether any byte reached the file. */
+static int emit_chunk(cp_trace_writer *w, unsigned char *buf, size_t used, uint32_t count,
+                      int *wrote)
+{
+    cp_chunk_header ch = {
+        .magic = CP_CHUNK_MAGIC,
+        .payload_bytes = (uint32_t)used,
+        .chunk_index = w->chunk_index,
+        .lost_records = w->lost,
+        .payload_hash = cp_trace_hash(buf + CP_CHUNK_HEADER_BYTES, used),
+        .record_count = count,
+    };
+    ch.header_hash = cp_chunk_header_hash(&ch);
+    memcpy(buf, &ch, sizeof ch);
+    size_t len = CP_CHUNK_HEADER_BYTES + used;
+    *wrote = 0;
+    if (own_fd(w) != 0 ||
+        write_all_at(w->fd, buf, len, w->file_bytes, w->closing ? 0 : CP_WRITER_RESERVE,
+                     wrote) != 0)
+        return -1;
+    w->file_bytes += len;
+    w->chunk_index++;
+    return 0;
+}
+
+static void next_segment(cp_trace_writer *w);
+
 /* Writes the current chunk; on failure its caller records join the lost total. Either way
  * the buffer starts over, with the LOST records of what is still unreported. */
 static int write_chunk(cp_trace_writer *w)
 {
-    cp_chunk_header ch = {
-        .magic = CP_CHUNK_MAGIC,
-        .payload_bytes = (uint32_t)w->used,
-        .chunk_index = w->chunk_index++,
-        .lost_records = w->lost,
-        .payload_hash = cp_trace_hash(w->payload, w->used),
-        .record_count = w->count,
-    };
-    ch.header_hash = cp_chunk_header_hash(&ch);
-    memcpy(w->buf, &ch, sizeof ch);
-
     size_t len = CP_CHUNK_HEADER_BYTES + w->used;
+    /* A data chunk that would take the segment past its size goes to the next one; a
+     * segment holds one data chunk at least, whatever its head took. */
+    if (w->seg_max && !w->closing && w->seg_data &&
+        w->file_bytes + len + CP_WRITER_RESERVE > w->seg_max)
+        next_segment(w);
     int wrote = 0;
-    int rc = own_fd(w) == 0 ? write_all_at(w->fd, w->buf, len, w->file_bytes,
-                                            w->closing ? 0 : CP_WRITER_RESERVE, &wrote)
-                            : -1;
+    int rc = emit_chunk(w, w->buf, w->used, w->count, &wrote);
     uint64_t callers = w->count - w->own;
     if (rc == 0) {
-        w->file_bytes += len;
         w->written += callers;
+        w->seg_written[w->segment % CP_TRACE_SEGMENTS] += callers;
+        w->seg_data |= callers > 0;
         for (unsigned c = 1; c < CP_LOST_CAUSES; c++)
             if (w->lost_rec_at[c] != SIZE_MAX)
                 w->pending[c] = 0;
@@ -304,10 +368,10 @@ static int write_chunk(cp_trace_writer *w)
             w->file_bytes += len;
         else if (wrote)
             (void)fallocate(w->fd, FALLOC_FL_KEEP_SIZE, (off_t)w->file_bytes, CP_WRITER_RESERVE);
-        if (callers)
+        if (callers) {
             count_drop(w, CP_LOST_WRITE_ERROR, callers);
-        else
-            w->chunk_index--; /* only our LOST records failed: no data gap to show */
+            w->chunk_index++; /* a gap in the indexes: the reader shows the data lost */
+        } /* else only our LOST records failed: no data gap to show */
     }
     w->used = 0;
     w->count = 0;
@@ -317,6 +381,152 @@ static int write_chunk(cp_trace_writer *w)
     place_lost_records(w);
     return rc;
 }
+
+/* Rotation. Everything here may run in a fatal signal's handler (the exit flush): no
+ * allocation, no stdio; the buffers are made by cp_trace_writer_rotate. */
+
+/* Appends rec to the head chunk being built at w->head (*used, *count), writing it out first
+ * when rec does not fit. */
+static void head_put(cp_trace_writer *w, const void *rec, size_t size, size_t *used,
+                     uint32_t *count)
+{
+    int wrote;
+    if (*used + size > w->cap && *count) {
+        (void)emit_chunk(w, w->head, *used, *count, &wrote);
+        *used = 0;
+        *count = 0;
+    }
+    if (size > w->cap)
+        return; /* never: append_kept keeps only records a chunk holds */
+    memcpy(w->head + CP_CHUNK_HEADER_BYTES + *used, rec, size);
+    *used += size;
+    (*count)++;
+}
+
+/* A segment's head: SEGMENT, what rotation dropped as it opened (LOST rotated), then every
+ * record the data may name (append_kept's). Its failure costs no data record: a segment
+ * whose head is missing still reads, with calls naming communicators it does not know. */
+static void write_head(cp_trace_writer *w, uint64_t rotated_now)
+{
+    size_t used = 0;
+    uint32_t count = 0;
+    uint64_t now = cp_mono_ns();
+    cp_rec_segment seg = {.h = {CP_REC_SEGMENT, sizeof seg}, .segment = w->segment,
+                          .records_before = w->records_before, .at_ns = now,
+                          .lost_before = w->lost - rotated_now};
+    head_put(w, &seg, sizeof seg, &used, &count);
+    if (rotated_now) {
+        cp_rec_lost lost = {.h = {CP_REC_LOST, sizeof lost}, .cause = CP_LOST_ROTATED,
+                            .count = rotated_now, .at_ns = now};
+        head_put(w, &lost, sizeof lost, &used, &count);
+    }
+    size_t off = 0;
+    for (const void *rec; (rec = cp_kept_next(&w->kept, &off)) != NULL;) {
+        uint16_t size;
+        memcpy(&size, (const unsigned char *)rec + offsetof(cp_record_header, size), sizeof size);
+        head_put(w, rec, size, &used, &count);
+    }
+    int wrote;
+    if (count)
+        (void)emit_chunk(w, w->head, used, count, &wrote);
+}
+
+/* Ends the current segment and starts the next, deleting the oldest past
+ * CP_TRACE_SEGMENTS. When the next cannot be made, writing goes on in the current one (the
+ * size bound is then exceeded, never a record lost to it) and the next chunk tries again. */
+static void next_segment(cp_trace_writer *w)
+{
+    uint32_t next = w->segment + 1;
+    if (cp_trace_segment_path(w->alt_path, w->path_cap, w->base, next) != 0)
+        return;
+    struct stat st;
+    int fd = create_file(w->alt_path, w->mode, &st);
+    if (fd < 0)
+        return;
+    int wrote;
+    if (write_all_at(fd, &w->header, sizeof w->header, 0, CP_WRITER_RESERVE, &wrote) != 0) {
+        close_file(fd);
+        remove_file(w->alt_path);
+        return;
+    }
+    if (own_fd(w) == 0)
+        (void)close_file(w->fd);
+    w->fd = fd;
+    w->dev = st.st_dev;
+    w->ino = st.st_ino;
+    char *old = w->path;
+    w->path = w->alt_path;
+    w->alt_path = old;
+    w->file_bytes = sizeof w->header;
+    w->chunk_index = 0;
+    w->records_before += w->seg_written[w->segment % CP_TRACE_SEGMENTS];
+    w->segment = next;
+    w->seg_data = 0;
+    /* the slot of the segment that leaves now is the new one's */
+    uint64_t rotated_now = 0;
+    if (next >= CP_TRACE_SEGMENTS) {
+        if (cp_trace_segment_path(w->alt_path, w->path_cap, w->base,
+                                  next - CP_TRACE_SEGMENTS) == 0 &&
+            remove_file(w->alt_path) == 0) {
+            rotated_now = w->seg_written[next % CP_TRACE_SEGMENTS];
+            w->rotated += rotated_now;
+            w->lost += rotated_now;
+        }
+    }
+    w->seg_written[next % CP_TRACE_SEGMENTS] = 0;
+    write_head(w, rotated_now);
+}
+
+int cp_trace_writer_rotate(cp_trace_writer *w, uint64_t max_bytes)
+{
+    uint64_t seg = max_bytes / CP_TRACE_SEGMENTS;
+    if (w->seg_max || w->chunk_index || w->used || seg < CP_TRACE_HEADER_BYTES + 2 * w->cap)
+        return -1;
+    size_t n = strlen(w->path);
+    w->path_cap = n + 16; /* ".s" and up to 10 digits */
+    char *path = malloc(w->path_cap);
+    w->alt_path = malloc(w->path_cap);
+    w->base = strdup(w->path);
+    w->head = malloc(CP_CHUNK_HEADER_BYTES + w->cap);
+    if (!path || !w->alt_path || !w->base || !w->head) {
+        free(path);
+        free(w->alt_path);
+        free(w->base);
+        free(w->head);
+        w->alt_path = w->base = NULL;
+        w->head = NULL;
+        return -1;
+    }
+    memcpy(path, w->path, n + 1);
+    free(w->path);
+    w->path = path;
+    w->seg_max = seg;
+    cp_rec_segment first = {.h = {CP_REC_SEGMENT, sizeof first}, .at_ns = cp_mono_ns()};
+    memcpy(w->payload, &first, sizeof first);
+    w->used = sizeof first;
+    w->count = 1;
+    w->own = 1;
+    return 0;
+}
+
+void cp_trace_writer_forget(cp_trace_writer *w, unsigned type, uint32_t index)
+{
+    cp_kept_forget(&w->kept, type, index);
+}
+
+int cp_trace_writer_append_kept(cp_trace_writer *w, const void *record)
+{
+    cp_record_header h;
+    memcpy(&h, record, sizeof h);
+    /* COMM, SITE and KNAME carry their index in the word after the header; without memory,
+     * later segments lack the record (their calls name an unknown index), never this one */
+    if (w->seg_max && h.size >= sizeof h + sizeof(uint32_t) && h.size % 8 == 0 &&
+        h.size <= w->cap)
+        (void)cp_kept_put(&w->kept, record);
+    return cp_trace_writer_append(w, record);
+}
+
+uint64_t cp_trace_writer_records_rotated(const cp_trace_writer *w) { return w->rotated; }
 
 static int append_slow(cp_trace_writer *w, const void *record, size_t size)
 {
@@ -398,9 +608,13 @@ int cp_trace_writer_close(cp_trace_writer *w)
     int rc = 0;
     if (w->count > 0 && write_chunk(w) != 0)
         rc = -1;
-    if (own_fd(w) != 0 || close(w->fd) != 0)
+    if (own_fd(w) != 0 || close_file(w->fd) != 0)
         rc = -1;
     free(w->path);
+    free(w->alt_path);
+    free(w->base);
+    free(w->head);
+    cp_kept_free(&w->kept);
     free(w->buf);
     free(w);
     return rc;

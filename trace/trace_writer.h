@@ -68,6 +68,26 @@ int cp_trace_writer_closing(cp_trace_writer *w);
 /* Flushes, closes and frees. Returns 0, or -1 if the last flush or close failed. */
 int cp_trace_writer_close(cp_trace_writer *w);
 
+/* Rotation (COLLPROF_MAX_MB): the trace is written in up to CP_TRACE_SEGMENTS files of
+ * max_bytes / CP_TRACE_SEGMENTS bytes each; a data chunk that would take a segment past that
+ * starts the next one (named by cp_trace_segment_path), and the oldest is deleted, its
+ * records counted lost (CP_LOST_ROTATED). Each segment starts with the file header, a
+ * SEGMENT record and the records append_kept keeps, so it reads on its own. Called once,
+ * right after open and before any append; -1 (nothing changed) when max_bytes leaves a
+ * segment less than two chunks, or on a second call or no memory. The segment's files are
+ * made, closed and deleted while appending (in the chunk write that crosses the size), with
+ * no allocation: safe where appending is. */
+int cp_trace_writer_rotate(cp_trace_writer *w, uint64_t max_bytes);
+/* append, and with rotation on, keeps a copy that every later segment's head repeats: the
+ * newest PROCESS, and one COMM, SITE or KNAME per index (the word after the header). Not
+ * from a signal handler (it may allocate); a copy that cannot be kept is left out of later
+ * heads, never out of this segment. */
+int cp_trace_writer_append_kept(cp_trace_writer *w, const void *record);
+/* Later heads leave out the kept record of this type and index (a destroyed communicator). */
+void cp_trace_writer_forget(cp_trace_writer *w, unsigned type, uint32_t index);
+/* Records in segments deleted so far (part of records_lost). */
+uint64_t cp_trace_writer_records_rotated(const cp_trace_writer *w);
+
 /* Variable-size records (SITE, PROCESS): fixed part then u16-length strings, padded to 8.
  * Each builds into buf (capacity cap) and returns the record size, or 0 when it cannot fit
  * in cap or in a record's u16 size. Strings longer than CP_STRING_MAX are cut there. */

@@ -57,6 +57,17 @@ static uint32_t rd32(const uint8_t *p)
 static void wr32(uint8_t *p, uint32_t v) { memcpy(p, &v, sizeof v); }
 static void wr64(uint8_t *p, uint64_t v) { memcpy(p, &v, sizeof v); }
 
+/* The segment a rotated trace's file says in its first record (a SEGMENT), 0 for none. */
+static uint32_t first_segment(const uint8_t *f, size_t len)
+{
+    const size_t at = CP_TRACE_HEADER_BYTES + CP_CHUNK_HEADER_BYTES;
+    if (len < at + sizeof(cp_rec_segment))
+        return 0;
+    cp_rec_segment s;
+    memcpy(&s, f + at, sizeof s);
+    return s.h.type == CP_REC_SEGMENT && s.h.size >= sizeof s ? s.segment : 0;
+}
+
 /* The number of records that tile a payload exactly (sizes >= 8, multiples of 8), or -1. */
 static long tiling_records(const uint8_t *p, size_t len)
 {
@@ -365,13 +376,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* A file ends where the next begins, or at the end when FA_MAX_FILES are taken. */
     cpa_mem_file files[FA_MAX_FILES];
     char names[FA_MAX_FILES][48];
+    size_t group = 0;
+    uint32_t prev_seg = 0;
     for (size_t i = 0; i < n; i++) {
         size_t len = (i + 1 < n ? start[i + 1] : size) - start[i];
         uint8_t *f = malloc(len);
         REQUIRE(f);
         memcpy(f, data + start[i], len);
         rehash(f, len);
-        snprintf(names[i], sizeof names[i], "rank%02zu%s", i, CP_TRACE_FILE_SUFFIX);
+        /* A rotated trace's later segment (its first record a SEGMENT past 0) after an
+         * earlier one of the same process is named as the writer names it, so the loader
+         * joins them: a seed is a job's segments back to back, each process's in order. */
+        uint32_t seg = first_segment(f, len);
+        if (seg && i && seg > prev_seg)
+            snprintf(names[i], sizeof names[i], "rank%02zu.s%06u%s", group, seg,
+                     CP_TRACE_FILE_SUFFIX);
+        else
+            snprintf(names[i], sizeof names[i], "rank%02zu%s", group = i, CP_TRACE_FILE_SUFFIX);
+        prev_seg = seg;
         files[i] = (cpa_mem_file){.name = names[i], .data = f, .len = len};
     }
     char err[256] = "";

@@ -33,6 +33,10 @@ static void check_seed(const char *name, const char *path, const unsigned char *
     if (fa_last.ranks < 2 || !fa_last.multi_rank_ops)
         fail_msg("seed %s: %zu ranks, %zu operations across ranks", name, fa_last.ranks,
                  fa_last.multi_rank_ops);
+    /* a rotated trace's four segments are two processes' (the target names them so) */
+    if (!strncmp(name, "seed-rotated", 12) && fa_last.ranks != 2)
+        fail_msg("seed %s: %zu ranks, not its 2 processes' segments joined", name,
+                 fa_last.ranks);
     sd->most.hosts += fa_last.hosts > 1;
     sd->most.hangs += fa_last.hangs;
     sd->most.mismatches += fa_last.mismatches;

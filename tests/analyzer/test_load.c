@@ -423,6 +423,87 @@ static void test_load_long_host_times(void **state)
     }
     assert_int_equal(r->last_ns, end);
     cpa_analysis_free(&a);
+/* Two ranks of one communicator, each capped (8 segments of 4 KiB): rank 1 writes a CLOCK
+ * between calls, so its rotation deletes more of its calls than rank 0's. The loader joins
+ * each rank's segments into one rank (not 8), counts what rotation deleted as lost (cause
+ * rotated) from the oldest kept segment, and the operations only rank 0 kept are no hang,
+ * no mismatch and no straggler. A segment deleted by hand in the middle is a hole. */
+static void test_load_rotated_segments(void **state)
+{
+    (void)state;
+    char *dir = tt_tmpdir();
+    const int n = 600;
+    uint64_t rotated[2];
+    for (int r = 0; r < 2; r++) {
+        cp_trace_writer *w = open_rank(dir, r, r, "node-a", 512);
+        assert_int_equal(cp_trace_writer_rotate(w, 8 * 4096), 0);
+        cp_rec_comm c = {.h = {CP_REC_COMM, sizeof c}, .comm_index = 0, .comm_id = COMM_ID,
+                         .nranks = 2, .rank = r, .cuda_dev = r, .origin = CP_COMM_INIT_RANK};
+        assert_int_equal(cp_trace_writer_append_kept(w, &c), 0);
+        for (int i = 0; i < n; i++) {
+            uint64_t at = BASE_NS + (uint64_t)i * 100000;
+            put_call(w, CP_OP_ALLREDUCE, (uint64_t)i, 256, -1, at + (uint64_t)r * 10, 1);
+            put_done(w, CP_OP_ALLREDUCE, (uint64_t)i, -1, at + 1000, at + 11000);
+            cp_rec_clock k = {.h = {CP_REC_CLOCK, sizeof k}, .mono_ns = at + 20000,
+                              .realtime_ns = at + 20000};
+            if (r == 1)
+                assert_int_equal(cp_trace_writer_append(w, &k), 0);
+        }
+        rotated[r] = cp_trace_writer_records_rotated(w);
+        cp_rec_end e = {.h = {CP_REC_END, sizeof e}, .exit_code = -1,
+                        .at_ns = BASE_NS + (uint64_t)n * 100000};
+        assert_int_equal(cp_trace_writer_closing(w), 0);
+        assert_int_equal(cp_trace_writer_append(w, &e), 0);
+        assert_int_equal(cp_trace_writer_close(w), 0);
+    }
+    assert_true(rotated[0] > 0 && rotated[1] > rotated[0]);
+
+    cpa_analysis a;
+    char err[256] = "";
+    assert_int_equal(cpa_analyze(dir, &a, NULL, NULL, err, sizeof err), 0);
+    const cpa_model *m = a.model;
+    assert_int_equal(m->nranks, 2);
+    assert_int_equal(m->rotated_records, rotated[0] + rotated[1]);
+    assert_int_equal(m->ranks_rotated, 2);
+    assert_int_equal(m->integrity.lost_by_cause[CP_LOST_ROTATED], rotated[0] + rotated[1]);
+    assert_int_equal(m->integrity.missing_chunks, 0);
+    assert_int_equal(m->integrity.unknown_records, 0);
+    for (int r = 0; r < 2; r++) {
+        const cpa_rank *k = &m->ranks[r];
+        assert_int_equal(k->rank, r);
+        assert_true(k->segments >= 2 && k->segments <= CP_TRACE_SEGMENTS);
+        assert_int_equal(k->rotated_records, rotated[r]);
+        assert_int_equal(k->lost_records, rotated[r]);
+        assert_int_equal(k->ncomms, 1); /* the heads' repeats are one communicator */
+        assert_true(k->ended);
+        assert_int_equal(k->integrity.first_gap_ns, 0); /* before the kept span: no hole in it */
+        /* the newest calls, in order, none twice; the kept span starts at the first */
+        assert_true(k->ncalls > 10 && k->ncalls < (size_t)n);
+        for (size_t i = 0; i < k->ncalls; i++)
+            assert_int_equal(k->calls[i].seq, (uint64_t)n - k->ncalls + i);
+        assert_int_equal(k->kept_from_ns, k->calls[0].enter_ns);
+    }
+    assert_true(m->ranks[1].ncalls < m->ranks[0].ncalls);
+    assert_int_equal(a.hangs.nrows, 0);
+    assert_int_equal(a.mismatches.nrows, 0);
+    assert_int_equal(a.stragglers.nrows, 0);
+    cpa_analysis_free(&a);
+
+    /* rank 0's second kept segment gone: a hole, said */
+    char **paths;
+    int files = cp_trace_dir_list(dir, &paths, err, sizeof err);
+    assert_true(files > 4);
+    assert_int_equal(unlink(paths[1]), 0);
+    cp_trace_dir_free(paths, files);
+    cpa_model *mm = NULL;
+    assert_int_equal(cpa_model_load(dir, &mm, err, sizeof err), 0);
+    assert_int_equal(mm->nranks, 2);
+    assert_int_equal(mm->ranks[0].integrity.missing_chunks, 1);
+    int said = 0;
+    for (size_t i = 0; i < mm->nwarnings; i++)
+        said |= strstr(mm->warnings[i], "of its rotated trace are missing") != NULL;
+    assert_true(said);
+    cpa_model_free(mm);
     tt_rmtree(dir);
     free(dir);
 }
@@ -439,6 +520,7 @@ int main(void)
         cmocka_unit_test(test_sites_demangled),
         cmocka_unit_test(test_load_values_past_the_calls_bits),
         cmocka_unit_test(test_load_long_host_times),
+        cmocka_unit_test(test_load_rotated_segments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

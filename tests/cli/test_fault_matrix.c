@@ -293,6 +293,37 @@ static void a_full_trace_disk(void **state)
     umount(mnt);
 }
 
+/* A trace capped far below what the job writes (COLLPROF_MAX_MB=0.125: 128 KiB a rank, in
+ * 16 KiB segments): the job is untouched, the oldest records are deleted and counted lost
+ * (cause rotated), no rank is accused for calls rotation took, and what is on disk stays
+ * under the cap and one segment a rank. */
+static void a_capped_trace(void **state)
+{
+    (void)state;
+    static const struct fm_case c = {"trace-cap", "COLLPROF_MAX_MB=0.125",
+                                     SIM4("--steps", "400"), FM_RUNS_OUT, NULL, 0, -1, 0, 1};
+    run_case(&c);
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/%s", g_tmp, c.name);
+    struct json_object *rep = report_json(dir), *m = NULL;
+    assert_non_null(rep);
+    assert_true(json_int(rep, "job", "rotated_records") > 0);
+    assert_int_equal(json_int(rep, "job", "ranks"), 4);
+    assert_true(json_object_object_get_ex(rep, "mismatches", &m));
+    assert_int_equal(json_object_array_length(m), 0);
+    json_object_put(rep);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    uint64_t bytes = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        struct stat st;
+        if (e->d_name[0] != '.' && fstatat(dirfd(d), e->d_name, &st, 0) == 0)
+            bytes += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    assert_true(bytes <= 4 * (131072 + 131072 / CP_TRACE_SEGMENTS));
+}
+
 /* A shim_job scenario without the shim and with it (env for both, then the trace directory
  * for the shim's run); the same three checks, where `traced` says a trace must exist. */
 static void run_shim_case(const char *name, const char *const *env, const char *const *argv,
@@ -362,7 +393,8 @@ static void shim_edge_cases(void **state)
                                       "COLLPROF_STACK=-3", "COLLPROF_UNWIND=gdb",
                                       "COLLPROF_FILE_MODE=0999", "COLLPROF_LIVE=2",
                                       "COLLPROF_HANG_S=-1", "COLLPROF_FLUSH_MS=0",
-                                      "COLLPROF_BUFFER_MB=99999", "COLLPROF_DEBUG=LOUD", NULL};
+                                      "COLLPROF_BUFFER_MB=99999", "COLLPROF_DEBUG=LOUD",
+                                      "COLLPROF_MAX_MB=lots", NULL};
     /* a one-rank communicator: a whole job in one process, whose true verdict is no hang */
     const char *burst[] = {"burst", "50", NULL};
     snprintf(dir, sizeof dir, "%s/bad-env", g_tmp);
@@ -405,6 +437,7 @@ int main(void)
         cmocka_unit_test(sigkill_of_one_rank),
         cmocka_unit_test(a_watchdog_abort),
         cmocka_unit_test(a_full_trace_disk),
+        cmocka_unit_test(a_capped_trace),
         cmocka_unit_test(shim_edge_cases),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -68,6 +68,7 @@ static void defaults_match_the_contract(void **state)
     assert_true(s.hang_s == 60.0);
     assert_int_equal(s.flush_ms, 200);
     assert_int_equal(s.buffer_mb, 16);
+    assert_int_equal(s.max_bytes, 2048ull << 20);
     assert_int_equal(s.debug, CP_LOG_WARN);
 }
 
@@ -79,7 +80,7 @@ static void good_values_are_taken(void **state)
                          "COLLPROF_LIVE=off", "COLLPROF_LIVE_DIR=/run/cp",
                          "COLLPROF_HANG_S=2.5", "COLLPROF_FLUSH_MS=1",
                          "COLLPROF_BUFFER_MB=4096", "COLLPROF_DEBUG=trace", "COLLPROF_OVERHEAD=2.5%",
-                         NULL};
+                         "COLLPROF_MAX_MB=0.25", NULL};
     cp_settings s;
     char err[4096];
     assert_int_equal(load_capturing(&s, env, err, sizeof err), 0);
@@ -95,7 +96,14 @@ static void good_values_are_taken(void **state)
     assert_true(s.hang_s == 2.5);
     assert_int_equal(s.flush_ms, 1);
     assert_int_equal(s.buffer_mb, 4096);
+    assert_int_equal(s.max_bytes, 262144);
     assert_int_equal(s.debug, CP_LOG_TRACE);
+    /* no cap, both ways */
+    const char *none[] = {"COLLPROF_MAX_MB=unlimited", NULL}, *zero[] = {"COLLPROF_MAX_MB=0", NULL};
+    assert_int_equal(load_capturing(&s, none, err, sizeof err), 0);
+    assert_int_equal(s.max_bytes, 0);
+    assert_int_equal(load_capturing(&s, zero, err, sizeof err), 0);
+    assert_int_equal(s.max_bytes, 0);
 }
 
 static void each_bad_value_warns_once_and_keeps_the_default(void **state)
@@ -118,6 +126,10 @@ static void each_bad_value_warns_once_and_keeps_the_default(void **state)
         {"COLLPROF_HANG_S=nan", "using 60"},
         {"COLLPROF_FLUSH_MS=0", "COLLPROF_FLUSH_MS='0'"},
         {"COLLPROF_BUFFER_MB=99999999999999999999", "using 16"},
+        {"COLLPROF_MAX_MB=lots", "COLLPROF_MAX_MB='lots' is not a number of MiB from 0.125"},
+        {"COLLPROF_MAX_MB=0.1", "using 2048"},
+        {"COLLPROF_MAX_MB=-5", "using 2048"},
+        {"COLLPROF_MAX_MB=nan", "using 2048"},
         {"COLLPROF_DEBUG=loud", "COLLPROF_DEBUG='loud' is not WARN, INFO or TRACE; using WARN"},
         {"COLLPROF_LIVE=2", "COLLPROF_LIVE='2'"},
         {NULL, "is not a path shorter than 4096 bytes; using /dev/shm"}, /* long_dir below */

@@ -541,6 +541,21 @@ int main(int argc, char **argv)
         few_calls(c, a1);
         ncclCommDestroy(c);
         printf("burst done\n");
+    } else if (!strcmp(what, "many")) { /* a long job: one size, so one row of the report */
+        ncclComm_t c = make_comm(1, 0);
+        float x[256];
+        for (int i = 0; i < a1; i++)
+            ncclAllReduce(x, x, 256, ncclFloat32, ncclSum, c, STREAM);
+        ncclCommDestroy(c);
+        printf("many done\n");
+    } else if (!strcmp(what, "many-term")) { /* ... ended by SIGTERM, default action */
+        ncclComm_t c = make_comm(1, 0);
+        float x[256];
+        for (int i = 0; i < a1; i++)
+            ncclAllReduce(x, x, 256, ncclFloat32, ncclSum, c, STREAM);
+        printf("many-term raises\n");
+        fflush(stdout);
+        raise(SIGTERM);
     } else if (!strcmp(what, "kill")) {
         ncclComm_t c = make_comm(2, 0);
         few_calls(c, 10);

@@ -196,7 +196,7 @@ static void each_bad_setting_is_one_warn_and_tracing_goes_on(void **state)
                          "COLLPROF_GPU_TIMING=sample:0", "COLLPROF_STACK=65",
                          "COLLPROF_LIVE=2",          "COLLPROF_HANG_S=-1",
                          "COLLPROF_FLUSH_MS=0",      "COLLPROF_BUFFER_MB=4097",
-                         long_dir};
+                         "COLLPROF_MAX_MB=big",      long_dir};
     const char *argv[] = {"basic", NULL};
     /* a bad COLLPROF_DIR falls back to ./collprof-<jobid>: keep that out of the build tree */
     assert_int_equal(chdir(g_tmp), 0);

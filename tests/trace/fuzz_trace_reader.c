@@ -78,6 +78,7 @@ FIXED(on_end, cp_rec_end, CP_REC_END)
 FIXED(on_nccl_op, cp_rec_nccl_op, CP_REC_NCCL_OP)
 FIXED(on_kname, cp_rec_kname, CP_REC_KNAME)
 FIXED(on_kernels, cp_rec_kernels, CP_REC_KERNELS)
+FIXED(on_segment, cp_rec_segment, CP_REC_SEGMENT)
 
 static int on_site(void *ctx, const cp_rec_site *rec)
 {
@@ -127,7 +128,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .ctx = &c,           .on_record = on_record, .on_process = on_process,
         .on_comm = on_comm,  .on_site = on_site,     .on_call = on_call,
         .on_done = on_done,  .on_clock = on_clock,   .on_lost = on_lost,
-        .on_hang = on_hang,  .on_end = on_end,       .on_unknown = on_unknown,
+        .on_hang = on_hang,  .on_end = on_end,       .on_unknown = on_unknown, .on_segment = on_segment,
         .on_nccl_op = on_nccl_op, .on_kname = on_kname, .on_kernels = on_kernels,
     };
     cp_walk_result res;

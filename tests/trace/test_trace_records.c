@@ -103,7 +103,7 @@ static void record_type_names(void **state)
     (void)state;
     const char *names[] = {NULL, "PROCESS", "COMM", "SITE", "CALL", "DONE",
                            "CLOCK", "LOST", "HANG", "END", "NCCL_OP", "KNAME", "KERNELS",
-                           "UNTIMED"};
+                           "SEGMENT", "UNTIMED"};
     _Static_assert(sizeof names / sizeof names[0] == CP_REC_TYPE_MAX_KNOWN + 1,
                    "a name for every known type");
     assert_null(cp_record_type_name(0));
@@ -111,6 +111,34 @@ static void record_type_names(void **state)
         assert_string_equal(cp_record_type_name(t), names[t]);
     assert_null(cp_record_type_name(CP_REC_TYPE_MAX_KNOWN + 1));
     assert_null(cp_record_type_name(65535));
+}
+
+/* A rotated trace's segment names: the writer's and the reader's agree, sort in segment
+ * order, keep the suffix every tool lists, and a name that only looks like one is none. */
+static void segment_names_round_trip_and_sort_in_order(void **state)
+{
+    (void)state;
+    char a[128], b[128];
+    size_t fam;
+    assert_int_equal(cp_trace_segment_path(a, sizeof a, "d/rank00003-h-12.cptrace", 0), 0);
+    assert_string_equal(a, "d/rank00003-h-12.cptrace");
+    assert_int_equal(cp_trace_segment_of(a, &fam), 0);
+    assert_int_equal(fam, strlen("d/rank00003-h-12"));
+    assert_int_equal(cp_trace_segment_path(b, sizeof b, "d/rank00003-h-12.cptrace", 7), 0);
+    assert_string_equal(b, "d/rank00003-h-12.s000007.cptrace");
+    assert_int_equal(cp_trace_segment_of(b, &fam), 7);
+    assert_int_equal(fam, strlen("d/rank00003-h-12"));
+    assert_true(strcmp(a, b) < 0);
+    assert_int_equal(cp_trace_segment_path(a, sizeof a, "d/rank00003-h-12.cptrace", 10), 0);
+    assert_true(strcmp(b, a) < 0);
+    assert_int_equal(cp_trace_segment_path(a, sizeof a, "d/x.cptrace", 1234567), 0);
+    assert_int_equal(cp_trace_segment_of(a, &fam), 1234567);
+    assert_int_equal(cp_trace_segment_path(a, 10, "d/rank00003-h-12.cptrace", 7), -1);
+    /* not segments: too few digits, segment 0 spelt out, no tag */
+    assert_int_equal(cp_trace_segment_of("d/run.s12.cptrace", &fam), 0);
+    assert_int_equal(fam, strlen("d/run.s12"));
+    assert_int_equal(cp_trace_segment_of("d/run.s000000.cptrace", &fam), 0);
+    assert_int_equal(cp_trace_segment_of("d/run-000007.cptrace", &fam), 0);
 }
 
 static void a_site_record_holds_its_frames_padded_to_8(void **state)
@@ -297,6 +325,7 @@ int main(void)
         cmocka_unit_test(dtypes_follow_nccl_numbering),
         cmocka_unit_test(record_type_names),
         cmocka_unit_test(untimed_cause_names),
+        cmocka_unit_test(segment_names_round_trip_and_sort_in_order),
         cmocka_unit_test(algorithm_and_protocol_names),
         cmocka_unit_test(a_site_record_holds_its_frames_padded_to_8),
         cmocka_unit_test(long_strings_are_cut_and_huge_records_refused),

@@ -365,6 +365,130 @@ static void a_process_killed_mid_run_leaves_every_flushed_record(void **state)
     tt_seen_free(&seen);
 }
 
+
+/* Opens the segment `seg` of g_path's rotated trace and walks it alone. */
+static int walk_segment(unsigned seg, cp_walk_result *res, tt_seen *seen)
+{
+    char path[700];
+    assert_int_equal(cp_trace_segment_path(path, sizeof path, g_path, seg), 0);
+    size_t len;
+    unsigned char *data = tt_read_file(path, &len);
+    if (!data)
+        return -1;
+    assert_int_equal(tt_walk_mem(data, len, res, seen, err, sizeof err), CP_READ_OK);
+    free(data);
+    return 0;
+}
+
+static const cp_record_header *find_type(const tt_seen *seen, unsigned type)
+{
+    for (size_t k = 0; k < seen->n; k++)
+        if (tt_seen_rec(seen, k)->type == type)
+            return tt_seen_rec(seen, k);
+    return NULL;
+}
+
+/* A capped trace keeps its newest records in at most CP_TRACE_SEGMENTS files, each of which
+ * reads alone (SEGMENT first, then the communicator and site its calls name); what the
+ * deleted segments held is counted lost, cause rotated, and is exactly the records before
+ * the first segment kept. */
+static void a_capped_trace_keeps_the_newest_records_in_segments_that_read_alone(void **state)
+{
+    (void)state;
+    const uint64_t cap = CP_TRACE_SEGMENTS * 4096;
+    cp_trace_writer *w = open_writer(512);
+    assert_int_equal(cp_trace_writer_rotate(w, 1024), -1); /* a segment under two chunks */
+    assert_int_equal(cp_trace_writer_rotate(w, cap), 0);
+    assert_int_equal(cp_trace_writer_rotate(w, cap), -1); /* once */
+    cp_rec_comm comm = {.h = {CP_REC_COMM, sizeof comm}, .comm_index = 0, .comm_id = 77,
+                        .nranks = 2, .rank = 1};
+    assert_int_equal(cp_trace_writer_append_kept(w, &comm), 0);
+    cp_rec_comm gone = comm;
+    gone.comm_index = 1;
+    assert_int_equal(cp_trace_writer_append_kept(w, &gone), 0);
+    cp_trace_writer_forget(w, CP_REC_COMM, 1);
+    unsigned char site[256];
+    const char *frames[] = {"train_step+0x10 (job)"};
+    size_t sz = cp_rec_site_build(site, sizeof site, 0, 0x1234, frames, 1);
+    assert_true(sz > 0);
+    assert_int_equal(cp_trace_writer_append_kept(w, site), 0);
+    const uint64_t n = 5000;
+    for (uint64_t i = 0; i < n; i++) {
+        cp_rec_call c = tt_call(i);
+        c.comm_index = 0;
+        c.site_index = 0;
+        assert_int_equal(cp_trace_writer_append(w, &c), 0);
+    }
+    uint64_t rotated = cp_trace_writer_records_rotated(w);
+    assert_true(rotated > 0);
+    assert_int_equal(cp_trace_writer_records_lost(w), rotated);
+    assert_int_equal(cp_trace_writer_close(w), 0);
+
+    /* the files: the oldest are gone, CP_TRACE_SEGMENTS at most, under the cap and a segment */
+    cp_walk_result res;
+    tt_seen seen;
+    assert_int_equal(walk_segment(0, &res, &seen), -1);
+    unsigned first = 1, last = 0, files = 0;
+    uint64_t bytes = 0;
+    for (unsigned seg = 1; seg < 10000; seg++) {
+        char path[700];
+        struct stat st;
+        cp_trace_segment_path(path, sizeof path, g_path, seg);
+        if (stat(path, &st) != 0) {
+            if (files)
+                break;
+            first = seg + 1;
+            continue;
+        }
+        files++;
+        last = seg;
+        bytes += (uint64_t)st.st_size;
+    }
+    assert_true(files >= 2 && files <= CP_TRACE_SEGMENTS);
+    assert_true(bytes <= cap + cap / CP_TRACE_SEGMENTS);
+
+    /* each alone; together, the newest calls in order, none twice, none missing */
+    uint64_t next_seq = 0, calls = 0, rotated_in_records = 0;
+    for (unsigned seg = first; seg <= last; seg++) {
+        assert_int_equal(walk_segment(seg, &res, &seen), 0);
+        assert_int_equal(res.corrupt_chunks, 0);
+        assert_int_equal(res.missing_chunks, 0);
+        assert_int_equal(res.unknown_records, 0);
+        const cp_rec_segment *sg = (const cp_rec_segment *)tt_seen_rec(&seen, 0);
+        assert_int_equal(sg->h.type, CP_REC_SEGMENT);
+        assert_int_equal(sg->segment, seg);
+        if (seg == first) /* what rotation dropped: every record before this segment */
+            assert_int_equal(sg->records_before, rotated);
+        const cp_rec_comm *c = (const cp_rec_comm *)find_type(&seen, CP_REC_COMM);
+        assert_non_null(c);
+        assert_int_equal(c->comm_id, 77);
+        assert_int_equal(seen.by_type[CP_REC_COMM], 1); /* the forgotten one is not repeated */
+        assert_int_equal(seen.by_type[CP_REC_SITE], 1);
+        for (size_t k = 0; k < seen.n; k++) {
+            const cp_record_header *h = tt_seen_rec(&seen, k);
+            if (h->type == CP_REC_LOST) {
+                const cp_rec_lost *l = (const cp_rec_lost *)h;
+                assert_int_equal(l->cause, CP_LOST_ROTATED);
+                assert_true(k < 3); /* in the head */
+                rotated_in_records += l->count;
+            }
+            if (h->type != CP_REC_CALL)
+                continue;
+            const cp_rec_call *call = (const cp_rec_call *)h;
+            if (calls)
+                assert_int_equal(call->seq, next_seq);
+            next_seq = call->seq + 3;
+            calls++;
+        }
+        if (seg == last)
+            assert_int_equal(res.lost_records, rotated);
+        tt_seen_free(&seen);
+    }
+    assert_int_equal(next_seq, tt_call(n - 1).seq + 3); /* the newest call is the last */
+    assert_int_equal(calls + rotated, n + 3);           /* 2 COMMs and the SITE were records */
+    assert_true(rotated_in_records > 0 && rotated_in_records <= rotated);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -375,6 +499,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_file_at_its_size_limit_still_ends_with_end_and_every_loss, setup, teardown),
         cmocka_unit_test_setup_teardown(a_full_tmpfs_still_ends_the_file_with_end_and_every_loss, setup, teardown),
         cmocka_unit_test_setup_teardown(a_process_killed_mid_run_leaves_every_flushed_record, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_capped_trace_keeps_the_newest_records_in_segments_that_read_alone, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
