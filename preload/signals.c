@@ -29,14 +29,19 @@
  * when it would without us), SA_RESETHAND emulated. When that handler returns having put
  * back SIG_DFL with the signal pending again, or after a fault that will fault again, the
  * process is about to die as by the default: END and the live block then too. A handler that
- * ends the process itself (faulthandler raises again under SA_NODEFER, from inside) leaves a
- * trace flushed up to its call, without END, and its live block (`top` shows it exited).
+ * ends the process from inside itself (Python's faulthandler restores SIG_DFL and raises
+ * again under SA_NODEFER) does it through raise(), which the shim exports: a raise of a
+ * signal that will kill now (the default action, fatal, not blocked) writes END first. Any
+ * other way a handler ends the process (kill(2), a fault of its own) leaves the trace
+ * flushed up to the handler's call, without END, and the live block in place.
  */
 #include "preload/shim.h"
 
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define CP_NSIG 65 /* Linux: 1..64 */
 
@@ -134,6 +139,44 @@ static void on_signal(int sig, siginfo_t *info, void *uctx)
             write_the_end(sig, traced && cp_trace_open_here());
     }
     errno = saved;
+}
+
+static int kills_by_default(int sig)
+{
+    if (sig >= SIGRTMIN && sig <= SIGRTMAX)
+        return 1;
+    for (size_t i = 0; i < sizeof g_chained / sizeof g_chained[0]; i++)
+        if (g_chained[i] == sig)
+            return 1;
+    for (size_t i = 0; i < sizeof g_default_only / sizeof g_default_only[0]; i++)
+        if (g_default_only[i] == sig)
+            return 1;
+    return 0;
+}
+
+/* libc's raise (block every signal, tgkill this thread, restore the mask), after END when
+ * the signal will end the process as soon as it is sent: its default action, which kills,
+ * and not blocked here. Everywhere else a raise reaches our handler or the job's, or waits
+ * blocked; this is the path of a job's handler that put the default back and re-raises
+ * under SA_NODEFER, or of a job that restored a default itself. */
+__attribute__((visibility("default"))) int raise(int sig)
+{
+    int saved = errno;
+    struct sigaction now;
+    sigset_t mask;
+    if (sig > 0 && sig < CP_NSIG && kills_by_default(sig) && cp_trace_open_here() &&
+        sigaction(sig, NULL, &now) == 0 && is_default(&now) &&
+        pthread_sigmask(SIG_BLOCK, NULL, &mask) == 0 && sigismember(&mask, sig) == 0)
+        write_the_end(sig, 1);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    errno = saved;
+    long rc = syscall(SYS_tgkill, (long)getpid(), (long)syscall(SYS_gettid), (long)sig);
+    saved = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = saved;
+    return rc == 0 ? 0 : -1;
 }
 
 static void install(int sig, int chained)

@@ -38,6 +38,8 @@
  *   eintr SIG   a handler for SIG installed without SA_RESTART, calls, then a read of an
  *               empty pipe that a thread interrupts with SIG every 20 ms (then, after 3 s,
  *               feeds): prints what read returned (EINTR, as the kernel does, or data)
+ *   dispositions  handlers for PROF, ALRM, VTALRM, IO and SIGRTMIN, SIGPIPE ignored, before
+ *               NCCL use; after calls, prints whether each disposition is still the job's
  *   lookup-shrink  ncclCommShrink looked up with dlsym(RTLD_DEFAULT) and called if found, as
  *               a job written for several NCCL versions would
  */
@@ -438,6 +440,28 @@ static int eintr(int sig)
     return 0;
 }
 
+static void on_frequent(int sig) { (void)sig; }
+
+static int dispositions(void)
+{
+    const int sigs[] = {SIGPROF, SIGALRM, SIGVTALRM, SIGIO, SIGRTMIN};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        signal(sigs[i], on_frequent);
+    signal(SIGPIPE, SIG_IGN);
+    ncclComm_t c = make_comm(2, 0);
+    few_calls(c, 3);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction now;
+        sigaction(sigs[i], NULL, &now);
+        printf("%d: %s\n", sigs[i], now.sa_handler == on_frequent ? "the job's" : "another");
+    }
+    struct sigaction pipe_now;
+    sigaction(SIGPIPE, NULL, &pipe_now);
+    printf("SIGPIPE: %s\n", pipe_now.sa_handler == SIG_IGN ? "ignored" : "another");
+    ncclCommDestroy(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "basic";
@@ -504,6 +528,8 @@ int main(int argc, char **argv)
         return exec_after_calls(a1, argv[3]);
     } else if (!strcmp(what, "die") && argc > 4) {
         return die(a1, a2, argv[4]);
+    } else if (!strcmp(what, "dispositions")) {
+        return dispositions();
     } else if (!strcmp(what, "eintr")) {
         return eintr(a1);
     } else if (!strcmp(what, "lookup-shrink")) {
