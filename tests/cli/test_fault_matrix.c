@@ -20,7 +20,9 @@
 
 #include <dirent.h>
 #include <json-c/json.h>
+#include <signal.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "tests/emu/test_emu_sim_util.h"
@@ -372,6 +374,23 @@ static void shim_edge_cases(void **state)
     snprintf(dir, sizeof dir, "%s/job.txt/trace", g_tmp);
     run_shim_case("unwritable-dir", NULL, burst, dir, 0);
 
+    /* 100 calls, then death by a signal: the fault itself on the main thread, on another,
+     * and signals a terminal, a scheduler or a user sends with the default action */
+    static const struct {
+        const char *name;
+        int sig;
+        const char *how;
+    } deaths[] = {{"sigsegv", SIGSEGV, "fault"}, {"sigbus-thread", SIGBUS, "thread"},
+                  {"sigfpe", SIGFPE, "fault"},   {"sigquit", SIGQUIT, "kill"},
+                  {"sighup", SIGHUP, "kill"},    {"sigusr1", SIGUSR1, "kill"}};
+    for (size_t i = 0; i < sizeof deaths / sizeof deaths[0]; i++) {
+        char sig[16];
+        snprintf(sig, sizeof sig, "%d", deaths[i].sig);
+        const char *die[] = {"die", "100", sig, deaths[i].how, NULL};
+        snprintf(dir, sizeof dir, "%s/%s", g_tmp, deaths[i].name);
+        run_shim_case(deaths[i].name, NULL, die, dir, 1);
+    }
+
     snprintf(target, sizeof target, "%s/real-dir", g_tmp);
     snprintf(link, sizeof link, "%s/link-dir", g_tmp);
     assert_int_equal(mkdir(target, 0700), 0);
@@ -398,6 +417,17 @@ static int teardown(void **state)
 
 int main(void)
 {
+    /* the crash cases would dump core, run after run */
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+#ifdef CP_TEST_ASAN_RUNTIME
+    /* the jobs' faults are theirs to die of, not ASan's to report (with and without us) */
+    static char asan_options[1024];
+    const char *was = getenv("ASAN_OPTIONS");
+    snprintf(asan_options, sizeof asan_options, "%s%shandle_segv=0:handle_sigbus=0:"
+             "handle_sigfpe=0:handle_sigill=0", was ? was : "", was && *was ? ":" : "");
+    setenv("ASAN_OPTIONS", asan_options, 1);
+#endif
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(healthy),
         cmocka_unit_test(sigterm_of_the_job),
