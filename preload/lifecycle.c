@@ -179,11 +179,17 @@ static void install_hooks(void)
 static int start_locked(void)
 {
     cp_identity_load(&g_id);
-    char dir[4096];
+    char given[4096], dir[4096];
     if (g_settings.dir[0])
-        snprintf(dir, sizeof dir, "%s", g_settings.dir);
+        snprintf(given, sizeof given, "%s", g_settings.dir);
     else
-        snprintf(dir, sizeof dir, "collprof-%s", g_id.job_id);
+        snprintf(given, sizeof given, "collprof-%s", g_id.job_id);
+    /* Absolute from here on: the writer reopens its file by path when the job takes its fd,
+     * maybe after a chdir, where a relative path names another file or none. */
+    char cwd[4096];
+    if (given[0] == '/' || !getcwd(cwd, sizeof cwd) ||
+        (size_t)snprintf(dir, sizeof dir, "%s/%s", cwd, given) >= sizeof dir)
+        snprintf(dir, sizeof dir, "%s", given);
     /* as private as the files in it: x wherever COLLPROF_FILE_MODE gives r */
     unsigned dir_mode = g_settings.file_mode | ((g_settings.file_mode & 0444) >> 2);
     if (cp_mkdir_p(dir, dir_mode) != 0) {

@@ -40,6 +40,8 @@
  *               feeds): prints what read returned (EINTR, as the kernel does, or data)
  *   dispositions  handlers for PROF, ALRM, VTALRM, IO and SIGRTMIN, SIGPIPE ignored, before
  *               NCCL use; after calls, prints whether each disposition is still the job's
+ *   chdir A B   chdir A, calls past a flush, chdir B, close every fd >= 3 (the trace's too:
+ *               the writer reopens it by path), calls past a flush, destroy
  *   lookup-shrink  ncclCommShrink looked up with dlsym(RTLD_DEFAULT) and called if found, as
  *               a job written for several NCCL versions would
  */
@@ -528,6 +530,19 @@ int main(int argc, char **argv)
         return exec_after_calls(a1, argv[3]);
     } else if (!strcmp(what, "die") && argc > 4) {
         return die(a1, a2, argv[4]);
+    } else if (!strcmp(what, "chdir") && argc > 3) {
+        if (chdir(argv[2]) != 0)
+            return 5;
+        ncclComm_t c = make_comm(2, 0);
+        few_calls(c, 5);
+        usleep(300000); /* past a flush: the trace file is open and written */
+        if (chdir(argv[3]) != 0)
+            return 6;
+        for (int fd = 3; fd < 4096; fd++)
+            close(fd);
+        few_calls(c, 5);
+        usleep(300000);
+        SHOW(ncclCommDestroy(c));
     } else if (!strcmp(what, "dispositions")) {
         return dispositions();
     } else if (!strcmp(what, "eintr")) {
