@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <json-c/json.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -398,6 +399,87 @@ static void shim_edge_cases(void **state)
     run_shim_case("symlinked-dir", NULL, burst, link, 1);
 }
 
+/* `collprof run` sent SIGHUP (a closed terminal, a scheduler) while its job runs: the job,
+ * a shell that calls NCCL and exits 5 on HUP, gets it once, and run exits with its status,
+ * the job gone; without the shim the same job gets the HUP itself. */
+static void run_forwards_a_hangup(void **state)
+{
+    (void)state;
+    char dir[4200], ready[4200], script[8800], job[4200];
+    snprintf(dir, sizeof dir, "%s/run-sighup", g_tmp);
+    snprintf(ready, sizeof ready, "%s/run-sighup.ready", g_tmp);
+    snprintf(job, sizeof job, "%s/bin/shim_job", sim_build_dir());
+    snprintf(script, sizeof script,
+             "trap 'echo hup; exit 5' HUP; '%s' burst 50; echo $$ > '%s.tmp'; "
+             "mv '%s.tmp' '%s'; while :; do sleep 0.02; done", job, ready, ready, ready);
+    int status[2], job_gone = 1;
+    char out[2][256];
+    for (int with_run = 0; with_run < 2; with_run++) {
+        unlink(ready);
+        int fds[2];
+        assert_int_equal(pipe(fds), 0);
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            dup2(fds[1], STDOUT_FILENO);
+            close(fds[0]);
+            int null = open("/dev/null", O_WRONLY);
+            dup2(null, STDERR_FILENO);
+            char bin[4300];
+            snprintf(bin, sizeof bin, "%s/bin/collprof", sim_build_dir());
+            setenv("COLLPROF_LIVE_DIR", g_tmp, 1);
+#ifdef CP_TEST_ASAN_RUNTIME
+            /* run puts the ASan-built shim first: the runtime must come before it */
+            setenv("LD_PRELOAD", CP_TEST_ASAN_RUNTIME, 1);
+            setenv("ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0", 1);
+#endif
+            if (with_run)
+                execl(bin, "collprof", "run", "--dir", dir, "--", "sh", "-c", script,
+                      (char *)NULL);
+            else
+                execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+            _exit(127);
+        }
+        close(fds[1]);
+        struct stat st;
+        for (int i = 0; i < 2000 && stat(ready, &st) != 0; i++)
+            usleep(10000);
+        FILE *f = fopen(ready, "r");
+        int job_pid = 0;
+        if (f) {
+            if (fscanf(f, "%d", &job_pid) != 1)
+                job_pid = 0;
+            fclose(f);
+        }
+        kill(pid, SIGHUP);
+        int ws;
+        while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+            ;
+        status[with_run] = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+        /* a job run left behind would hold the pipe open: it goes before the read */
+        if (with_run && job_pid > 0 && kill(job_pid, 0) == 0) {
+            job_gone = 0;
+            kill(job_pid, SIGKILL);
+        }
+        ssize_t n = 0, k;
+        while ((k = read(fds[0], out[with_run] + n, sizeof out[0] - 1 - (size_t)n)) > 0)
+            n += k;
+        out[with_run][n] = '\0';
+        close(fds[0]);
+    }
+    int same = status[0] == status[1] && !strcmp(out[0], out[1]);
+    int reads = dump_reads(dir);
+    printf("| %-14s | %-4d | %-4s | %-5s | %-6d | %-6s |\n", "run-sighup", status[1],
+           same ? "same" : "DIFF", reads ? "yes" : "NO", 0, "-");
+    if (!same)
+        fprintf(stderr, "without run: %d \"%s\"; with run: %d \"%s\"\n", status[0], out[0],
+                status[1], out[1]);
+    assert_true(same);
+    assert_int_equal(status[1], 5);
+    assert_true(reads);
+    assert_true(job_gone);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -436,6 +518,7 @@ int main(void)
         cmocka_unit_test(a_watchdog_abort),
         cmocka_unit_test(a_full_trace_disk),
         cmocka_unit_test(shim_edge_cases),
+        cmocka_unit_test(run_forwards_a_hangup),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
