@@ -291,23 +291,32 @@ static void say_where(const char *dir, const struct dir_state *d, char **before,
  * stopped. The job's status. */
 static int wait_job(pid_t pid)
 {
-    int status = 0;
+    int status = 0, known = 0; /* known: status holds an event not yet acted on */
     for (;;) {
-        pid_t w = waitpid(pid, &status, WUNTRACED);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -1;
+        if (!known) {
+            pid_t w = waitpid(pid, &status, WUNTRACED);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0)
+                return -1;
+        }
+        known = 0;
         if (!WIFSTOPPED(status))
             return status;
         int sig = WSTOPSIG(status);
         if (sig != SIGTSTP && sig != SIGTTIN && sig != SIGTTOU)
             continue; /* SIGSTOP from someone: the job's business, run goes on waiting */
         kill(getpid(), SIGSTOP);
-        /* resumed: CONT to the whole group reached the job too; if not, it gets it now */
-        int cont;
-        if (waitpid(pid, &cont, WNOHANG | WCONTINUED) == 0)
+        /* resumed: a CONT to the whole group reached the job too; else it gets one now. The
+         * job may have stopped again, or ended, meanwhile: that event is acted on next. */
+        int st;
+        pid_t c = waitpid(pid, &st, WNOHANG | WCONTINUED | WUNTRACED);
+        if (c == 0)
             kill(pid, SIGCONT);
+        else if (c == pid && !WIFCONTINUED(st)) {
+            status = st;
+            known = 1;
+        }
     }
 }
 
