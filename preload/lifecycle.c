@@ -4,8 +4,9 @@
  *               variable set: NCCL_PROFILER_PLUGIN, so that NCCL opens the shim as its
  *               profiler plugin (profiler_plugin.c says when and why)
  *   first call  settings read once (COLLPROF_ENABLE=0 makes every wrapper a pure forward)
- *   first record  the trace directory and file, the writer thread, atexit, signal handlers,
- *               fork handlers; any failure: one WARN, tracing off, the job runs on
+ *   first record  the trace directory (a relative one made absolute against the working
+ *               directory of that moment) and file, the writer thread, atexit, signal
+ *               handlers, fork handlers; any failure: one WARN, tracing off, the job runs on
  *   exit        atexit and a destructor (whichever runs first) drain, append END, close
  *   signals     every signal whose default action ends the process (signals.c, its table:
  *               term or core) and that the job did not ignore: drain and flush what the
