@@ -441,10 +441,63 @@ static void python_faulthandler_still_dumps_and_the_calls_are_kept(void **state)
     assert_int_equal(live_blocks(live), 0);
 }
 
+/* The core flag: a core signal still dumps core under the shim (the handler returns to the
+ * fault, or re-raises, with the default action). The job runs in the test's own directory,
+ * where its core (a few MB) lands and goes with it. Skipped where cores go to a program or
+ * another directory (core_pattern "|...", "/..."): those are the system's, not ours to
+ * fill; and under ASan, whose runtime turns core dumps off. */
+static void a_core_signal_still_dumps_core(void **state)
+{
+    (void)state;
+    char pattern[256] = "";
+    FILE *f = fopen("/proc/sys/kernel/core_pattern", "r");
+    if (f) {
+        if (!fgets(pattern, sizeof pattern, f))
+            pattern[0] = '\0';
+        fclose(f);
+    }
+    if (pattern[0] == '|' || pattern[0] == '/') {
+        fprintf(stderr, "skipped: core_pattern sends cores elsewhere (%s)\n", pattern);
+        skip();
+    }
+#ifdef CP_TEST_ASAN_RUNTIME
+    fprintf(stderr, "skipped: ASan turns core dumps off (disable_coredump)\n");
+    skip();
+#endif
+    struct rlimit some, none;
+    getrlimit(RLIMIT_CORE, &some);
+    none = some;
+    if (some.rlim_max != RLIM_INFINITY && some.rlim_max < (256u << 20)) {
+        fprintf(stderr, "skipped: RLIMIT_CORE's hard limit is %llu bytes\n",
+                (unsigned long long)some.rlim_max);
+        skip();
+    }
+    some.rlim_cur = 256u << 20;
+    if (setrlimit(RLIMIT_CORE, &some) != 0)
+        fail_msg("cannot raise RLIMIT_CORE: %s", strerror(errno));
+    char cwd[4200];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(g_tmp), 0);
+    const char *env[] = {g_dir_env, NULL};
+    char signo[16];
+    snprintf(signo, sizeof signo, "%d", SIGSEGV);
+    const char *segv[] = {"die", "10", signo, "fault", NULL};
+    st_run(&g_bare, 0, env, segv);
+    st_run(&g_shim, 1, env, segv);
+    setrlimit(RLIMIT_CORE, &none);
+    assert_int_equal(chdir(cwd), 0);
+    if (!WIFSIGNALED(g_bare.status) || !WCOREDUMP(g_bare.status))
+        fail_msg("no core without the shim: status %#x in %s", g_bare.status, g_tmp);
+    assert_int_equal(g_shim.status, g_bare.status);
+}
+
 int main(void)
 {
-    /* abort() would dump core, run after run */
-    struct rlimit no_core = {0, 0};
+    /* abort() would dump core, run after run; the hard limit stays, for the one test that
+     * wants a core */
+    struct rlimit no_core;
+    getrlimit(RLIMIT_CORE, &no_core);
+    no_core.rlim_cur = 0;
     setrlimit(RLIMIT_CORE, &no_core);
 #ifdef CP_TEST_ASAN_RUNTIME
     /* the jobs' faults are theirs to die of, not ASan's to report (with and without us) */
@@ -465,6 +518,7 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(a_fault_on_any_thread_keeps_every_call, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(a_core_signal_still_dumps_core, setup, teardown),
         cmocka_unit_test_setup_teardown(a_job_handler_without_sa_restart_still_gets_eintr,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(frequent_signals_keep_the_jobs_handler, setup,
