@@ -412,11 +412,12 @@ static void python_faulthandler_still_dumps_and_the_calls_are_kept(void **state)
     const char *asan = getenv("ASAN_OPTIONS");
     char *asan_saved = asan ? strdup(asan) : NULL;
     setenv("ASAN_OPTIONS", "detect_leaks=0:handle_segv=0", 1);
-    const char *env[] = {g_dir_env, live_env, "LD_PRELOAD=" CP_TEST_ASAN_RUNTIME, NULL};
+    const char *bare_env[] = {g_dir_env, live_env, "LD_PRELOAD=" CP_TEST_ASAN_RUNTIME, NULL};
 #else
-    const char *env[] = {g_dir_env, live_env, NULL};
+    const char *bare_env[] = {g_dir_env, live_env, NULL};
 #endif
-    st_run_prog(&g_bare, CP_TEST_PYTHON3, 0, env, argv);
+    const char *env[] = {g_dir_env, live_env, NULL}; /* the shim's run preloads both */
+    st_run_prog(&g_bare, CP_TEST_PYTHON3, 0, bare_env, argv);
     st_run_prog(&g_shim, CP_TEST_PYTHON3, 1, env, argv);
 #ifdef CP_TEST_ASAN_RUNTIME
     if (asan_saved)
