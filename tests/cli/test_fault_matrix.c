@@ -480,6 +480,60 @@ static void run_forwards_a_hangup(void **state)
     assert_true(job_gone);
 }
 
+/* `collprof run` around a 4-rank job whose last step renames the trace directory: the job
+ * is the same (status, output), run says where D went (never that the job made no NCCL
+ * call), and the trace there reads. */
+static void run_with_its_directory_renamed(void **state)
+{
+    (void)state;
+    char dir[4200], moved[4300], sim[4300], script[16384], bin[4300];
+    snprintf(dir, sizeof dir, "%s/run-renamed", g_tmp);
+    snprintf(moved, sizeof moved, "%s.moved", dir);
+    snprintf(sim, sizeof sim, "%s/bin/collprof-sim", sim_build_dir());
+    snprintf(bin, sizeof bin, "%s/bin/collprof", sim_build_dir());
+    char live_env[400];
+    snprintf(live_env, sizeof live_env, "COLLPROF_LIVE_DIR=%s/live", g_tmp);
+    mkdir(live_env + strlen("COLLPROF_LIVE_DIR="), 0700);
+    const char *env[] = {live_env, NULL};
+    struct sim_result r[2];
+    for (int with_run = 0; with_run < 2; with_run++) {
+        snprintf(script, sizeof script,
+                 "'%s' --launch 4 --pattern ddp --scale 0.001 --steps 20 && %s", sim,
+                 with_run ? "mv \"$COLLPROF_DIR\" \"$COLLPROF_DIR.moved\"" : "true");
+        const char *bare[] = {"sh", "-c", script, NULL};
+        const char *run[] = {bin, "run", "--dir", dir, "--", "sh", "-c", script, NULL};
+        struct sim_proc p;
+#ifdef CP_TEST_ASAN_RUNTIME
+        const char *asan_env[] = {live_env, "LD_PRELOAD=" CP_TEST_ASAN_RUNTIME,
+                                  "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0", NULL};
+        sim_start_cmd(&p, with_run ? asan_env : env, with_run ? run : bare);
+#else
+        sim_start_cmd(&p, env, with_run ? run : bare);
+#endif
+        sim_finish(&p, &r[with_run], 120);
+    }
+    char *bare_out = sorted_lines(r[0].out), *run_out = sorted_lines(r[1].out);
+    int same = r[0].status == r[1].status && !strcmp(bare_out, run_out);
+    int reads = dump_reads(moved);
+    char want[8800];
+    snprintf(want, sizeof want, "the trace directory '%s' was renamed while the job ran: it is "
+             "now '%s'", dir, moved);
+    int said = strstr(r[1].err, want) && !strstr(r[1].err, "made no NCCL call");
+    printf("| %-14s | %-4d | %-4s | %-5s | %-6d | %-6s |\n", "run-renamed", r[1].status,
+           same ? "same" : "DIFF", reads ? "yes" : "NO", 0, "-");
+    if (!same || !reads || !said) {
+        sim_show("without run", &r[0]);
+        sim_show("with run", &r[1]);
+    }
+    assert_true(same);
+    assert_true(reads);
+    assert_true(said);
+    free(bare_out);
+    free(run_out);
+    sim_result_free(&r[0]);
+    sim_result_free(&r[1]);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -519,6 +573,7 @@ int main(void)
         cmocka_unit_test(a_full_trace_disk),
         cmocka_unit_test(shim_edge_cases),
         cmocka_unit_test(run_forwards_a_hangup),
+        cmocka_unit_test(run_with_its_directory_renamed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
