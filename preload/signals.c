@@ -48,8 +48,14 @@
 static const int g_chained[] = {SIGSEGV, SIGBUS,  SIGFPE,  SIGILL,  SIGTRAP, SIGSYS,  SIGABRT,
                                 SIGTERM, SIGINT,  SIGQUIT, SIGHUP,  SIGXCPU, SIGXFSZ, SIGUSR1,
                                 SIGUSR2};
-static const int g_default_only[] = {SIGPIPE,   SIGALRM,   SIGVTALRM, SIGPROF,
-                                     SIGIO,     SIGSTKFLT, SIGPWR};
+static const int g_default_only[] = {SIGPIPE, SIGALRM, SIGVTALRM, SIGPROF, SIGIO,
+#ifdef SIGSTKFLT /* not on every architecture */
+                                     SIGSTKFLT,
+#endif
+#ifdef SIGPWR
+                                     SIGPWR,
+#endif
+};
 
 static struct sigaction g_prev[CP_NSIG];
 
