@@ -4,13 +4,19 @@
  *               variable set: NCCL_PROFILER_PLUGIN, so that NCCL opens the shim as its
  *               profiler plugin (profiler_plugin.c says when and why)
  *   first call  settings read once (COLLPROF_ENABLE=0 makes every wrapper a pure forward)
- *   first record  the trace directory and file, the writer thread, atexit, signal handlers,
- *               fork handlers; any failure: one WARN, tracing off, the job runs on
+ *   first record  the trace directory (a relative one made absolute against the working
+ *               directory of that moment) and file, the writer thread, atexit, signal
+ *               handlers, fork handlers; any failure: one WARN, tracing off, the job runs on
  *   exit        atexit and a destructor (whichever runs first) drain, append END, close
- *   SIGTERM, SIGINT, SIGABRT  drain and flush what the rings hold, then the job's own
- *               handler runs (with its sa_mask, SA_NODEFER and SA_RESETHAND honoured, as the
- *               kernel would run it), or the default action (the handler restores it and
- *               re-raises): a signal is never swallowed. SIG_IGN dispositions are left alone.
+ *   signals     every signal whose default action ends the process (signals.c, its table:
+ *               term or core) and that the job did not ignore: drain and flush what the
+ *               rings hold, then the job's own handler runs (installed with its sa_mask,
+ *               SA_RESTART, SA_ONSTACK and SA_NODEFER, SA_RESETHAND honoured, as the kernel
+ *               would run it), or, at the default action, END with the signal, the live
+ *               block closed, the default restored and the signal raised again: the process
+ *               dies as it would have, core dump included (a fault returns to its
+ *               instruction with the signal pending). A signal is never swallowed; the
+ *               flush waits at most 200 ms for the writer's token.
  *   fork        the child forgets the parent's trace, rings and comms and starts its own
  *               file at its first record; the parent goes on untouched
  *   exec        exec_wrap.c flushes what the rings hold (no END: the pid lives on) and execs;
@@ -79,10 +85,6 @@ static void stop_modules(size_t n, int signal_number)
             g_modules[n]->stop(signal_number);
 }
 
-static const int g_signals[] = {SIGTERM, SIGINT, SIGABRT};
-static struct sigaction g_prev[65];
-static int g_ours[65];
-
 static void load_settings(void)
 {
     cp_settings_load(&g_settings);
@@ -145,6 +147,15 @@ static void on_exit_hook(void) { cp_shutdown(0); }
 
 __attribute__((destructor)) static void on_unload(void) { cp_shutdown(0); }
 
+/* A fatal signal's handler wrote END: nothing records or writes after it. Atomic stores
+ * only (async-signal-safe). */
+void cp_process_dying(void)
+{
+    atomic_store(&cp_mode, CP_MODE_OFF);
+    atomic_store(&g_shut, 1);
+    atomic_store(&g_trace_pid, 0);
+}
+
 void cp_shutdown(int signal_number)
 {
     if (atomic_exchange(&g_shut, 1))
@@ -156,74 +167,6 @@ void cp_shutdown(int signal_number)
     pthread_mutex_unlock(&g_start_mu);
     if (started)
         stop_modules(NMODULES, signal_number);
-}
-
-/* The job's handler, called as the kernel would have called it: with its own sa_mask blocked
- * (and the signal itself unless SA_NODEFER), and once only under SA_RESETHAND, after which
- * the disposition is the default again: our handler stays, so that the next one still
- * writes END, but treats it as fatal. */
-static void call_job_handler(int sig, const struct sigaction *prev, siginfo_t *info, void *uctx)
-{
-    if (!(prev->sa_flags & SA_SIGINFO) && prev->sa_handler == SIG_IGN)
-        return;
-    if (prev->sa_flags & SA_RESETHAND) {
-        memset(&g_prev[sig], 0, sizeof g_prev[sig]);
-        g_prev[sig].sa_handler = SIG_DFL;
-    }
-    sigset_t mask, old;
-    mask = prev->sa_mask;
-    pthread_sigmask(SIG_BLOCK, &mask, &old);
-    if (prev->sa_flags & SA_NODEFER) {
-        sigemptyset(&mask);
-        sigaddset(&mask, sig);
-        pthread_sigmask(SIG_UNBLOCK, &mask, NULL);
-    }
-    if (prev->sa_flags & SA_SIGINFO)
-        prev->sa_sigaction(sig, info, uctx);
-    else
-        prev->sa_handler(sig);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-static void on_signal(int sig, siginfo_t *info, void *uctx)
-{
-    int saved = errno;
-    struct sigaction prev = g_prev[sig];
-    int fatal = !(prev.sa_flags & SA_SIGINFO) && prev.sa_handler == SIG_DFL;
-    /* Only a signal that will end the process gets an END record: a job's own handler
-     * may well let it live on (Python's SIGINT handler does). */
-    cp_writer_flush_from_signal(fatal ? sig : 0);
-    if (fatal) {
-        cp_live_close(1);
-        atomic_store(&cp_mode, CP_MODE_OFF);
-        atomic_store(&g_shut, 1);
-        atomic_store(&g_trace_pid, 0);
-        sigaction(sig, &prev, NULL);
-        raise(sig); /* blocked while we run: delivered, with the default action, on return */
-    } else {
-        call_job_handler(sig, &prev, info, uctx);
-    }
-    errno = saved;
-}
-
-static void install_signals(void)
-{
-    for (size_t i = 0; i < sizeof g_signals / sizeof g_signals[0]; i++) {
-        int sig = g_signals[i];
-        struct sigaction old;
-        if (sigaction(sig, NULL, &old) != 0)
-            continue;
-        if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN)
-            continue; /* the job chose to ignore it: so do we */
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_sigaction = on_signal;
-        sa.sa_flags = SA_SIGINFO | SA_RESTART | (old.sa_flags & SA_ONSTACK);
-        sigemptyset(&sa.sa_mask);
-        g_prev[sig] = old;
-        if (sigaction(sig, &sa, NULL) == 0)
-            g_ours[sig] = 1;
-    }
 }
 
 static void before_fork(void)
@@ -273,18 +216,24 @@ static void install_hooks(void)
     pthread_key_create(&g_ring_key, release_ring);
     atexit(on_exit_hook);
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
-    install_signals();
+    cp_signals_install();
 }
 
 /* Under g_start_mu. */
 static int start_locked(void)
 {
     cp_identity_load(&g_id);
-    char dir[4096];
+    char given[4096], dir[4096];
     if (g_settings.dir[0])
-        snprintf(dir, sizeof dir, "%s", g_settings.dir);
+        snprintf(given, sizeof given, "%s", g_settings.dir);
     else
-        snprintf(dir, sizeof dir, "collprof-%s", g_id.job_id);
+        snprintf(given, sizeof given, "collprof-%s", g_id.job_id);
+    /* Absolute from here on: the writer reopens its file by path when the job takes its fd,
+     * maybe after a chdir, where a relative path names another file or none. */
+    char cwd[4096];
+    if (given[0] == '/' || !getcwd(cwd, sizeof cwd) ||
+        (size_t)snprintf(dir, sizeof dir, "%s/%s", cwd, given) >= sizeof dir)
+        snprintf(dir, sizeof dir, "%s", given);
     /* as private as the files in it: x wherever COLLPROF_FILE_MODE gives r */
     unsigned dir_mode = g_settings.file_mode | ((g_settings.file_mode & 0444) >> 2);
     if (cp_mkdir_p(dir, dir_mode) != 0) {

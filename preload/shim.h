@@ -13,7 +13,8 @@
  *   ring.c          per-thread SPSC rings and the lock-free list the writer drains
  *   writer_thread.c the thread that drains rings into the rank's file every COLLPROF_FLUSH_MS
  *   identity.c      who this process is: launcher env, host, job id, file name
- *   lifecycle.c     settings (once), start at the first recorded call, exit, signals, fork
+ *   lifecycle.c     settings (once), start at the first recorded call, exit, fork
+ *   signals.c       the fatal signals: flush, END, then the job's handler or the default
  *   cuda_driver.c   the job's CUDA driver, found at run time (never a DT_NEEDED)
  *   profiler_plugin.c  the shim as NCCL's profiler plugin: GPU times without events
  *   gpu_timing.c    the hot path's GPU timing: which calls get events, events around them
@@ -67,6 +68,13 @@ const cp_settings *cp_settings_get(void);
 int cp_process_start(void);
 /* Drains, writes END, flushes, stops the writer. Idempotent; after it cp_mode is OFF. */
 void cp_shutdown(int signal_number);
+/* A fatal signal's handler wrote END: tracing is off for good (async-signal-safe). */
+void cp_process_dying(void);
+
+/* ---- signals.c: the fatal signals (which, and what they get, are in its header) ---- */
+/* With the process's other hooks, once per process image: our handler on each fatal signal
+ * the job has not ignored (over the job's own handler for the crash and stop signals). */
+void cp_signals_install(void);
 
 /* ---- ring.c: the rings' life (their hot half is in hot.h) ---- */
 /* A ring for the calling thread: a free one left by an exited thread, else a new one while

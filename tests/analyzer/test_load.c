@@ -423,6 +423,10 @@ static void test_load_long_host_times(void **state)
     }
     assert_int_equal(r->last_ns, end);
     cpa_analysis_free(&a);
+    tt_rmtree(dir);
+    free(dir);
+}
+
 /* Two ranks of one communicator, each capped (8 segments of 4 KiB): rank 1 writes a CLOCK
  * between calls, so its rotation deletes more of its calls than rank 0's. The loader joins
  * each rank's segments into one rank (not 8), counts what rotation deleted as lost (cause

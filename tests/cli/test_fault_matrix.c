@@ -19,8 +19,11 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <json-c/json.h>
+#include <signal.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "tests/emu/test_emu_sim_util.h"
@@ -404,11 +407,163 @@ static void shim_edge_cases(void **state)
     snprintf(dir, sizeof dir, "%s/job.txt/trace", g_tmp);
     run_shim_case("unwritable-dir", NULL, burst, dir, 0);
 
+    /* 100 calls, then death by a signal: the fault itself on the main thread, on another,
+     * and signals a terminal, a scheduler or a user sends with the default action */
+    static const struct {
+        const char *name;
+        int sig;
+        const char *how;
+    } deaths[] = {{"sigsegv", SIGSEGV, "fault"}, {"sigbus-thread", SIGBUS, "thread"},
+                  {"sigfpe", SIGFPE, "fault"},   {"sigquit", SIGQUIT, "kill"},
+                  {"sighup", SIGHUP, "kill"},    {"sigusr1", SIGUSR1, "kill"}};
+    for (size_t i = 0; i < sizeof deaths / sizeof deaths[0]; i++) {
+        char sig[16];
+        snprintf(sig, sizeof sig, "%d", deaths[i].sig);
+        const char *die[] = {"die", "100", sig, deaths[i].how, NULL};
+        snprintf(dir, sizeof dir, "%s/%s", g_tmp, deaths[i].name);
+        run_shim_case(deaths[i].name, NULL, die, dir, 1);
+    }
+
     snprintf(target, sizeof target, "%s/real-dir", g_tmp);
     snprintf(link, sizeof link, "%s/link-dir", g_tmp);
     assert_int_equal(mkdir(target, 0700), 0);
     assert_int_equal(symlink(target, link), 0);
     run_shim_case("symlinked-dir", NULL, burst, link, 1);
+}
+
+/* `collprof run` sent SIGHUP (a closed terminal, a scheduler) while its job runs: the job,
+ * a shell that calls NCCL and exits 5 on HUP, gets it once, and run exits with its status,
+ * the job gone; without the shim the same job gets the HUP itself. */
+static void run_forwards_a_hangup(void **state)
+{
+    (void)state;
+    char dir[4200], ready[4200], script[8800], job[4200];
+    snprintf(dir, sizeof dir, "%s/run-sighup", g_tmp);
+    snprintf(ready, sizeof ready, "%s/run-sighup.ready", g_tmp);
+    snprintf(job, sizeof job, "%s/bin/shim_job", sim_build_dir());
+    snprintf(script, sizeof script,
+             "trap 'echo hup; exit 5' HUP; '%s' burst 50; echo $$ > '%s.tmp'; "
+             "mv '%s.tmp' '%s'; while :; do sleep 0.02; done", job, ready, ready, ready);
+    int status[2], job_gone = 1;
+    char out[2][256];
+    for (int with_run = 0; with_run < 2; with_run++) {
+        unlink(ready);
+        int fds[2];
+        assert_int_equal(pipe(fds), 0);
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            dup2(fds[1], STDOUT_FILENO);
+            close(fds[0]);
+            int null = open("/dev/null", O_WRONLY);
+            dup2(null, STDERR_FILENO);
+            char bin[4300];
+            snprintf(bin, sizeof bin, "%s/bin/collprof", sim_build_dir());
+            setenv("COLLPROF_LIVE_DIR", g_tmp, 1);
+#ifdef CP_TEST_ASAN_RUNTIME
+            /* run puts the ASan-built shim first: the runtime must come before it */
+            setenv("LD_PRELOAD", CP_TEST_ASAN_RUNTIME, 1);
+            setenv("ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0", 1);
+#endif
+            if (with_run)
+                execl(bin, "collprof", "run", "--dir", dir, "--", "sh", "-c", script,
+                      (char *)NULL);
+            else
+                execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+            _exit(127);
+        }
+        close(fds[1]);
+        struct stat st;
+        for (int i = 0; i < 2000 && stat(ready, &st) != 0; i++)
+            usleep(10000);
+        FILE *f = fopen(ready, "r");
+        int job_pid = 0;
+        if (f) {
+            if (fscanf(f, "%d", &job_pid) != 1)
+                job_pid = 0;
+            fclose(f);
+        }
+        kill(pid, SIGHUP);
+        int ws;
+        while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+            ;
+        status[with_run] = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+        /* a job run left behind would hold the pipe open: it goes before the read */
+        if (with_run && job_pid > 0 && kill(job_pid, 0) == 0) {
+            job_gone = 0;
+            kill(job_pid, SIGKILL);
+        }
+        ssize_t n = 0, k;
+        while ((k = read(fds[0], out[with_run] + n, sizeof out[0] - 1 - (size_t)n)) > 0)
+            n += k;
+        out[with_run][n] = '\0';
+        close(fds[0]);
+    }
+    int same = status[0] == status[1] && !strcmp(out[0], out[1]);
+    int reads = dump_reads(dir);
+    printf("| %-14s | %-4d | %-4s | %-5s | %-6d | %-6s |\n", "run-sighup", status[1],
+           same ? "same" : "DIFF", reads ? "yes" : "NO", 0, "-");
+    if (!same)
+        fprintf(stderr, "without run: %d \"%s\"; with run: %d \"%s\"\n", status[0], out[0],
+                status[1], out[1]);
+    assert_true(same);
+    assert_int_equal(status[1], 5);
+    assert_true(reads);
+    assert_true(job_gone);
+}
+
+/* `collprof run` around a 4-rank job whose last step renames the trace directory: the job
+ * is the same (status, output), run says where D went (never that the job made no NCCL
+ * call), and the trace there reads. */
+static void run_with_its_directory_renamed(void **state)
+{
+    (void)state;
+    char dir[4200], moved[4300], sim[4300], script[16384], bin[4300];
+    snprintf(dir, sizeof dir, "%s/run-renamed", g_tmp);
+    snprintf(moved, sizeof moved, "%s.moved", dir);
+    snprintf(sim, sizeof sim, "%s/bin/collprof-sim", sim_build_dir());
+    snprintf(bin, sizeof bin, "%s/bin/collprof", sim_build_dir());
+    char live_env[400];
+    snprintf(live_env, sizeof live_env, "COLLPROF_LIVE_DIR=%s/live", g_tmp);
+    mkdir(live_env + strlen("COLLPROF_LIVE_DIR="), 0700);
+    const char *env[] = {live_env, NULL};
+    struct sim_result r[2];
+    for (int with_run = 0; with_run < 2; with_run++) {
+        snprintf(script, sizeof script,
+                 "'%s' --launch 4 --pattern ddp --scale 0.001 --steps 20 && %s", sim,
+                 with_run ? "mv \"$COLLPROF_DIR\" \"$COLLPROF_DIR.moved\"" : "true");
+        const char *bare[] = {"sh", "-c", script, NULL};
+        const char *run[] = {bin, "run", "--dir", dir, "--", "sh", "-c", script, NULL};
+        struct sim_proc p;
+#ifdef CP_TEST_ASAN_RUNTIME
+        const char *asan_env[] = {live_env, "LD_PRELOAD=" CP_TEST_ASAN_RUNTIME,
+                                  "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0", NULL};
+        sim_start_cmd(&p, with_run ? asan_env : env, with_run ? run : bare);
+#else
+        sim_start_cmd(&p, env, with_run ? run : bare);
+#endif
+        sim_finish(&p, &r[with_run], 120);
+    }
+    char *bare_out = sorted_lines(r[0].out), *run_out = sorted_lines(r[1].out);
+    int same = r[0].status == r[1].status && !strcmp(bare_out, run_out);
+    int reads = dump_reads(moved);
+    char want[8800];
+    snprintf(want, sizeof want, "the trace directory '%s' was renamed while the job ran: it is "
+             "now '%s'", dir, moved);
+    int said = strstr(r[1].err, want) && !strstr(r[1].err, "made no NCCL call");
+    printf("| %-14s | %-4d | %-4s | %-5s | %-6d | %-6s |\n", "run-renamed", r[1].status,
+           same ? "same" : "DIFF", reads ? "yes" : "NO", 0, "-");
+    if (!same || !reads || !said) {
+        sim_show("without run", &r[0]);
+        sim_show("with run", &r[1]);
+    }
+    assert_true(same);
+    assert_true(reads);
+    assert_true(said);
+    free(bare_out);
+    free(run_out);
+    sim_result_free(&r[0]);
+    sim_result_free(&r[1]);
 }
 
 static int setup(void **state)
@@ -430,6 +585,17 @@ static int teardown(void **state)
 
 int main(void)
 {
+    /* the crash cases would dump core, run after run */
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+#ifdef CP_TEST_ASAN_RUNTIME
+    /* the jobs' faults are theirs to die of, not ASan's to report (with and without us) */
+    static char asan_options[1024];
+    const char *was = getenv("ASAN_OPTIONS");
+    snprintf(asan_options, sizeof asan_options, "%s%shandle_segv=0:handle_sigbus=0:"
+             "handle_sigfpe=0:handle_sigill=0", was ? was : "", was && *was ? ":" : "");
+    setenv("ASAN_OPTIONS", asan_options, 1);
+#endif
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(healthy),
         cmocka_unit_test(sigterm_of_the_job),
@@ -439,6 +605,8 @@ int main(void)
         cmocka_unit_test(a_full_trace_disk),
         cmocka_unit_test(a_capped_trace),
         cmocka_unit_test(shim_edge_cases),
+        cmocka_unit_test(run_forwards_a_hangup),
+        cmocka_unit_test(run_with_its_directory_renamed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

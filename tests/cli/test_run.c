@@ -7,6 +7,12 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+
 #include "test_cli_util.h"
 #include "trace/trace_reader.h"
 
@@ -141,8 +147,8 @@ static void a_directory_that_cannot_be_made_is_said_so(void **state)
     cli_result_free(&r);
 }
 
-/* D made by the job's ranks, but no rank could create its file in it (a trace file's path
- * there is longer than PATH_MAX): run says that, not "trace in D". */
+/* D made, but no rank could create its file in it (a trace file's path there is longer than
+ * PATH_MAX): run says that, not "trace in D", and the D it made goes again. */
 static void every_rank_failing_to_create_its_file_is_said_so(void **state)
 {
     (void)state;
@@ -159,10 +165,10 @@ static void every_rank_failing_to_create_its_file_is_said_so(void **state)
     struct cli_result r;
     run_burst(&r, dir);
     struct stat st;
-    assert_int_equal(stat(dir, &st), 0); /* the shim made it */
+    assert_int_not_equal(stat(dir, &st), 0); /* run made it, and it was left empty */
     static char want[8800];
-    snprintf(want, sizeof want, "collprof: no trace in '%s': every rank that called NCCL failed "
-             "to create its file there: File name too long\n", dir);
+    snprintf(want, sizeof want, "collprof: no trace in '%s': a trace file cannot be created "
+             "there: File name too long\n", dir);
     assert_says(&r, want);
     assert_null(strstr(r.err, "see it with"));
     cli_result_free(&r);
@@ -242,6 +248,253 @@ static void the_hint_is_pasteable_into_a_shell(void **state)
     cli_result_free(&r);
 }
 
+/* The default directory is relative (collprof-<stamp>-<pid>): run makes it absolute before
+ * the job starts, so a job that changes directory before its first NCCL call still writes
+ * where run looks (it used to say "the job made no NCCL call"). */
+static void a_job_that_changes_directory_traces_where_run_looks(void **state)
+{
+    (void)state;
+    char work[4200], other[4200], job[4200], script[8800], cwd[4200];
+    snprintf(work, sizeof work, "%s/work", g_tmp);
+    snprintf(other, sizeof other, "%s/other", g_tmp);
+    assert_int_equal(mkdir(work, 0700), 0);
+    assert_int_equal(mkdir(other, 0700), 0);
+    snprintf(job, sizeof job, "%s/bin/shim_job", getenv("COLLPROF_BUILD_DIR"));
+    snprintf(script, sizeof script, "cd '%s' && exec '%s' burst 5", other, job);
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(work), 0);
+    struct cli_result r;
+    cli_runl(&r, "run", "--gpu-timing", "off", "--", "sh", "-c", script, NULL);
+    assert_int_equal(chdir(cwd), 0);
+    assert_int_equal(r.status, 0);
+    char want[8600];
+    snprintf(want, sizeof want, "collprof: trace in '%s/collprof-", work);
+    assert_says(&r, want);
+    assert_null(strstr(r.err, "made no NCCL call"));
+    DIR *d = opendir(other);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));)
+        assert_true(e->d_name[0] == '.'); /* nothing landed in the job's new directory */
+    closedir(d);
+    cli_result_free(&r);
+}
+
+/* The job renames or removes D once its trace is written (and makes another at its path):
+ * run says so, and where D went, never that the job made no NCCL call; the status stays the
+ * job's. */
+static void a_directory_renamed_or_removed_mid_run_is_said_so(void **state)
+{
+    (void)state;
+    static const char *const how[] = {"mv \"$COLLPROF_DIR\" \"$COLLPROF_DIR.moved\"",
+                                      "rm -rf \"$COLLPROF_DIR\"",
+                                      "rm -rf \"$COLLPROF_DIR\" && mkdir \"$COLLPROF_DIR\""};
+    static const char *const said[] = {"was renamed while the job ran: it is now '%s.moved'; "
+                                       "see it with: collprof report %s.moved\n",
+                                       "was removed while the job ran: whatever trace the job "
+                                       "wrote went with it\n",
+                                       "was removed while the job ran: whatever trace the job "
+                                       "wrote went with it ('%s' is another directory now)\n"};
+    for (size_t i = 0; i < 3; i++) {
+        char dir[4200], job[4200], script[8800];
+        snprintf(dir, sizeof dir, "%s/mid-%zu", g_tmp, i);
+        snprintf(job, sizeof job, "%s/bin/shim_job", getenv("COLLPROF_BUILD_DIR"));
+        snprintf(script, sizeof script, "'%s' burst 5 && %s && exit 4", job, how[i]);
+        struct cli_result r;
+        cli_runl(&r, "run", "--dir", dir, "--gpu-timing", "off", "--", "sh", "-c", script,
+                 NULL);
+        assert_int_equal(r.status, 4);
+        char want[8800], tail[8800];
+        snprintf(tail, sizeof tail, said[i], dir, dir);
+        snprintf(want, sizeof want, "collprof: the trace directory '%s' %s", dir, tail);
+        assert_says(&r, want);
+        assert_null(strstr(r.err, "made no NCCL call"));
+        cli_result_free(&r);
+    }
+}
+
+/* Polls (10 ms) until path exists: 1, or 0 after 20 s. */
+static int wait_for_file(const char *path)
+{
+    struct stat st;
+    for (int i = 0; i < 2000; i++) {
+        if (stat(path, &st) == 0 && st.st_size > 0)
+            return 1;
+        usleep(10000);
+    }
+    return 0;
+}
+
+/* Polls until file holds exactly `want`: 1, or 0 after 20 s. */
+static int wait_for_content(const char *path, const char *want)
+{
+    char got[256];
+    for (int i = 0; i < 2000; i++) {
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(got, 1, sizeof got - 1, f) : 0;
+        if (f)
+            fclose(f);
+        got[n] = '\0';
+        if (!strcmp(got, want))
+            return 1;
+        usleep(10000);
+    }
+    fprintf(stderr, "%s holds \"%s\", not \"%s\"\n", path, got, want);
+    return 0;
+}
+
+/* A job (a shell) that logs each of HUP QUIT USR1 USR2 INT it gets into `log`, writes its
+ * pid into `ready`, and runs until a TERM (default action) ends it. */
+static void signal_logger(char *script, size_t cap, const char *log, const char *ready)
+{
+    snprintf(script, cap,
+             "for s in HUP QUIT USR1 USR2 INT; do trap \"echo $s >> '%s'\" $s; done; "
+             "echo $$ > '%s.tmp' && mv '%s.tmp' '%s'; "
+             "while :; do sleep 0.02; done",
+             log, ready, ready, ready);
+}
+
+/* collprof run started in the background: stderr into err_path; with a pty of its own as its
+ * controlling terminal (a new session) when pty_slave is set. */
+static pid_t start_run(const char *dir, const char *script, const char *err_path,
+                       const char *pty_slave)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (pty_slave) {
+            setsid();
+            int t = open(pty_slave, O_RDWR);
+            if (t < 0 || ioctl(t, TIOCSCTTY, 0) != 0)
+                _exit(125);
+            dup2(t, STDIN_FILENO);
+        }
+        int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(e, STDERR_FILENO);
+        execl(cli_binary(), "collprof", "run", "--dir", dir, "--", "sh", "-c", script,
+              (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static pid_t read_pid(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    int pid = 0;
+    if (f) {
+        if (fscanf(f, "%d", &pid) != 1)
+            pid = 0;
+        fclose(f);
+    }
+    return (pid_t)pid;
+}
+
+/* `kill PID` of run, as a user, a scheduler or a launcher sends it: the job gets each of
+ * HUP, QUIT, USR1, USR2 once (run used to die of HUP with 129 and leave the job running),
+ * run keeps waiting and exits with the job's status; the job is gone when run returns. */
+static void signals_sent_to_run_reach_the_job_once(void **state)
+{
+    (void)state;
+    char dir[4200], log[4200], ready[4200], err[4200], script[16384];
+    snprintf(dir, sizeof dir, "%s/sig", g_tmp);
+    snprintf(log, sizeof log, "%s/got", g_tmp);
+    snprintf(ready, sizeof ready, "%s/ready", g_tmp);
+    snprintf(err, sizeof err, "%s/run.err", g_tmp);
+    signal_logger(script, sizeof script, log, ready);
+    pid_t run = start_run(dir, script, err, NULL);
+    assert_true(wait_for_file(ready));
+    pid_t job = read_pid(ready);
+    assert_true(job > 0);
+    static const struct {
+        int sig;
+        const char *log;
+    } sent[] = {{SIGHUP, "HUP\n"},
+                {SIGQUIT, "HUP\nQUIT\n"},
+                {SIGUSR1, "HUP\nQUIT\nUSR1\n"},
+                {SIGUSR2, "HUP\nQUIT\nUSR1\nUSR2\n"}};
+    int ok = 1;
+    for (size_t i = 0; i < sizeof sent / sizeof sent[0] && ok; i++) {
+        kill(run, sent[i].sig);
+        ok = wait_for_content(log, sent[i].log);
+    }
+    if (!ok || waitpid(run, NULL, WNOHANG) != 0) {
+        kill(job, SIGKILL); /* run died and left it: the failure this test is for */
+        fail_msg("the job did not get each signal once, or run died");
+    }
+    kill(run, SIGTERM);
+    int status = cli_wait(run);
+    assert_int_equal(status, 128 + SIGTERM);
+    assert_int_equal(kill(job, 0), -1); /* reaped: no orphan */
+    assert_int_equal(errno, ESRCH);
+}
+
+/* A terminal's Ctrl-C goes to the whole foreground group, run and job: run must not send it
+ * again (the job's trap ran twice before). */
+static void a_terminals_signal_reaches_the_job_once(void **state)
+{
+    (void)state;
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    assert_true(master >= 0);
+    assert_int_equal(grantpt(master), 0);
+    assert_int_equal(unlockpt(master), 0);
+    char slave[256];
+    assert_int_equal(ptsname_r(master, slave, sizeof slave), 0);
+    char dir[4200], log[4200], ready[4200], err[4200], script[16384];
+    snprintf(dir, sizeof dir, "%s/tty", g_tmp);
+    snprintf(log, sizeof log, "%s/tty-got", g_tmp);
+    snprintf(ready, sizeof ready, "%s/tty-ready", g_tmp);
+    snprintf(err, sizeof err, "%s/tty.err", g_tmp);
+    signal_logger(script, sizeof script, log, ready);
+    pid_t run = start_run(dir, script, err, slave);
+    assert_true(wait_for_file(ready));
+    pid_t job = read_pid(ready);
+    assert_true(job > 0);
+    assert_int_equal(write(master, "\x03", 1), 1); /* Ctrl-C: SIGINT to the foreground group */
+    int ok = wait_for_content(log, "INT\n");
+    /* a second delivery, had run forwarded it, comes within the job's next few sleeps */
+    for (int i = 0; ok && i < 20; i++) {
+        usleep(10000);
+        ok = wait_for_content(log, "INT\n");
+    }
+    kill(run, SIGTERM);
+    int status = cli_wait(run);
+    kill(job, SIGKILL);
+    close(master);
+    assert_true(ok);
+    assert_int_equal(status, 128 + SIGTERM);
+}
+
+/* SIGTSTP sent to run: the job stops, and run stops with it (the shell sees its job
+ * stopped); CONT to run resumes both, and the job goes on getting signals. */
+static void a_stopped_job_stops_run_and_both_resume(void **state)
+{
+    (void)state;
+    char dir[4200], log[4200], ready[4200], err[4200], script[16384];
+    snprintf(dir, sizeof dir, "%s/stop", g_tmp);
+    snprintf(log, sizeof log, "%s/stop-got", g_tmp);
+    snprintf(ready, sizeof ready, "%s/stop-ready", g_tmp);
+    snprintf(err, sizeof err, "%s/stop.err", g_tmp);
+    signal_logger(script, sizeof script, log, ready);
+    pid_t run = start_run(dir, script, err, NULL);
+    assert_true(wait_for_file(ready));
+    pid_t job = read_pid(ready);
+    assert_true(job > 0);
+    kill(run, SIGTSTP);
+    int ws = 0;
+    pid_t w;
+    while ((w = waitpid(run, &ws, WUNTRACED)) < 0 && errno == EINTR)
+        ;
+    int stopped = w == run && WIFSTOPPED(ws);
+    kill(run, SIGCONT);
+    int resumed = stopped && (kill(run, SIGUSR1), wait_for_content(log, "USR1\n"));
+    kill(run, SIGTERM);
+    int status = cli_wait(run);
+    kill(job, SIGKILL);
+    assert_true(stopped);
+    assert_true(resumed);
+    assert_int_equal(status, 128 + SIGTERM);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -254,6 +507,11 @@ int main(void)
         cmocka_unit_test(an_old_trace_is_not_this_jobs),
         cmocka_unit_test(a_directory_the_shim_would_not_take_is_exit_2),
         cmocka_unit_test(the_hint_is_pasteable_into_a_shell),
+        cmocka_unit_test(a_job_that_changes_directory_traces_where_run_looks),
+        cmocka_unit_test(a_directory_renamed_or_removed_mid_run_is_said_so),
+        cmocka_unit_test(signals_sent_to_run_reach_the_job_once),
+        cmocka_unit_test(a_terminals_signal_reaches_the_job_once),
+        cmocka_unit_test(a_stopped_job_stops_run_and_both_resume),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -52,6 +52,18 @@
  *   abort-blocked  an AllReduce of the stub's blocking count (STUB_NCCL_BLOCK_MS) that another
  *               thread's ncclCommAbort ends 50 ms in (the stub keeps the comm's memory under
  *               STUB_NCCL_FRESH_COMMS=1, as NCCL releases a blocked call before freeing)
+ *   die N SIG HOW  N AllReduces, then dies by signal SIG: HOW is `kill` (kill(getpid()), as
+ *               a sender outside would), `fault` (the fault itself: a null write for SEGV, a
+ *               division by zero for FPE, ud2 for ILL, a page past a file's end for BUS;
+ *               raise for the others), or `thread` (the same fault, or raise, on a second
+ *               thread); prints "dying" first
+ *   eintr SIG   a handler for SIG installed without SA_RESTART, calls, then a read of an
+ *               empty pipe that a thread interrupts with SIG every 20 ms (then, after 3 s,
+ *               feeds): prints what read returned (EINTR, as the kernel does, or data)
+ *   dispositions  handlers for PROF, ALRM, VTALRM, IO and SIGRTMIN, SIGPIPE ignored, before
+ *               NCCL use; after calls, prints whether each disposition is still the job's
+ *   chdir A B   chdir A, calls past a flush, chdir B, close every fd >= 3 (the trace's too:
+ *               the writer reopens it by path), calls past a flush, destroy
  *   lookup-shrink  ncclCommShrink looked up with dlsym(RTLD_DEFAULT) and called if found, as
  *               a job written for several NCCL versions would
  */
@@ -504,6 +516,119 @@ static void churn(int n, int abort_every)
         cp_stats_close(h);
 }
 
+/* The fault that raises sig by itself, where there is one: the real one, unchecked by the
+ * sanitizers (UBSan would report the division, ASan the null write, and end the job its
+ * own way). */
+__attribute__((no_sanitize_address, no_sanitize_undefined)) static void fault(int sig)
+{
+    static volatile int zero;
+    if (sig == SIGSEGV) {
+        *(volatile int *)(uintptr_t)zero = 1;
+    } else if (sig == SIGFPE) {
+        volatile int x = 1 / zero;
+        (void)x;
+    } else if (sig == SIGILL) {
+        __builtin_trap();
+    } else if (sig == SIGBUS) {
+        FILE *f = tmpfile();
+        volatile char *p = f ? mmap(NULL, 4096, PROT_READ, MAP_SHARED, fileno(f), 0) : NULL;
+        if (p && p != MAP_FAILED)
+            (void)p[0]; /* past the end of an empty file */
+    }
+    raise(sig);
+}
+
+static void *fault_thread(void *arg)
+{
+    fault((int)(intptr_t)arg);
+    return NULL;
+}
+
+static int die(int n, int sig, const char *how)
+{
+    g_kept = make_comm(2, 0);
+    few_calls(g_kept, n);
+    printf("dying\n");
+    fflush(stdout);
+    if (!strcmp(how, "kill")) {
+        kill(getpid(), sig);
+    } else if (!strcmp(how, "fault")) {
+        fault(sig);
+    } else if (!strcmp(how, "thread")) {
+        pthread_t t;
+        pthread_create(&t, NULL, fault_thread, (void *)(intptr_t)sig);
+        pthread_join(t, NULL);
+    }
+    for (int i = 0; i < 500; i++) /* a signal that is still on its way */
+        usleep(10000);
+    printf("still alive\n");
+    return 0;
+}
+
+static volatile sig_atomic_t g_eintr_done;
+static int g_eintr_sig;
+static int g_eintr_pipe[2];
+
+static void on_eintr_signal(int sig) { (void)sig; }
+
+static void *eintr_sender(void *arg)
+{
+    pthread_t main_thread = *(pthread_t *)arg;
+    for (int i = 0; i < 150 && !g_eintr_done; i++) {
+        pthread_kill(main_thread, g_eintr_sig);
+        usleep(20000);
+    }
+    if (!g_eintr_done && write(g_eintr_pipe[1], "x", 1) != 1)
+        abort();
+    return NULL;
+}
+
+static int eintr(int sig)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_eintr_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, NULL);
+    g_eintr_sig = sig;
+    ncclComm_t c = make_comm(2, 0);
+    few_calls(c, 5);
+    if (pipe(g_eintr_pipe) != 0)
+        return 5;
+    pthread_t self = pthread_self(), t;
+    pthread_create(&t, NULL, eintr_sender, &self);
+    char ch;
+    ssize_t r = read(g_eintr_pipe[0], &ch, 1);
+    int e = errno;
+    g_eintr_done = 1;
+    pthread_join(t, NULL);
+    printf("read: %s\n", r < 0 ? strerror(e) : "data");
+    ncclCommDestroy(c);
+    return 0;
+}
+
+static void on_frequent(int sig) { (void)sig; }
+
+static int dispositions(void)
+{
+    const int sigs[] = {SIGPROF, SIGALRM, SIGVTALRM, SIGIO, SIGRTMIN};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        signal(sigs[i], on_frequent);
+    signal(SIGPIPE, SIG_IGN);
+    ncclComm_t c = make_comm(2, 0);
+    few_calls(c, 3);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction now;
+        sigaction(sigs[i], NULL, &now);
+        printf("%d: %s\n", sigs[i], now.sa_handler == on_frequent ? "the job's" : "another");
+    }
+    struct sigaction pipe_now;
+    sigaction(SIGPIPE, NULL, &pipe_now);
+    printf("SIGPIPE: %s\n", pipe_now.sa_handler == SIG_IGN ? "ignored" : "another");
+    ncclCommDestroy(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "basic";
@@ -610,6 +735,25 @@ int main(int argc, char **argv)
         pthread_join(t, NULL);
     } else if (!strcmp(what, "churn")) {
         churn(a1, a2);
+    } else if (!strcmp(what, "die") && argc > 4) {
+        return die(a1, a2, argv[4]);
+    } else if (!strcmp(what, "chdir") && argc > 3) {
+        if (chdir(argv[2]) != 0)
+            return 5;
+        ncclComm_t c = make_comm(2, 0);
+        few_calls(c, 5);
+        usleep(300000); /* past a flush: the trace file is open and written */
+        if (chdir(argv[3]) != 0)
+            return 6;
+        for (int fd = 3; fd < 4096; fd++)
+            close(fd);
+        few_calls(c, 5);
+        usleep(300000);
+        SHOW(ncclCommDestroy(c));
+    } else if (!strcmp(what, "dispositions")) {
+        return dispositions();
+    } else if (!strcmp(what, "eintr")) {
+        return eintr(a1);
     } else if (!strcmp(what, "lookup-shrink")) {
         typedef ncclResult_t (*shrink_fn)(ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *,
                                           int);

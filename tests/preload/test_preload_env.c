@@ -231,7 +231,7 @@ static void the_trace_never_lands_in_a_file_of_the_job(void **state)
 
 /* libcollprof.so must load beside whichever NCCL the job has, or none, on a node that has
  * nothing but glibc. Beside NCCL's names it exports only the exec family (exec_wrap.c
- * flushes the trace before exec). */
+ * flushes the trace before exec) and raise (signals.c). */
 static void the_library_needs_only_glibc_and_exports_only_nccl_names(void **state)
 {
     (void)state;
@@ -265,7 +265,7 @@ static void the_library_needs_only_glibc_and_exports_only_nccl_names(void **stat
     assert_true(needed >= 1); /* readelf ran and saw libc */
     snprintf(cmd, sizeof cmd,
              "nm -D --defined-only '%s' | awk '{print $3}' | grep -v '^nccl' | "
-             "grep -vxE 'exec(ve|v|vp|vpe|l|lp|le)|fexecve' | grep .", lib);
+             "grep -vxE 'exec(ve|v|vp|vpe|l|lp|le)|fexecve|raise' | grep .", lib);
     assert_int_not_equal(system(cmd), 0);
 
     void *h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
@@ -281,11 +281,42 @@ static void the_library_needs_only_glibc_and_exports_only_nccl_names(void **stat
     /* deliberately not dlclose'd: the library is marked nodelete */
 }
 
+/* A relative COLLPROF_DIR (and the default collprof-<jobid>) is made absolute when the trace
+ * starts: a job that changes directory and then takes the trace's fd (the writer reopens its
+ * file by path) still has every call in the file it started. */
+static void a_relative_directory_survives_a_chdir(void **state)
+{
+    (void)state;
+    char a[4300], b[4300], dir[4400];
+    snprintf(a, sizeof a, "%s/a", g_tmp);
+    snprintf(b, sizeof b, "%s/b", g_tmp);
+    assert_int_equal(mkdir(a, 0700), 0);
+    assert_int_equal(mkdir(b, 0700), 0);
+    const char *env[] = {"COLLPROF_DIR=rel/trace", "COLLPROF_FLUSH_MS=100", NULL};
+    const char *argv[] = {"chdir", a, b, NULL};
+    st_run(&g_shim, 1, env, argv);
+    assert_int_equal(g_shim.status, 0);
+    snprintf(dir, sizeof dir, "%s/rel/trace", a);
+    char **paths;
+    int n = st_list(dir, &paths);
+    assert_int_equal(n, 1);
+    trace_seen t;
+    assert_int_equal(st_read_trace(paths[0], &t), 0);
+    cp_trace_dir_free(paths, n);
+    /* the init, 10 AllReduces, the destroy */
+    if (t.ncalls != 12 || t.nend != 1)
+        fail_msg("%zu calls, %d END\n%s", t.ncalls, t.nend, g_shim.err);
+    st_free_trace(&t);
+    snprintf(dir, sizeof dir, "%s/rel", b);
+    assert_false(st_exists(dir));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(enable_0_is_pure_pass_through, setup, teardown),
         cmocka_unit_test_setup_teardown(trace_files_are_private_unless_asked, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_relative_directory_survives_a_chdir, setup, teardown),
         cmocka_unit_test_setup_teardown(the_trace_never_lands_in_a_file_of_the_job, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(
