@@ -220,7 +220,9 @@ static const setting table[] = {
      "lines on stderr, prefixed `collprof:`, up to this level", parse_debug},
     {"COLLPROF_DIR", "PATH", "./collprof-<jobid>",
      "trace directory of the job, one file per rank; jobid from TORCHELASTIC_RUN_ID, "
-     "SLURM_JOB_ID, PBS_JOBID, OMPI's jobid, else the start time",
+     "SLURM_JOB_ID, PBS_JOBID, OMPI's jobid, else the start time; a relative one (and the "
+     "default) is taken against the working directory at the trace's start (the first "
+     "recorded call), so a later `cd` changes nothing",
      parse_dir},
     {"COLLPROF_ENABLE", "0|1", "1", "0 turns the shim into a pure pass-through", parse_enable},
     {"COLLPROF_FILE_MODE", "OCTAL", "0600",
