@@ -402,6 +402,11 @@ void cp_live_tick(cp_trace_writer *w)
     uint64_t lost = cp_trace_writer_records_lost(w);
     g.dirty |= lost != g.local.lost_records;
     g.local.lost_records = lost;
+    for (unsigned c = 1; c <= CP_LOST_CAUSE_LAST; c++) {
+        uint64_t n = cp_trace_writer_lost_by_cause(w, (enum cp_lost_cause)c);
+        g.dirty |= n != g.local.lost_by_cause[c];
+        g.local.lost_by_cause[c] = n;
+    }
     publish(now);
 }
 

@@ -26,12 +26,16 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/settings.h"
+#include "preload/io_exec.h"
 #include "trace/trace_writer.h"
 
 #define CP_TICK_MS 10
 
 static cp_trace_writer *g_w;
 static cp_trace_writer *g_abandoned; /* a fork child's copy of the parent's writer */
+/* The trace file's blocking calls run there (io_exec.h): no thread of the job sleeps on the
+ * trace's file system. NULL when it could not start: the writer makes them itself. */
+static cp_io_exec *g_exec;
 static pthread_t g_thread;
 static int g_thread_running;
 static _Atomic int g_busy;
@@ -167,7 +171,15 @@ static void give_token(void) { atomic_store_explicit(&g_busy, 0, memory_order_re
  * exit (a full disk, `ulimit -f`) still says why its trace lacks records. */
 static void warn_write_failed(void)
 {
-    static int warned;
+    static int warned, warned_stall;
+    if (errno == ETIMEDOUT) { /* the writer's word for a call past the io's bound */
+        if (!warned_stall)
+            cp_warn("the trace's file system does not answer (a write has waited over %d ms): "
+                    "records are counted as lost (write_stalled) until it does",
+                    CP_IO_BOUND_MS);
+        warned_stall = 1;
+        return;
+    }
     if (warned)
         return;
     warned = 1;
@@ -261,6 +273,20 @@ static int writer_start(const char *path, const cp_file_header *header, int flus
         return -1;
     }
     g_flush_ms = flush_ms > 0 ? flush_ms : 200;
+    /* The executor keeps the mask it is cloned with: every signal blocked, the job's go to
+     * the job's threads. */
+    {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        g_exec = cp_io_exec_start(cp_trace_writer_fd(g_w), CP_IO_BOUND_MS, err, sizeof err);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (g_exec)
+            cp_trace_writer_set_io(g_w, cp_io_exec_io(g_exec));
+        else
+            cp_info("%s: the trace is written by the job's threads, and a hung file system "
+                    "can hold the job's exit", err);
+    }
     /* A short settle gives the first rate; every drain then refines it over a longer
      * baseline. The first NCCL call (an init, which takes far longer) pays it once. */
     cp_tick_calib_init(&g_calib, 2000000);
@@ -329,6 +355,8 @@ static void writer_stop(int end_signal)
     if (cp_trace_writer_close(g_w) != 0)
         warn_write_failed();
     g_w = NULL; /* the token stays taken: nothing writes after END */
+    cp_io_exec_release(g_exec); /* it finishes the queue (END) on its own if it hangs */
+    g_exec = NULL;
 }
 
 void cp_writer_flush_from_signal(int end_signal)
@@ -381,6 +409,8 @@ void cp_writer_forget_after_fork(void)
     if (g_w)
         g_abandoned = g_w;
     g_w = NULL;
+    cp_io_exec_forget(g_exec);
+    g_exec = NULL;
     g_thread_running = 0;
     atomic_store(&g_stop, 0);
     atomic_store(&g_busy, 0);

@@ -299,7 +299,8 @@ enum cp_lost_cause {
     CP_LOST_TOO_BIG = 3,     /* a record larger than a chunk */
     CP_LOST_NO_MEMORY = 4,   /* the shim could not allocate room for them */
     CP_LOST_AT_END = 5,      /* a fatal signal ended the process before they were finished */
-    CP_LOST_CAUSE_LAST = CP_LOST_AT_END,
+    CP_LOST_WRITE_STALLED = 6, /* the file system did not answer: dropped while a write hung */
+    CP_LOST_CAUSE_LAST = CP_LOST_WRITE_STALLED,
 };
 
 /* 24 bytes: records dropped since the last LOST record of this cause. */

@@ -31,11 +31,19 @@
  * trusts), and LOST records by cause that the writer itself puts at the head of the next
  * chunk it writes. A LOST record that sits in the chunk buffer has its count raised in
  * place while more drops of its cause arrive, so a burst of drops costs one record.
+ *
+ * The calls that may sleep on the file system go through a cp_trace_io (trace_io.h). When
+ * one stalls (a frozen or hung file system), the chunk stays in flight in the buffer: the
+ * writer never waits for it, every record it cannot buffer meanwhile is counted lost
+ * (CP_LOST_WRITE_STALLED), and writing resumes once the call finishes. At close, a writer
+ * still stalled queues its closing chunk (from a buffer of its own) and the close behind the
+ * call in flight, and is left allocated: the io reads those buffers after the thaw.
  */
 #include "trace/trace_writer.h"
 
 #include "common/clock.h"
 #include "trace/trace_hash.h"
+#include "trace/trace_io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -78,7 +86,24 @@ struct cp_trace_writer {
     uint64_t pending[CP_LOST_CAUSES];
     uint64_t pending_at_ns[CP_LOST_CAUSES];
     size_t lost_rec_at[CP_LOST_CAUSES];
+    uint64_t lost_by[CP_LOST_CAUSES]; /* totals by cause */
+
+    const cp_trace_io *io;
+    /* A call in flight (CP_IO_STALLED): the chunk in buf (its length, caller records, and the
+     * LOST counts it carries), or the cut of a failed one. While a chunk is, used == cap,
+     * so that every append takes the slow path, which drops. */
+    enum { CP_FLIGHT_NONE, CP_FLIGHT_CHUNK, CP_FLIGHT_CUT } flight;
+    size_t flight_len;
+    uint64_t flight_callers;
+    uint64_t flight_placed[CP_LOST_CAUSES];
+    int leaked; /* buffers handed to the io for good (close while stalled) */
+    cp_trace_writer *next_handed; /* on g_handed: the io may read them after the thaw */
+    unsigned char *flight_buf;    /* the buffer of the chunk in flight when closing swapped */
 };
+
+/* Writers closed while stalled: never freed, kept reachable (the io reads their buffers
+ * whenever the file system answers). One a file at most. */
+static cp_trace_writer *g_handed;
 
 void cp_file_header_init(cp_file_header *h)
 {
@@ -111,30 +136,16 @@ static int past_fsize_limit(uint64_t end)
  * that reached a limit mid-way) until the kernel refuses outright; *wrote says whether any
  * byte reached the file. `keep` bytes below the file size limit, and past the end of what
  * is written, stay free: allocated before anything is written (when the file system can). */
-static int write_all_at(int fd, const void *data, size_t len, uint64_t off, size_t keep,
-                        int *wrote)
+static int write_all_at(const cp_trace_io *io, int fd, const void *data, size_t len,
+                        uint64_t off, size_t keep, int flags, int *wrote)
 {
-    const unsigned char *p = data;
     *wrote = 0;
+    /* here, not in the io: the limit is this process's, and the job may lower it any time */
     if (past_fsize_limit(off + len + keep)) {
         errno = EFBIG;
         return -1;
     }
-    if (keep && fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)(len + keep)) != 0 &&
-        errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL)
-        return -1; /* no room for this and the closing chunk after it: ENOSPC */
-    while (len > 0) {
-        ssize_t n = pwrite(fd, p, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        *wrote = 1;
-        p += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
+    return io->write_at(io->ctx, fd, data, len, off, keep, flags, wrote);
 }
 
 /* The lowest number F_DUPFD looks from: high enough that a job's open(2) does not get
@@ -235,7 +246,7 @@ cp_trace_writer *cp_trace_writer_open_mode(const char *path, const cp_file_heade
     memset(h.reserved, 0, sizeof h.reserved);
     h.header_hash = cp_trace_hash(&h, offsetof(cp_file_header, header_hash));
     int wrote;
-    if (write_all_at(fd, &h, sizeof h, 0, CP_WRITER_RESERVE, &wrote) != 0) {
+    if (write_all_at(&cp_trace_io_direct, fd, &h, sizeof h, 0, CP_WRITER_RESERVE, 0, &wrote) != 0) {
         int e = errno;
         snprintf(err, errlen, "'%s': cannot write trace header: %s", path,
                  e ? strerror(e) : "short write");
@@ -254,6 +265,7 @@ cp_trace_writer *cp_trace_writer_open_mode(const char *path, const cp_file_heade
     w->payload = buf + CP_CHUNK_HEADER_BYTES;
     w->cap = chunk_payload_bytes;
     w->file_bytes = sizeof h;
+    w->io = &cp_trace_io_direct;
     for (int c = 0; c < CP_LOST_CAUSES; c++)
         w->lost_rec_at[c] = SIZE_MAX;
     return w;
@@ -263,6 +275,8 @@ cp_trace_writer *cp_trace_writer_open_mode(const char *path, const cp_file_heade
  * the buffer has room for them: right after a drop, or with an empty buffer. */
 static void place_lost_records(cp_trace_writer *w)
 {
+    if (w->flight == CP_FLIGHT_CHUNK)
+        return; /* the buffer is the io's until the call ends */
     for (unsigned c = 1; c < CP_LOST_CAUSES; c++) {
         if (!w->pending[c])
             continue;
@@ -285,13 +299,87 @@ static void place_lost_records(cp_trace_writer *w)
 static void count_drop(cp_trace_writer *w, unsigned cause, uint64_t records)
 {
     w->lost += records;
+    w->lost_by[cause] += records;
     w->pending[cause] += records;
     w->pending_at_ns[cause] = cp_mono_ns();
 }
 
-/* Writes the current chunk; on failure its caller records join the lost total. Either way
- * the buffer starts over, with the LOST records of what is still unreported. */
-static int write_chunk(cp_trace_writer *w)
+/* The buffer starts over, with the LOST records of what is still unreported. */
+static void reset_chunk(cp_trace_writer *w)
+{
+    w->used = 0;
+    w->count = 0;
+    w->own = 0;
+    for (unsigned c = 1; c < CP_LOST_CAUSES; c++)
+        w->lost_rec_at[c] = SIZE_MAX;
+    place_lost_records(w);
+}
+
+/* A chunk's write came back (rc 0 or -1): on failure its caller records join the lost total
+ * and its LOST records are owed again. */
+static int chunk_done(cp_trace_writer *w, int rc, int wrote, size_t len, uint64_t callers,
+                      const uint64_t *placed)
+{
+    if (rc == 0) {
+        w->file_bytes += len;
+        w->written += callers;
+        return 0;
+    }
+    for (unsigned c = 1; c < CP_LOST_CAUSES; c++)
+        w->pending[c] += placed[c];
+    /* A partial chunk would read as corruption; cut it off so the next chunk starts at a
+     * chunk boundary. If even that fails, the reader resyncs past the debris. The cut also
+     * frees the blocks kept past the end for the closing chunk, which are taken again (the
+     * cut gave back at least as many). */
+    if (wrote) {
+        int cut = own_fd(w) == 0 ? w->io->cut(w->io->ctx, w->fd, w->file_bytes, CP_WRITER_RESERVE)
+                                 : -1;
+        if (cut == CP_IO_STALLED) {
+            w->flight = CP_FLIGHT_CUT;
+            w->flight_len = len;
+        } else if (cut != 0) {
+            w->file_bytes += len;
+        }
+    }
+    if (callers)
+        count_drop(w, CP_LOST_WRITE_ERROR, callers);
+    else
+        w->chunk_index--; /* only our LOST records failed: no data gap to show */
+    return -1;
+}
+
+/* The call in flight, if any, waited for (within the io's bound when block; appends only
+ * look, or a stalled file system would cost the bound a record) and settled. 0: nothing in
+ * flight any more; -1: still stalled (errno ETIMEDOUT). */
+static int settle(cp_trace_writer *w, int block)
+{
+    if (w->flight == CP_FLIGHT_NONE)
+        return 0;
+    int wrote = 0;
+    int rc = w->io->wait(w->io->ctx, block, &wrote);
+    if (rc == CP_IO_STALLED) {
+        errno = ETIMEDOUT;
+        return -1;
+    }
+    int e = errno;
+    if (w->flight == CP_FLIGHT_CUT) {
+        w->flight = CP_FLIGHT_NONE;
+        if (rc != 0)
+            w->file_bytes += w->flight_len;
+        return 0;
+    }
+    w->flight = CP_FLIGHT_NONE;
+    uint64_t placed[CP_LOST_CAUSES];
+    memcpy(placed, w->flight_placed, sizeof placed);
+    errno = e;
+    chunk_done(w, rc, wrote, w->flight_len, w->flight_callers, placed);
+    reset_chunk(w); /* the buffer is free again, even while a cut of the file is in flight */
+    return 0;
+}
+
+/* Writes the current chunk. 0; -1 when its records were lost (counted); -1 with errno
+ * ETIMEDOUT when the write stalled: the chunk stays in flight (settle). */
+static int write_chunk(cp_trace_writer *w, int flags)
 {
     cp_chunk_header ch = {
         .magic = CP_CHUNK_MAGIC,
@@ -304,38 +392,30 @@ static int write_chunk(cp_trace_writer *w)
     ch.header_hash = cp_chunk_header_hash(&ch);
     memcpy(w->buf, &ch, sizeof ch);
 
-    size_t len = CP_CHUNK_HEADER_BYTES + w->used;
-    int wrote = 0;
-    int rc = own_fd(w) == 0 ? write_all_at(w->fd, w->buf, len, w->file_bytes,
-                                            w->closing ? 0 : CP_WRITER_RESERVE, &wrote)
-                            : -1;
-    uint64_t callers = w->count - w->own;
-    if (rc == 0) {
-        w->file_bytes += len;
-        w->written += callers;
-        for (unsigned c = 1; c < CP_LOST_CAUSES; c++)
-            if (w->lost_rec_at[c] != SIZE_MAX)
-                w->pending[c] = 0;
-    } else {
-        /* A partial chunk would read as corruption; cut it off so the next chunk starts at
-         * a chunk boundary. If even that fails, the reader resyncs past the debris. Only then:
-         * a cut also frees the blocks kept past the end for the closing chunk, which are
-         * taken again (the cut gave back at least as many). */
-        if (wrote && (own_fd(w) != 0 || ftruncate(w->fd, (off_t)w->file_bytes) != 0))
-            w->file_bytes += len;
-        else if (wrote)
-            (void)fallocate(w->fd, FALLOC_FL_KEEP_SIZE, (off_t)w->file_bytes, CP_WRITER_RESERVE);
-        if (callers)
-            count_drop(w, CP_LOST_WRITE_ERROR, callers);
-        else
-            w->chunk_index--; /* only our LOST records failed: no data gap to show */
-    }
-    w->used = 0;
-    w->count = 0;
-    w->own = 0;
+    /* The LOST counts this chunk carries are on disk once it is: owed again if it fails. */
+    uint64_t placed[CP_LOST_CAUSES] = {0};
     for (unsigned c = 1; c < CP_LOST_CAUSES; c++)
-        w->lost_rec_at[c] = SIZE_MAX;
-    place_lost_records(w);
+        if (w->lost_rec_at[c] != SIZE_MAX) {
+            placed[c] = w->pending[c];
+            w->pending[c] = 0;
+        }
+    size_t len = CP_CHUNK_HEADER_BYTES + w->used;
+    uint64_t callers = w->count - w->own;
+    int wrote = 0;
+    int rc = own_fd(w) == 0 ? write_all_at(w->io, w->fd, w->buf, len, w->file_bytes,
+                                            w->closing ? 0 : CP_WRITER_RESERVE, flags, &wrote)
+                            : -1;
+    if (rc == CP_IO_STALLED) {
+        w->flight = CP_FLIGHT_CHUNK;
+        w->flight_len = len;
+        w->flight_callers = callers;
+        memcpy(w->flight_placed, placed, sizeof placed);
+        w->used = w->cap;
+        errno = ETIMEDOUT;
+        return -1;
+    }
+    rc = chunk_done(w, rc, wrote, len, callers, placed);
+    reset_chunk(w);
     return rc;
 }
 
@@ -347,11 +427,21 @@ static int append_slow(cp_trace_writer *w, const void *record, size_t size)
         return -1;
     }
     int rc = 0;
+    if (settle(w, 0) != 0 || w->leaked) { /* leaked: one closing chunk, queued at close */
+        count_drop(w, CP_LOST_WRITE_STALLED, 1);
+        place_lost_records(w);
+        return -1;
+    }
     /* Twice at most: the first write may fail and leave LOST records in the fresh buffer;
      * a second one empties it. */
-    for (int tries = 0; w->cap - w->used < size && tries < 2; tries++)
-        if (write_chunk(w) != 0)
+    for (int tries = 0; w->cap - w->used < size && tries < 2 && w->flight == CP_FLIGHT_NONE;
+         tries++)
+        if (write_chunk(w, 0) != 0)
             rc = -1;
+    if (w->flight == CP_FLIGHT_CHUNK) {
+        count_drop(w, CP_LOST_WRITE_STALLED, 1);
+        return -1;
+    }
     if (w->cap - w->used < size) {
         count_drop(w, CP_LOST_WRITE_ERROR, 1);
         place_lost_records(w);
@@ -386,9 +476,11 @@ int cp_trace_writer_flush(cp_trace_writer *w)
 {
     /* A chunk of nothing but LOST records is written too: a job that loses everything to a
      * full ring must still show it on disk. */
+    if (settle(w, 1) != 0)
+        return -1;
     if (w->count == 0)
         return 0;
-    return write_chunk(w);
+    return write_chunk(w, 0);
 }
 
 void cp_trace_writer_count_lost(cp_trace_writer *w, enum cp_lost_cause cause, uint64_t records)
@@ -403,12 +495,48 @@ uint64_t cp_trace_writer_records_written(const cp_trace_writer *w) { return w->w
 
 uint64_t cp_trace_writer_records_lost(const cp_trace_writer *w) { return w->lost; }
 
+uint64_t cp_trace_writer_lost_by_cause(const cp_trace_writer *w, enum cp_lost_cause cause)
+{
+    return cause >= 1 && cause < CP_LOST_CAUSES ? w->lost_by[cause] : 0;
+}
+
+void cp_trace_writer_set_io(cp_trace_writer *w, const cp_trace_io *io)
+{
+    w->io = io ? io : &cp_trace_io_direct;
+}
+
+int cp_trace_writer_stalled(const cp_trace_writer *w) { return w->flight != CP_FLIGHT_NONE; }
+
+int cp_trace_writer_fd(const cp_trace_writer *w) { return w->fd; }
+
 int cp_trace_writer_closing(cp_trace_writer *w)
 {
     int rc = 0;
-    if (w->count > w->own && write_chunk(w) != 0)
+    if (settle(w, 1) != 0)
+        rc = -1;
+    else if (w->count > w->own && write_chunk(w, 0) != 0)
         rc = -1;
     w->closing = 1;
+    if (w->flight == CP_FLIGHT_CUT) {
+        /* the buffer is free; the closing chunk is queued behind the cut at close */
+        w->leaked = 1;
+        w->flight = CP_FLIGHT_NONE;
+    } else if (w->flight == CP_FLIGHT_CHUNK) {
+        /* the closing chunk goes in a buffer of its own, queued behind the one in flight at
+         * the offset it takes if that one lands; both buffers are the io's from now on */
+        unsigned char *nb = malloc(CP_CHUNK_HEADER_BYTES + w->cap);
+        if (nb) {
+            w->leaked = 1;
+            w->flight_buf = w->buf;
+            w->buf = nb;
+            w->payload = nb + CP_CHUNK_HEADER_BYTES;
+            /* taken as landed: if it fails after all, the closing chunk's count misses it */
+            w->file_bytes += w->flight_len;
+            w->written += w->flight_callers;
+            w->flight = CP_FLIGHT_NONE;
+            reset_chunk(w);
+        }
+    }
     return rc;
 }
 
@@ -417,9 +545,27 @@ int cp_trace_writer_close(cp_trace_writer *w)
     if (!w)
         return 0;
     int rc = 0;
-    if (w->count > 0 && write_chunk(w) != 0)
+    if (w->leaked) {
+        /* stalled at close: the closing chunk and the close are queued behind the call in
+         * flight, and the buffers stay the io's (never freed) */
+        if (w->count > 0)
+            (void)write_chunk(w, CP_IO_QUEUE);
+        (void)w->io->close(w->io->ctx, w->fd);
+        w->next_handed = g_handed;
+        g_handed = w;
+        errno = ETIMEDOUT;
+        return -1;
+    }
+    if (settle(w, 1) != 0 || (w->count > 0 && write_chunk(w, 0) != 0))
         rc = -1;
-    if (own_fd(w) != 0 || close(w->fd) != 0)
+    if (w->flight != CP_FLIGHT_NONE) {
+        (void)w->io->close(w->io->ctx, w->fd); /* queued behind it; w->buf stays the io's */
+        w->next_handed = g_handed;
+        g_handed = w;
+        errno = ETIMEDOUT;
+        return -1;
+    }
+    if (own_fd(w) != 0 || w->io->close(w->io->ctx, w->fd) != 0)
         rc = -1;
     free(w->path);
     free(w->buf);

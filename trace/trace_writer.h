@@ -2,7 +2,8 @@
  *
  * Offers: open (writes the file header), append a record, flush, close, and the loss
  * counter that rides in every chunk header. One writer is used by one thread at a time
- * (the shim's writer thread); it never blocks on anything but its own write(2).
+ * (the shim's writer thread); it never blocks on anything but its own file calls, and not on
+ * those either when they go through an io that answers within a bound (trace_io.h).
  * A failed write drops that chunk's records, counts them as lost (CP_LOST_WRITE_ERROR)
  * and keeps going, so a disk that fills and empties again loses only what it had to.
  * The writer itself reports every loss as a LOST record (by cause) at the head of the next
@@ -58,6 +59,18 @@ void cp_trace_writer_count_lost(cp_trace_writer *w, enum cp_lost_cause cause, ui
  * records are not counted), and records lost (every cause, count_lost's included). */
 uint64_t cp_trace_writer_records_written(const cp_trace_writer *w);
 uint64_t cp_trace_writer_records_lost(const cp_trace_writer *w);
+/* Of them, those of one cause (enum cp_lost_cause); 0 for a cause out of range. */
+uint64_t cp_trace_writer_lost_by_cause(const cp_trace_writer *w, enum cp_lost_cause cause);
+
+/* The calls that may sleep on the file system go through io (trace_io.h; NULL: the direct
+ * ones, the default). Set before the first append; io must outlive the writer. */
+struct cp_trace_io;
+void cp_trace_writer_set_io(cp_trace_writer *w, const struct cp_trace_io *io);
+/* 1 while a call of the io is in flight past its bound (the file system does not answer):
+ * what cannot be buffered meanwhile is counted lost as CP_LOST_WRITE_STALLED. */
+int cp_trace_writer_stalled(const cp_trace_writer *w);
+/* The file's descriptor (-1 once detached), for an io that needs its own copy. */
+int cp_trace_writer_fd(const cp_trace_writer *w);
 
 /* The records that follow close the file (LOST, CLOCK, END): the data still buffered is
  * written first (0, or -1 with its records counted lost), then the closing chunk may use the
