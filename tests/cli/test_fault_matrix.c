@@ -48,8 +48,12 @@ struct fm_case {
 
 /* What the case that sets them does to the run with the shim (reset after it): `during` 0.5 s
  * into it, `after` once the job ended, before the checks. */
-static void (*g_during)(void);
+static void (*g_during)(const char *dir); /* dir NULL: the run without the shim */
 static void (*g_after)(const char *dir);
+/* Set: `during` is done in the run without the shim too (what it costs the machine, such as
+ * fsfreeze's writeback, weighs on both), and `between` once that run ended. */
+static int g_during_both;
+static void (*g_between)(void);
 
 /* The file systems the trace directory is put on to fail (fs_fault.h); released in every
  * path: by their case, and by the teardown. */
@@ -141,9 +145,9 @@ static void run_job(const struct fm_case *c, const char *dir, struct sim_result 
 #endif
     struct sim_proc p;
     sim_start(&p, env, c->args);
-    if (dir && g_during) {
+    if (g_during && (dir || g_during_both)) {
         usleep(500000); /* the trace started: its file open, chunks written */
-        g_during();
+        g_during(dir);
     }
     if (c->end != FM_RUNS_OUT) {
         usleep(1500000); /* well into the run: records written, collectives in flight */
@@ -199,6 +203,8 @@ static void run_case_timed(const struct fm_case *c, double *bare_s, double *shim
         snprintf(dir, sizeof dir, "%s/%s", g_tmp, c->name);
     struct sim_result bare, shim;
     run_job(c, NULL, &bare);
+    if (g_between)
+        g_between();
     run_job(c, dir, &shim);
     if (bare_s)
         *bare_s = bare.seconds;
@@ -320,8 +326,9 @@ static void a_full_trace_disk(void **state)
 
 /* The trace directory's file system frozen for 6 s from 0.5 s into a ~2.5 s job (a hung NFS
  * or Lustre server): the job must end as soon as it would without the shim, not at the thaw.
- * Bound: 1.2 x the run without the shim plus FM_SLACK_S (a loaded machine; a job held until
- * the thaw takes 6.5 s or more). After the thaw the executors finish: every trace reads and
+ * Both runs meet the same freeze (its writeback loads the machine either way). Bound: 1.2 x
+ * the run without the shim plus FM_SLACK_S (a loaded machine; a job held until the thaw
+ * takes 6.5 s or more). After the thaw the executors finish: every trace reads and
  * ends with END, the loss counted as write_stalled. Root and a loop device; skipped else. */
 #define FM_SLACK_S 1.0
 #define FM_FREEZE_S 6.0
@@ -361,11 +368,14 @@ static int live_counts(unsigned cause)
 
 static int g_live_saw_stall;
 
-static void freeze_and_watch(void)
+static void freeze_and_watch(const char *dir)
 {
     freeze_trace_fs();
-    g_live_saw_stall = live_counts(CP_LOST_WRITE_STALLED);
+    if (dir)
+        g_live_saw_stall = live_counts(CP_LOST_WRITE_STALLED);
 }
+
+static void wait_thaw(void) { fs_image_wait_thaw(&g_frozen_fs); }
 
 /* Thawed, then every rank's executor writes what it queued: END in every trace. */
 static void after_thaw(const char *dir)
@@ -397,9 +407,13 @@ static void a_frozen_trace_fs(void **state)
                         1};
     double bare_s, shim_s;
     g_during = freeze_and_watch;
+    g_during_both = 1;
+    g_between = wait_thaw;
     g_after = after_thaw;
     run_case_timed(&c, &bare_s, &shim_s);
     g_during = NULL;
+    g_during_both = 0;
+    g_between = NULL;
     g_after = NULL;
     printf("|   frozen %.0f s: job %.2f s without the shim, %.2f s with it (bound %.2f s)\n",
            FM_FREEZE_S, bare_s, shim_s, 1.2 * bare_s + FM_SLACK_S);
@@ -413,6 +427,61 @@ static void a_frozen_trace_fs(void **state)
     assert_true(json_object_get_int64(x) > 0);
     json_object_put(rep);
     fs_image_release(&g_frozen_fs);
+}
+
+/* The trace directory's file system turns read-only mid-run (ext4 errors=remount-ro after an
+ * error): the job runs on as without the shim; the writes that fail are counted by cause in
+ * the live block while the job runs; and the report, whose traces stop without END, claims
+ * neither a kill nor "at least 0 LOST": the traces cannot tell the two apart. */
+static int g_live_saw_write_error;
+
+static void make_trace_fs_read_only(const char *dir)
+{
+    (void)dir;
+    assert_int_equal(fs_image_raise_error(&g_ro_fs), 0);
+    g_live_saw_write_error = live_counts(CP_LOST_WRITE_ERROR);
+}
+
+static char *report_text(const char *dir)
+{
+    char cmd[8800];
+    snprintf(cmd, sizeof cmd, "'%s/bin/collprof' report '%s' 2>/dev/null", sim_build_dir(), dir);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    static char text[1 << 20];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    pclose(f);
+    return text;
+}
+
+static void a_trace_fs_turned_read_only(void **state)
+{
+    (void)state;
+    char why[200];
+    if (fs_image_mount(&g_ro_fs, g_tmp, "readonly", "errors=remount-ro", why, sizeof why) != 0) {
+        fprintf(stderr, "skipped: %s\n", why);
+        skip();
+    }
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/t", g_ro_fs.mnt);
+    struct fm_case c = {"read-only-fs", NULL, SIM4("--steps", "1000"), FM_RUNS_OUT, dir, 0, -1, 0,
+                        -1};
+    g_during = make_trace_fs_read_only;
+    run_case(&c);
+    g_during = NULL;
+    assert_true(g_live_saw_write_error);
+    const char *text = report_text(dir);
+    if (strstr(text, "killed (no trace ends with END)") || strstr(text, "at least 0 "))
+        fprintf(stderr, "%s", text);
+    assert_null(strstr(text, "killed (no trace ends with END)"));
+    assert_null(strstr(text, "at least 0 "));
+    assert_non_null(strstr(text, "or the file could no longer be written"));
+    struct json_object *rep = report_json(dir), *job;
+    assert_true(json_object_object_get_ex(rep, "job", &job));
+    assert_int_equal(json_int(rep, "job", "unended_ranks"), 4);
+    json_object_put(rep);
+    fs_image_release(&g_ro_fs);
 }
 
 /* A shim_job scenario without the shim and with it (env for both, then the trace directory
@@ -530,6 +599,7 @@ int main(void)
         cmocka_unit_test(a_watchdog_abort),
         cmocka_unit_test(a_full_trace_disk),
         cmocka_unit_test(a_frozen_trace_fs),
+        cmocka_unit_test(a_trace_fs_turned_read_only),
         cmocka_unit_test(shim_edge_cases),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
