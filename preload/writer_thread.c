@@ -169,10 +169,12 @@ static void give_token(void) { atomic_store_explicit(&g_busy, 0, memory_order_re
 
 /* Once per process, whichever write fails first: a job short enough never to flush before
  * exit (a full disk, `ulimit -f`) still says why its trace lacks records. */
-static void warn_write_failed(void)
+static void warn_write_failed(uint64_t stalled_lost)
 {
     static int warned, warned_stall;
     if (errno == ETIMEDOUT) { /* the writer's word for a call past the io's bound */
+        if (!stalled_lost)
+            return; /* a hiccup the spare buffer took: nothing lost, nothing to say */
         if (!warned_stall)
             cp_warn("the trace's file system does not answer (a write has waited over %d ms): "
                     "records are counted as lost (write_stalled) until it does",
@@ -254,7 +256,7 @@ static void *writer_main(void *arg)
         cp_live_tick(g_w);
         if (flush_due) {
             if (cp_trace_writer_flush(g_w) != 0)
-                warn_write_failed();
+                warn_write_failed(cp_trace_writer_lost_by_cause(g_w, CP_LOST_WRITE_STALLED));
             next_flush = now + (uint64_t)g_flush_ms * 1000000u;
         }
         give_token();
@@ -352,8 +354,9 @@ static void writer_stop(int end_signal)
     drain(0);
     cp_gpu_poll(g_w, CP_POLL_END);
     append_end(end_signal);
+    uint64_t stalled = cp_trace_writer_lost_by_cause(g_w, CP_LOST_WRITE_STALLED);
     if (cp_trace_writer_close(g_w) != 0)
-        warn_write_failed();
+        warn_write_failed(stalled);
     g_w = NULL; /* the token stays taken: nothing writes after END */
     cp_io_exec_release(g_exec); /* it finishes the queue (END) on its own if it hangs */
     g_exec = NULL;
@@ -443,7 +446,7 @@ void cp_writer_flush_now(void)
          * completed pair is converted now, with the reference there is */
         cp_gpu_poll(g_w, CP_POLL_FLUSH);
         if (cp_trace_writer_flush(g_w) != 0)
-            warn_write_failed();
+            warn_write_failed(cp_trace_writer_lost_by_cause(g_w, CP_LOST_WRITE_STALLED));
     }
     give_token();
     errno = saved;

@@ -33,11 +33,14 @@
  * place while more drops of its cause arrive, so a burst of drops costs one record.
  *
  * The calls that may sleep on the file system go through a cp_trace_io (trace_io.h). When
- * one stalls (a frozen or hung file system), the chunk stays in flight in the buffer: the
- * writer never waits for it, every record it cannot buffer meanwhile is counted lost
- * (CP_LOST_WRITE_STALLED), and writing resumes once the call finishes. At close, a writer
- * still stalled queues its closing chunk (from a buffer of its own) and the close behind the
- * call in flight, and is left allocated: the io reads those buffers after the thaw.
+ * one stalls (a frozen or hung file system, or only an executor the scheduler has not run
+ * yet), its chunk stays in flight in its buffer and the records go on into a second one (the
+ * spare, allocated with an io that can stall): the writer never waits, a hiccup costs
+ * nothing, and only records that find both buffers taken are counted lost
+ * (CP_LOST_WRITE_STALLED), until the call finishes and writing resumes. At close, a writer
+ * still stalled queues what it holds and its closing chunk (in a small buffer kept for it)
+ * and the close behind the call in flight, and is left allocated: the io reads those
+ * buffers after the thaw.
  */
 #include "trace/trace_writer.h"
 
@@ -89,16 +92,20 @@ struct cp_trace_writer {
     uint64_t lost_by[CP_LOST_CAUSES]; /* totals by cause */
 
     const cp_trace_io *io;
-    /* A call in flight (CP_IO_STALLED): the chunk in buf (its length, caller records, and the
-     * LOST counts it carries), or the cut of a failed one. While a chunk is, used == cap,
-     * so that every append takes the slow path, which drops. */
+    /* A call in flight (CP_IO_STALLED): a chunk (its length, caller records, and the LOST
+     * counts it carries) in flight_buf, or the cut of a failed one. Without a spare the
+     * chunk stays in buf (flight_buf NULL) with used == cap, so that every append takes the
+     * slow path, which drops. */
     enum { CP_FLIGHT_NONE, CP_FLIGHT_CHUNK, CP_FLIGHT_CUT } flight;
     size_t flight_len;
     uint64_t flight_callers;
     uint64_t flight_placed[CP_LOST_CAUSES];
-    int leaked; /* buffers handed to the io for good (close while stalled) */
+    unsigned char *flight_buf;
+    unsigned char *spare; /* the second chunk buffer (an io that can stall), NULL in flight */
+    unsigned char *tail;  /* room for the closing chunk of a writer closed while stalled */
+    unsigned char *queued; /* a data chunk queued at close behind the call in flight */
+    int leaked; /* buffers handed to the io for good (closing while stalled) */
     cp_trace_writer *next_handed; /* on g_handed: the io may read them after the thaw */
-    unsigned char *flight_buf;    /* the buffer of the chunk in flight when closing swapped */
 };
 
 /* Writers closed while stalled: never freed, kept reachable (the io reads their buffers
@@ -273,10 +280,16 @@ cp_trace_writer *cp_trace_writer_open_mode(const char *path, const cp_file_heade
 
 /* Puts or refreshes the LOST record of each cause with drops not yet on disk. Called when
  * the buffer has room for them: right after a drop, or with an empty buffer. */
+/* The chunk in flight is the buffer itself (no spare): the io's until the call ends. */
+static int buffer_in_flight(const cp_trace_writer *w)
+{
+    return w->flight == CP_FLIGHT_CHUNK && !w->flight_buf;
+}
+
 static void place_lost_records(cp_trace_writer *w)
 {
-    if (w->flight == CP_FLIGHT_CHUNK)
-        return; /* the buffer is the io's until the call ends */
+    if (buffer_in_flight(w))
+        return;
     for (unsigned c = 1; c < CP_LOST_CAUSES; c++) {
         if (!w->pending[c])
             continue;
@@ -368,17 +381,26 @@ static int settle(cp_trace_writer *w, int block)
             w->file_bytes += w->flight_len;
         return 0;
     }
+    int swapped = w->flight_buf != NULL;
     w->flight = CP_FLIGHT_NONE;
     uint64_t placed[CP_LOST_CAUSES];
     memcpy(placed, w->flight_placed, sizeof placed);
     errno = e;
     chunk_done(w, rc, wrote, w->flight_len, w->flight_callers, placed);
-    reset_chunk(w); /* the buffer is free again, even while a cut of the file is in flight */
+    if (swapped) { /* the records went on into the other buffer: it stays as it is */
+        w->spare = w->flight_buf;
+        w->flight_buf = NULL;
+        place_lost_records(w);
+    } else {
+        reset_chunk(w); /* free again, even while a cut of the file is in flight */
+    }
     return 0;
 }
 
-/* Writes the current chunk. 0; -1 when its records were lost (counted); -1 with errno
- * ETIMEDOUT when the write stalled: the chunk stays in flight (settle). */
+/* Writes the current chunk. 0 (also when it stalled and the records go on into the spare);
+ * -1 when its records were lost (counted); -1 with errno ETIMEDOUT when the write stalled
+ * and there is no spare: the chunk stays in flight in the buffer (settle). With CP_IO_QUEUE
+ * (closing while stalled) the chunk is queued and taken as landed; the buffer is the io's. */
 static int write_chunk(cp_trace_writer *w, int flags)
 {
     cp_chunk_header ch = {
@@ -405,11 +427,25 @@ static int write_chunk(cp_trace_writer *w, int flags)
     int rc = own_fd(w) == 0 ? write_all_at(w->io, w->fd, w->buf, len, w->file_bytes,
                                             w->closing ? 0 : CP_WRITER_RESERVE, flags, &wrote)
                             : -1;
+    if (rc == CP_IO_STALLED && (flags & CP_IO_QUEUE)) {
+        /* queued behind the call in flight for good (closing): taken as landed */
+        w->file_bytes += len;
+        w->written += callers;
+        return 0;
+    }
     if (rc == CP_IO_STALLED) {
         w->flight = CP_FLIGHT_CHUNK;
         w->flight_len = len;
         w->flight_callers = callers;
         memcpy(w->flight_placed, placed, sizeof placed);
+        if (w->spare) {
+            w->flight_buf = w->buf;
+            w->buf = w->spare;
+            w->spare = NULL;
+            w->payload = w->buf + CP_CHUNK_HEADER_BYTES;
+            reset_chunk(w);
+            return 0;
+        }
         w->used = w->cap;
         errno = ETIMEDOUT;
         return -1;
@@ -427,19 +463,18 @@ static int append_slow(cp_trace_writer *w, const void *record, size_t size)
         return -1;
     }
     int rc = 0;
-    if (settle(w, 0) != 0 || w->leaked) { /* leaked: one closing chunk, queued at close */
-        count_drop(w, CP_LOST_WRITE_STALLED, 1);
-        place_lost_records(w);
-        return -1;
-    }
+    (void)settle(w, 0);
     /* Twice at most: the first write may fail and leave LOST records in the fresh buffer;
-     * a second one empties it. */
-    for (int tries = 0; w->cap - w->used < size && tries < 2 && w->flight == CP_FLIGHT_NONE;
+     * a second one empties it. Never while a call is in flight, nor once closing while
+     * stalled (one closing chunk, queued at close). */
+    for (int tries = 0; w->cap - w->used < size && tries < 2 && w->flight == CP_FLIGHT_NONE &&
+                        !w->leaked;
          tries++)
         if (write_chunk(w, 0) != 0)
             rc = -1;
-    if (w->flight == CP_FLIGHT_CHUNK) {
+    if (w->cap - w->used < size && (w->flight != CP_FLIGHT_NONE || w->leaked)) {
         count_drop(w, CP_LOST_WRITE_STALLED, 1);
+        place_lost_records(w);
         return -1;
     }
     if (w->cap - w->used < size) {
@@ -503,6 +538,14 @@ uint64_t cp_trace_writer_lost_by_cause(const cp_trace_writer *w, enum cp_lost_ca
 void cp_trace_writer_set_io(cp_trace_writer *w, const cp_trace_io *io)
 {
     w->io = io ? io : &cp_trace_io_direct;
+    if (w->io == &cp_trace_io_direct)
+        return;
+    /* here, not at the stall: a fatal signal's flush may be the one that stalls. Without
+     * them (no memory) a stall drops at once, and a close while stalled loses its END. */
+    if (!w->spare)
+        w->spare = malloc(CP_CHUNK_HEADER_BYTES + w->cap);
+    if (!w->tail)
+        w->tail = malloc(CP_CHUNK_HEADER_BYTES + CP_WRITER_RESERVE);
 }
 
 int cp_trace_writer_stalled(const cp_trace_writer *w) { return w->flight != CP_FLIGHT_NONE; }
@@ -517,26 +560,31 @@ int cp_trace_writer_closing(cp_trace_writer *w)
     else if (w->count > w->own && write_chunk(w, 0) != 0)
         rc = -1;
     w->closing = 1;
-    if (w->flight == CP_FLIGHT_CUT) {
-        /* the buffer is free; the closing chunk is queued behind the cut at close */
-        w->leaked = 1;
-        w->flight = CP_FLIGHT_NONE;
-    } else if (w->flight == CP_FLIGHT_CHUNK) {
-        /* the closing chunk goes in a buffer of its own, queued behind the one in flight at
-         * the offset it takes if that one lands; both buffers are the io's from now on */
-        unsigned char *nb = malloc(CP_CHUNK_HEADER_BYTES + w->cap);
-        if (nb) {
-            w->leaked = 1;
-            w->flight_buf = w->buf;
-            w->buf = nb;
-            w->payload = nb + CP_CHUNK_HEADER_BYTES;
-            /* taken as landed: if it fails after all, the closing chunk's count misses it */
-            w->file_bytes += w->flight_len;
-            w->written += w->flight_callers;
-            w->flight = CP_FLIGHT_NONE;
-            reset_chunk(w);
-        }
+    if (w->flight == CP_FLIGHT_NONE || !w->tail)
+        return rc;
+    /* Still stalled: what the buffer holds is queued behind the call in flight, and the
+     * closing records go into the tail buffer, queued at close. Everything is taken as
+     * landed, at the offsets it takes if the call in flight lands: if that fails after all,
+     * the closing chunk's count misses its records (a gap in chunk_index shows it). */
+    w->leaked = 1;
+    if (w->flight == CP_FLIGHT_CHUNK) {
+        w->file_bytes += w->flight_len;
+        w->written += w->flight_callers;
     }
+    int in_buf = buffer_in_flight(w);
+    w->flight = CP_FLIGHT_NONE;
+    if (!in_buf && w->count > w->own) {
+        w->queued = w->buf;
+        (void)write_chunk(w, CP_IO_QUEUE);
+    }
+    if (in_buf)
+        w->flight_buf = w->buf;
+    else if (!w->queued)
+        w->spare = w->buf; /* held nothing worth a chunk: kept with the writer */
+    w->buf = w->tail;
+    w->payload = w->tail + CP_CHUNK_HEADER_BYTES;
+    w->cap = CP_WRITER_RESERVE - CP_CHUNK_HEADER_BYTES;
+    reset_chunk(w);
     return rc;
 }
 
@@ -545,6 +593,10 @@ int cp_trace_writer_close(cp_trace_writer *w)
     if (!w)
         return 0;
     int rc = 0;
+    if (!w->leaked && settle(w, 1) == 0 && w->count > 0 && write_chunk(w, 0) != 0)
+        rc = -1;
+    if (!w->leaked && w->flight != CP_FLIGHT_NONE)
+        (void)cp_trace_writer_closing(w); /* closed stalled without closing: queued the same */
     if (w->leaked) {
         /* stalled at close: the closing chunk and the close are queued behind the call in
          * flight, and the buffers stay the io's (never freed) */
@@ -556,9 +608,7 @@ int cp_trace_writer_close(cp_trace_writer *w)
         errno = ETIMEDOUT;
         return -1;
     }
-    if (settle(w, 1) != 0 || (w->count > 0 && write_chunk(w, 0) != 0))
-        rc = -1;
-    if (w->flight != CP_FLIGHT_NONE) {
+    if (w->flight != CP_FLIGHT_NONE) { /* no tail: what it held is lost with it */
         (void)w->io->close(w->io->ctx, w->fd); /* queued behind it; w->buf stays the io's */
         w->next_handed = g_handed;
         g_handed = w;
@@ -569,6 +619,8 @@ int cp_trace_writer_close(cp_trace_writer *w)
         rc = -1;
     free(w->path);
     free(w->buf);
+    free(w->spare);
+    free(w->tail);
     free(w);
     return rc;
 }
