@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -49,6 +50,10 @@ struct cp_io_exec {
     int wake_rd, wake_wr; /* a socket pair: send(MSG_NOSIGNAL) never raises SIGPIPE in the
                            * job, and the executor reads EOF once every job end is closed */
     pid_t pid;
+    dev_t wake_dev; /* the job end's identity: the job may close it and reuse the number */
+    ino_t wake_ino;
+    int lost;       /* job side: the executor is gone; the calls are made directly */
+    int wake_ok;    /* job side: wake_wr was found ours by the last executor_lost */
     void *stack;
     _Atomic uint32_t gone; /* the executor is past its last memory access */
 };
@@ -260,7 +265,8 @@ static cp_io_slot *submit(cp_io_exec *x, int op, const void *data, size_t len, u
     atomic_store_explicit(&s->state, SLOT_QUEUED, memory_order_release);
     x->head++;
     int saved = errno;
-    (void)send(x->wake_wr, "", 1, MSG_NOSIGNAL | MSG_DONTWAIT); /* a full one already wakes it */
+    if (x->wake_ok) /* a full one already wakes it */
+        (void)send(x->wake_wr, "", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     errno = saved;
     return s;
 }
@@ -279,12 +285,33 @@ static int answer(cp_io_exec *x, cp_io_slot *s, int *wrote)
     return collect(s, wrote);
 }
 
+/* Whether the executor went away with nothing in flight: it exited (a job that closed every
+ * fd closed its wake socket too), or the wake socket's number is no longer ours (never
+ * written then: it may be a file of the job's). Then the calls are made directly, on the
+ * writer's own descriptor, as without an executor. */
+static int executor_lost(cp_io_exec *x)
+{
+    if (x->lost)
+        return 1;
+    struct stat st;
+    int saved = errno;
+    int ours = fstat(x->wake_wr, &st) == 0 && st.st_dev == x->wake_dev &&
+               st.st_ino == x->wake_ino;
+    errno = saved;
+    x->wake_ok = ours;
+    if (x->last < 0 && (!ours || atomic_load_explicit(&x->gone, memory_order_acquire)))
+        x->lost = 1;
+    return x->lost;
+}
+
 static int exec_write_at(void *ctx, int fd, const void *data, size_t len, uint64_t off,
                          size_t keep, int flags, int *wrote)
 {
-    (void)fd; /* the executor's copy of the file is the one it writes */
     cp_io_exec *x = ctx;
     *wrote = 0;
+    if (executor_lost(x))
+        return cp_trace_io_direct.write_at(NULL, fd, data, len, off, keep, flags, wrote);
+    /* otherwise fd is not used: the executor's copy of the file is the one it writes */
     if (flags & CP_IO_QUEUE) {
         if (!submit(x, OP_WRITE, data, len, off, keep, 1)) {
             errno = EBUSY;
@@ -311,8 +338,9 @@ static int exec_wait(void *ctx, int block, int *wrote)
 
 static int exec_cut(void *ctx, int fd, uint64_t len, size_t keep)
 {
-    (void)fd;
     cp_io_exec *x = ctx;
+    if (executor_lost(x))
+        return cp_trace_io_direct.cut(NULL, fd, len, keep);
     return answer(x, submit(x, OP_CUT, NULL, 0, len, keep, 0), NULL);
 }
 
@@ -322,6 +350,8 @@ static int exec_close(void *ctx, int fd)
     /* The job's copy first: the executor still holds the file, so this close is never the
      * last one and never waits on the file system. */
     int rc = fd >= 0 ? close(fd) : 0;
+    if (executor_lost(x))
+        return rc; /* its copy went with it */
     if (!submit(x, OP_CLOSE, NULL, 0, 0, 0, 1))
         return -1;
     return rc;
@@ -358,6 +388,11 @@ cp_io_exec *cp_io_exec_start(int fd, unsigned bound_ms, char *why, size_t whylen
     x->fd = fd;
     x->wake_rd = high(p[0]);
     x->wake_wr = high(p[1]);
+    struct stat st;
+    if (fstat(x->wake_wr, &st) == 0) {
+        x->wake_dev = st.st_dev;
+        x->wake_ino = st.st_ino;
+    }
     x->stack = mmap(NULL, CP_IO_STACK, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (x->stack == MAP_FAILED) {

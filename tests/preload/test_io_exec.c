@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -191,11 +192,54 @@ static void the_executor_keeps_no_job_file_open_and_ends_with_the_job(void **sta
     close(pidpipe[0]);
 }
 
+/* A job that closes every fd closes the executor's wake socket too, and may open its own files
+ * at those numbers: the executor exits, no byte of ours reaches the job's file, and the calls
+ * are made directly on the trace's descriptor from then on. */
+static void a_job_that_closes_every_fd_gets_direct_calls(void **state)
+{
+    (void)state;
+    int fd = open_tmp();
+    char trace_path[256];
+    snprintf(trace_path, sizeof trace_path, "%s", g_path);
+    char why[256];
+    cp_io_exec *x = cp_io_exec_start(fd, CP_IO_BOUND_MS, why, sizeof why);
+    assert_non_null(x);
+    const cp_trace_io *io = cp_io_exec_io(x);
+    pid_t pid = cp_io_exec_pid(x);
+    int wrote;
+    assert_int_equal(io->write_at(io->ctx, fd, "ab", 2, 0, 0, 0, &wrote), 0);
+    for (int n = 3; n < 4096; n++)
+        if (n != fd)
+            close(n);
+    int status;
+    assert_int_equal(waitpid(pid, &status, __WALL), pid); /* EOF: it exits */
+    int job = open_tmp(); /* the job's own file, at every number the shim had */
+    for (int n = 3; n < 1100; n++)
+        if (n != fd && n != job)
+            dup2(job, n);
+    assert_int_equal(io->write_at(io->ctx, fd, "cd", 2, 2, 0, 0, &wrote), 0);
+    assert_int_equal(wrote, 1);
+    char back[8] = {0};
+    assert_int_equal(pread(fd, back, sizeof back, 0), 4);
+    assert_memory_equal(back, "abcd", 4);
+    struct stat st;
+    assert_int_equal(fstat(job, &st), 0);
+    assert_int_equal(st.st_size, 0);
+    for (int n = 3; n < 1100; n++)
+        if (n != fd)
+            close(n);
+    unlink(g_path);
+    unlink(trace_path);
+    assert_int_equal(io->close(io->ctx, fd), 0);
+    cp_io_exec_release(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_hung_call_returns_within_the_bound_and_its_answer_comes_after),
         cmocka_unit_test(the_executor_keeps_no_job_file_open_and_ends_with_the_job),
+        cmocka_unit_test(a_job_that_closes_every_fd_gets_direct_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
