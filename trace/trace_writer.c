@@ -403,6 +403,8 @@ static int settle(cp_trace_writer *w, int block)
  * (closing while stalled) the chunk is queued and taken as landed; the buffer is the io's. */
 static int write_chunk(cp_trace_writer *w, int flags)
 {
+    if (w->leaked)
+        flags |= CP_IO_QUEUE; /* behind what was queued at closing, whoever flushes */
     cp_chunk_header ch = {
         .magic = CP_CHUNK_MAGIC,
         .payload_bytes = (uint32_t)w->used,
