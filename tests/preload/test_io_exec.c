@@ -144,12 +144,11 @@ static void a_hung_call_returns_within_the_bound_and_its_answer_comes_after(void
     munmap(hang, (size_t)page);
 }
 
-/* A job (a fork child) with a pipe to its parent starts an executor and exits: the parent
- * reads EOF at once (the executor closed its copy of the pipe) and the executor exits with
- * the job (the test is the subreaper that inherits it). */
-static void the_executor_keeps_no_job_file_open_and_ends_with_the_job(void **state)
+/* A job (a fork child) with a pipe to its parent starts an executor and exits, or is
+ * SIGKILLed: the parent reads EOF at once (the executor closed its copy of the pipe) and the
+ * executor exits with the job (the test is the subreaper that inherits it). */
+static void job_ends_with_executor(int killed)
 {
-    (void)state;
     assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
     int out[2], pidpipe[2];
     assert_int_equal(pipe(out), 0);
@@ -169,6 +168,8 @@ static void the_executor_keeps_no_job_file_open_and_ends_with_the_job(void **sta
         pid_t pid = x ? cp_io_exec_pid(x) : -1;
         (void)!write(pidpipe[1], &pid, sizeof pid);
         unlink(g_path);
+        if (x && killed)
+            raise(SIGKILL);
         _exit(x ? 0 : 1); /* no release: the exit closes the wake socket */
     }
     close(out[1]);
@@ -178,7 +179,10 @@ static void the_executor_keeps_no_job_file_open_and_ends_with_the_job(void **sta
     assert_true(exec_pid > 0);
     int status;
     assert_int_equal(waitpid(job, &status, 0), job);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (killed)
+        assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    else
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     char c;
@@ -190,6 +194,18 @@ static void the_executor_keeps_no_job_file_open_and_ends_with_the_job(void **sta
     assert_true(ms_since(&t0) < SLACK_MS);
     close(out[0]);
     close(pidpipe[0]);
+}
+
+static void the_executor_keeps_no_job_file_open_and_ends_with_the_job(void **state)
+{
+    (void)state;
+    job_ends_with_executor(0);
+}
+
+static void the_executor_ends_with_a_sigkilled_job(void **state)
+{
+    (void)state;
+    job_ends_with_executor(1);
 }
 
 /* A job that closes every fd closes the executor's wake socket too, and may open its own files
@@ -239,6 +255,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_hung_call_returns_within_the_bound_and_its_answer_comes_after),
         cmocka_unit_test(the_executor_keeps_no_job_file_open_and_ends_with_the_job),
+        cmocka_unit_test(the_executor_ends_with_a_sigkilled_job),
         cmocka_unit_test(a_job_that_closes_every_fd_gets_direct_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
