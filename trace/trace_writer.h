@@ -47,7 +47,8 @@ cp_trace_writer *cp_trace_writer_open_mode(const char *path, const cp_file_heade
 int cp_trace_writer_append(cp_trace_writer *w, const void *record);
 
 /* Writes the current chunk if it holds any record (LOST records included). 0 or -1
- * (records counted as lost). */
+ * (records counted as lost); -1 with errno ETIMEDOUT while a call of the io is stalled (the
+ * records stay buffered). */
 int cp_trace_writer_flush(cp_trace_writer *w);
 
 /* Records dropped before they reached the writer (a full ring, a failed allocation, a
@@ -78,7 +79,10 @@ int cp_trace_writer_fd(const cp_trace_writer *w);
  * with END and an exact loss count. Append them, then close. */
 int cp_trace_writer_closing(cp_trace_writer *w);
 
-/* Flushes, closes and frees. Returns 0, or -1 if the last flush or close failed. */
+/* Flushes, closes and frees. Returns 0, or -1 if the last flush or close failed. While a call
+ * of the io is stalled it returns at once, -1 with errno ETIMEDOUT: what it holds (closing
+ * chunk included) and the close are queued behind that call, and the writer is never freed
+ * (the io reads its buffers whenever the file system answers). */
 int cp_trace_writer_close(cp_trace_writer *w);
 
 /* Variable-size records (SITE, PROCESS): fixed part then u16-length strings, padded to 8.
