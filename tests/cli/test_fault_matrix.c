@@ -332,8 +332,9 @@ static void a_full_trace_disk(void **state)
  * Both runs meet the same freeze (its writeback loads the machine either way). Bound: 1.2 x
  * the run without the shim plus FM_SLACK_S: on a loaded 2-core machine the same job's wall
  * time varies by +-0.7 s from run to run, and a job held until the thaw takes 6.5 s or more,
- * past any bound this gives a 2 s job (4.4 s). After the thaw the executors finish: every trace reads and
- * ends with END, the loss counted as write_stalled. Root and a loop device; skipped else. */
+ * past any bound this gives a 2 s job (4.4 s). After the thaw the executors finish: every
+ * trace reads and ends with END, the loss counted as write_stalled. Root and a loop device;
+ * skipped else. */
 #define FM_SLACK_S 2.0
 /* 6 s, or 15 s where sanitizers make the job itself last 5 s: the bound must stay below the
  * thaw, or a job held until the thaw would pass (checked) */
