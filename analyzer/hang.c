@@ -479,8 +479,10 @@ static int judge(finder *f, const comm_view *cv, uint64_t seq)
         char what[128];
         const cpa_rank *r = &f->m->ranks[cv->mem[first_killed].rank_idx];
         cpa_hg_describe_call(what, sizeof what, r, &r->calls[r->ncalls - 1]);
-        snprintf(last, sizeof last, "rank %d's trace ends without a clean exit (killed) in %s "
-                 "seq %" PRIu64 "; its last call: %s", (int)r->rank, cp_op_name(op), seq, what);
+        snprintf(last, sizeof last,
+                 "rank %d's trace ends without END (killed, or unwritable) in %s seq %" PRIu64
+                 "; its last call: %s",
+                 (int)r->rank, cp_op_name(op), seq, what);
     } else {
         verdict = CPA_HANG_STUCK_IN_NCCL;
     }

@@ -40,7 +40,9 @@ void cpa_hg_describe_call(char *buf, size_t len, const cpa_rank *r, const cpa_ca
 static void describe_end(char *buf, size_t len, const cpa_rank *r)
 {
     if (!r->ended)
-        snprintf(buf, len, "; its trace ends without a clean exit (killed)");
+        /* no END: a kill, or a file that stopped taking writes (a read-only remount): the
+         * trace cannot tell which */
+        snprintf(buf, len, "; its trace ends without END (killed, or unwritable)");
     else if (r->end_signal)
         snprintf(buf, len, "; it ended on signal %d", (int)r->end_signal);
     else if (r->end_exit_code > 0) /* -1: the shim could not know it */

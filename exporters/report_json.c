@@ -166,6 +166,12 @@ static json_object *job(jb *b, const cpa_analysis *a)
             chk(b, json_object_new_string(h->stop_signal > 0
                                               ? cpr_signal_name(h->stop_signal, sig)
                                               : "killed")));
+    /* "killed" above is the contract's name for "no END anywhere", which a file system that
+     * stopped taking writes leaves too: this count is the evidence, whatever the cause */
+    size_t unended = 0;
+    for (size_t i = 0; i < m->nranks; i++)
+        unended += !m->ranks[i].ended;
+    put(b, o, "unended_ranks", chk(b, json_object_new_uint64(unended)));
     put(b, o, "interrupted_operations", chk(b, json_object_new_uint64(h->interrupted)));
     put(b, o, "unjudged_operations", chk(b, json_object_new_uint64(h->unknown)));
     put(b, o, "oversized_operations", chk(b, json_object_new_uint64(a->stats.oversized)));

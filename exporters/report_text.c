@@ -155,9 +155,14 @@ static void section_job(tw *w, const cpa_analysis *a)
     uint64_t calls = 0;
     for (size_t i = 0; i < m->nranks; i++)
         calls += m->ranks[i].ncalls;
-    char lost[64];
+    char lost[96];
     int at_least = cpa_lost_at_least(m);
-    if (m->lost_records || at_least)
+    /* A trace without END proves nothing was counted after its end: its process was killed,
+     * or its file could no longer be written (a read-only remount). "at least 0" would read
+     * as "none"; the number is not known. */
+    if (at_least && !m->lost_records)
+        snprintf(lost, sizeof lost, "LOST unknown");
+    else if (m->lost_records || at_least)
         snprintf(lost, sizeof lost, "%s%" PRIu64 " LOST", at_least ? "at least " : "",
                  m->lost_records);
     else
@@ -165,6 +170,17 @@ static void section_job(tw *w, const cpa_analysis *a)
     line(w, m->lost_records || at_least ? WARN : PLAIN,
          INDENT "%" PRIu64 " records (%s), %" PRIu64 " calls in %zu operations", m->records, lost,
          calls, a->matched.nops);
+    if (at_least) {
+        size_t unended = 0;
+        for (size_t i = 0; i < m->nranks; i++)
+            unended += !m->ranks[i].ended;
+        char text[300];
+        snprintf(text, sizeof text, "%zu trace%s without END: what %s process%s held after %s "
+                 "last chunk is not counted (killed, or the file could no longer be written)",
+                 unended, unended == 1 ? " ends" : "s end", unended == 1 ? "its" : "their",
+                 unended == 1 ? "" : "es", unended == 1 ? "its" : "their");
+        wrapped_style(w, WARN, INDENT, text, 4);
+    }
     char refused[512];
     cpr_refused_text(refused, sizeof refused, a);
     if (refused[0]) {
@@ -433,16 +449,21 @@ static void section_hangs(tw *w, const cpa_analysis *a)
 {
     const cpa_hangs *h = &a->hangs;
     line(w, PLAIN, "%s", "");
-    char stop[48] = "", sig[16];
+    char stop[128] = "", sig[16];
     if (h->stop_signal > 0)
         snprintf(stop, sizeof stop, "stopped by %s", cpr_signal_name(h->stop_signal, sig));
-    else if (h->stop_signal < 0)
-        snprintf(stop, sizeof stop, "killed (no trace ends with END)");
+    else if (h->stop_signal < 0) /* the traces cannot tell a kill from a file that failed */
+        snprintf(stop, sizeof stop, "cut short (no trace ends with END: the processes were "
+                 "killed, or their last records could not be written)");
     if (!h->nrows)
         line(w, TITLE, "hangs        none");
-    if (h->interrupted)
-        line(w, PLAIN, "  the job was %s with %zu operation%s in flight for less than a stall: "
-             "interrupted, not hung", stop, h->interrupted, h->interrupted == 1 ? "" : "s");
+    if (h->interrupted) {
+        char text[320];
+        snprintf(text, sizeof text, "the job was %s with %zu operation%s in flight for less "
+                 "than a stall: interrupted, not hung", stop, h->interrupted,
+                 h->interrupted == 1 ? "" : "s");
+        wrapped_style(w, PLAIN, "  ", text, 4);
+    }
     if (h->unknown)
         line(w, WARN, "  %zu operation%s not judged: rank %d, which never joined, lost records "
              "(its calls may be among them)", h->unknown, h->unknown == 1 ? "" : "s",

@@ -26,6 +26,7 @@
 #define CP_STATS_RECENT 256          /* the ring of the last operations */
 #define CP_STATS_OPS 16              /* per-op counters, indexed by enum cp_op */
 #define CP_STATS_PATH_BYTES 1024
+#define CP_STATS_LOST_CAUSES 8       /* lost_by_cause[]: room for causes 0..7 */
 #define CP_STATS_PREFIX "collprof-"  /* then <uid>-<pid> */
 
 enum cp_stats_flags {
@@ -105,7 +106,10 @@ typedef struct cp_stats_block {
     cp_stats_hang hang;
     cp_stats_op ops[CP_STATS_OPS];
     cp_stats_entry recent[CP_STATS_RECENT];
-    uint8_t reserved[CP_STATS_BYTES - 16208 - 32]; /* zero */
+    /* lost_records by cause (enum cp_lost_cause: 1 ring_full .. 7 rotated; [0] and
+     * causes this version does not have stay 0). Reserved (zero) in blocks of older shims. */
+    uint64_t lost_by_cause[CP_STATS_LOST_CAUSES];
+    uint8_t reserved[CP_STATS_BYTES - 16272 - 32]; /* zero */
     /* calls the shim meant to time and could not, so far, by cause: [i] is the trace's
      * enum cp_untimed_cause i + 1 (event pool, plugin pool, group, no context) */
     uint64_t untimed[4];
@@ -121,6 +125,8 @@ _Static_assert(CP_UNTIMED_CAUSE_LAST == 4, "one untimed[] slot a cause");
 _Static_assert(offsetof(cp_stats_block, inflight) == 1264, "in-flight offset");
 _Static_assert(offsetof(cp_stats_block, ops) == 1360, "ops offset");
 _Static_assert(offsetof(cp_stats_block, recent) == 1872, "recent offset");
+_Static_assert(offsetof(cp_stats_block, lost_by_cause) == 16208, "lost by cause offset");
+_Static_assert(CP_LOST_CAUSE_LAST < CP_STATS_LOST_CAUSES, "a slot a cause");
 _Static_assert(sizeof(cp_stats_block) == CP_STATS_BYTES, "stats block size");
 
 /* The writer's side of the seqlock (one writer per block). Between begin and end the writer

@@ -416,6 +416,11 @@ void cp_live_tick(cp_trace_writer *w)
         g.dirty |= n != g.local.untimed[c - 1];
         g.local.untimed[c - 1] = n;
     }
+    for (unsigned c = 1; c <= CP_LOST_CAUSE_LAST; c++) {
+        uint64_t n = cp_trace_writer_lost_by_cause(w, (enum cp_lost_cause)c);
+        g.dirty |= n != g.local.lost_by_cause[c];
+        g.local.lost_by_cause[c] = n;
+    }
     publish(now);
 }
 

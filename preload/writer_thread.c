@@ -28,12 +28,16 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/settings.h"
+#include "preload/io_exec.h"
 #include "trace/trace_writer.h"
 
 #define CP_TICK_MS 10
 
 static cp_trace_writer *g_w;
 static cp_trace_writer *g_abandoned; /* a fork child's copy of the parent's writer */
+/* The trace file's blocking calls run there (io_exec.h): no thread of the job sleeps on the
+ * trace's file system. NULL when it could not start: the writer makes them itself. */
+static cp_io_exec *g_exec;
 static pthread_t g_thread;
 static int g_thread_running;
 static _Atomic int g_busy;
@@ -196,9 +200,19 @@ static void give_token(void) { atomic_store_explicit(&g_busy, 0, memory_order_re
 
 /* Once per process, whichever write fails first: a job short enough never to flush before
  * exit (a full disk, `ulimit -f`) still says why its trace lacks records. */
-static void warn_write_failed(void)
+static void warn_write_failed(uint64_t stalled_lost)
 {
-    static int warned;
+    static int warned, warned_stall;
+    if (errno == ETIMEDOUT) { /* the writer's word for a call past the io's bound */
+        if (!stalled_lost)
+            return; /* a hiccup the spare buffer took: nothing lost, nothing to say */
+        if (!warned_stall)
+            cp_warn("the trace's file system does not answer (a write has waited over %d ms): "
+                    "records are counted as lost (write_stalled) until it does",
+                    CP_IO_BOUND_MS);
+        warned_stall = 1;
+        return;
+    }
     if (warned)
         return;
     warned = 1;
@@ -324,7 +338,7 @@ static void *writer_main(void *arg)
         cp_live_tick(g_w);
         if (flush_due) {
             if (cp_trace_writer_flush(g_w) != 0)
-                warn_write_failed();
+                warn_write_failed(cp_trace_writer_lost_by_cause(g_w, CP_LOST_WRITE_STALLED));
             next_flush = now + (uint64_t)g_flush_ms * 1000000u;
         }
         give_token();
@@ -345,6 +359,38 @@ static size_t chunk_for_cap(unsigned long long max_bytes)
     return c > CP_CHUNK_DEFAULT_PAYLOAD ? CP_CHUNK_DEFAULT_PAYLOAD : c < 4096 ? 4096 : (size_t)c;
 }
 
+/* Set by a fatal signal's flush, which must not start a process (it allocates). */
+static _Atomic int g_in_signal_flush;
+
+/* A rotated trace's next segment (cp_trace_writer_on_segment) gets an executor of its own:
+ * the last one holds a copy of its own file's fd only. In a fatal signal's flush none can be
+ * started (it allocates): the dying process writes the new segment itself, as it writes the
+ * segment's head (trace_writer.c), and the old executor ends with the process. Without an
+ * executor the last segment would grow past the cap by what the rings held. The old one has
+ * nothing in flight (a rotation waits for that). */
+static int next_segment_io(void *ctx, int fd)
+{
+    (void)ctx;
+    if (!g_exec)
+        return 0; /* the direct calls: nothing bound to the last file */
+    if (atomic_load_explicit(&g_in_signal_flush, memory_order_relaxed)) {
+        cp_trace_writer_set_io(g_w, NULL);
+        return 0;
+    }
+    char err[256];
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    cp_io_exec *x = cp_io_exec_start(fd, CP_IO_BOUND_MS, err, sizeof err);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!x)
+        return -1;
+    cp_io_exec_release(g_exec);
+    g_exec = x;
+    cp_trace_writer_set_io(g_w, cp_io_exec_io(x));
+    return 0;
+}
+
 static int writer_start(const char *path, const cp_file_header *header, int flush_ms)
 {
     char err[512];
@@ -358,6 +404,22 @@ static int writer_start(const char *path, const cp_file_header *header, int flus
     if (set->max_bytes && cp_trace_writer_rotate(g_w, set->max_bytes) != 0)
         cp_warn("cannot cap the trace at COLLPROF_MAX_MB (out of memory): it grows unbounded");
     g_flush_ms = flush_ms > 0 ? flush_ms : 200;
+    /* The executor keeps the mask it is cloned with: every signal blocked, the job's go to
+     * the job's threads. */
+    {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        g_exec = cp_io_exec_start(cp_trace_writer_fd(g_w), CP_IO_BOUND_MS, err, sizeof err);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (g_exec) {
+            cp_trace_writer_set_io(g_w, cp_io_exec_io(g_exec));
+            cp_trace_writer_on_segment(g_w, next_segment_io, NULL);
+        }
+        else
+            cp_info("%s: the trace is written by the job's threads, and a hung file system "
+                    "can hold the job's exit", err);
+    }
     /* A short settle gives the first rate; every drain then refines it over a longer
      * baseline. The first NCCL call (an init, which takes far longer) pays it once. */
     cp_tick_calib_init(&g_calib, 2000000);
@@ -430,9 +492,12 @@ static void writer_stop(int end_signal)
     drain(0);
     cp_gpu_poll(g_w, CP_POLL_END);
     append_end(end_signal);
+    uint64_t stalled = cp_trace_writer_lost_by_cause(g_w, CP_LOST_WRITE_STALLED);
     if (cp_trace_writer_close(g_w) != 0)
-        warn_write_failed();
+        warn_write_failed(stalled);
     g_w = NULL; /* the token stays taken: nothing writes after END */
+    cp_io_exec_release(g_exec); /* it finishes the queue (END) on its own if it hangs */
+    g_exec = NULL;
 }
 
 void cp_writer_flush_from_signal(int end_signal)
@@ -444,6 +509,7 @@ void cp_writer_flush_from_signal(int end_signal)
         nanosleep(&(struct timespec){0, 1000000}, NULL);
     if (!got || !g_w)
         return;
+    atomic_store_explicit(&g_in_signal_flush, 1, memory_order_relaxed);
     drain(1);
     if (end_signal > 0) {
         /* the process ends here: the DONEs still pending will never be made */
@@ -451,6 +517,7 @@ void cp_writer_flush_from_signal(int end_signal)
         append_end(end_signal);
     }
     cp_trace_writer_flush(g_w);
+    atomic_store_explicit(&g_in_signal_flush, 0, memory_order_relaxed);
     if (end_signal <= 0)
         give_token(); /* the process lives on (a user handler took the signal) */
 }
@@ -485,6 +552,8 @@ void cp_writer_forget_after_fork(void)
     if (g_w)
         g_abandoned = g_w;
     g_w = NULL;
+    cp_io_exec_forget(g_exec);
+    g_exec = NULL;
     g_thread_running = 0;
     atomic_store(&g_stop, 0);
     atomic_store(&g_busy, 0);
@@ -520,7 +589,7 @@ void cp_writer_flush_now(void)
          * completed pair is converted now, with the reference there is */
         cp_gpu_poll(g_w, CP_POLL_FLUSH);
         if (cp_trace_writer_flush(g_w) != 0)
-            warn_write_failed();
+            warn_write_failed(cp_trace_writer_lost_by_cause(g_w, CP_LOST_WRITE_STALLED));
     }
     give_token();
     errno = saved;

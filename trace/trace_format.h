@@ -333,7 +333,7 @@ enum cp_lost_cause {
     CP_LOST_TOO_BIG = 3,     /* a record larger than a chunk */
     CP_LOST_NO_MEMORY = 4,   /* the shim could not allocate room for them */
     CP_LOST_AT_END = 5,      /* a fatal signal ended the process before they were finished */
-    /* 6 is write_stalled */
+    CP_LOST_WRITE_STALLED = 6, /* the file system did not answer: dropped while a write hung */
     CP_LOST_ROTATED = 7,     /* in a segment deleted to keep the trace under COLLPROF_MAX_MB */
     CP_LOST_CAUSE_LAST = CP_LOST_ROTATED,
 };

@@ -76,7 +76,8 @@ const char *cp_lost_cause_name(unsigned cause)
     static const char *const names[CP_LOST_CAUSE_LAST + 1] = {
         [CP_LOST_RING_FULL] = "ring_full", [CP_LOST_WRITE_ERROR] = "write_error",
         [CP_LOST_TOO_BIG] = "too_big",     [CP_LOST_NO_MEMORY] = "no_memory",
-        [CP_LOST_AT_END] = "at_end",       [CP_LOST_ROTATED] = "rotated"};
+        [CP_LOST_AT_END] = "at_end",       [CP_LOST_WRITE_STALLED] = "write_stalled",
+        [CP_LOST_ROTATED] = "rotated"};
     return cause <= CP_LOST_CAUSE_LAST ? names[cause] : NULL;
 }
 

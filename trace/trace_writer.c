@@ -32,18 +32,31 @@
  * chunk it writes. A LOST record that sits in the chunk buffer has its count raised in
  * place while more drops of its cause arrive, so a burst of drops costs one record.
  *
+ * The calls that may sleep on the file system go through a cp_trace_io (trace_io.h). When
+ * one stalls (a frozen or hung file system, or only an executor the scheduler has not run
+ * yet), its chunk stays in flight in its buffer and the records go on into a second one (the
+ * spare, allocated with an io that can stall): the writer never waits, a hiccup costs
+ * nothing, and only records that find both buffers taken are counted lost
+ * (CP_LOST_WRITE_STALLED), until the call finishes and writing resumes. At close, a writer
+ * still stalled queues what it holds and its closing chunk (in a small buffer kept for it)
+ * and the close behind the call in flight, and is left allocated: the io reads those
+ * buffers after the thaw.
+ *
  * Rotation (cp_trace_writer_rotate, COLLPROF_MAX_MB): the chunk write that would take a
  * segment past its size first makes the next segment (header, then a head chunk that repeats
  * what its records may name: trace_kept.h) and deletes the oldest past CP_TRACE_SEGMENTS,
  * counting its records lost (rotated). Its buffers are made when rotation is set up, so a
- * rotation allocates nothing and may happen in the fatal signal's flush.
+ * rotation allocates nothing and may happen in the fatal signal's flush. It waits for no
+ * call in flight: a rotation due while the io is stalled waits for the next chunk after the
+ * thaw. Its own file calls (create, header, head, remove) are made here, not through the io,
+ * and an io bound to one file is asked for the next file's (cp_trace_writer_on_segment).
  */
 #include "trace/trace_writer.h"
 
-#include "common/fd_high.h"
-
 #include "common/clock.h"
+#include "common/fd_high.h"
 #include "trace/trace_hash.h"
+#include "trace/trace_io.h"
 #include "trace/trace_kept.h"
 
 #include <errno.h>
@@ -87,6 +100,24 @@ struct cp_trace_writer {
     uint64_t pending[CP_LOST_CAUSES];
     uint64_t pending_at_ns[CP_LOST_CAUSES];
     size_t lost_rec_at[CP_LOST_CAUSES];
+    uint64_t lost_by[CP_LOST_CAUSES]; /* totals by cause */
+
+    const cp_trace_io *io;
+    /* A call in flight (CP_IO_STALLED): a chunk (its length, caller records, and the LOST
+     * counts it carries) in flight_buf, or the cut of a failed one. Without a spare the
+     * chunk stays in buf (flight_buf NULL) with used == cap, so that every append takes the
+     * slow path, which drops. */
+    enum { CP_FLIGHT_NONE, CP_FLIGHT_CHUNK, CP_FLIGHT_CUT } flight;
+    size_t flight_len;
+    uint64_t flight_callers;
+    uint64_t flight_placed[CP_LOST_CAUSES];
+    unsigned char *flight_buf;
+    unsigned char *spare; /* the second chunk buffer (an io that can stall), NULL in flight */
+    unsigned char *tail;  /* room for the closing chunk of a writer closed while stalled */
+    unsigned char *queued; /* a data chunk queued at close behind the call in flight */
+    int leaked; /* buffers handed to the io for good (closing while stalled) */
+    cp_trace_writer *next_handed; /* on g_handed: the io may read them after the thaw */
+
     /* Rotation (cp_trace_writer_rotate): off while seg_max is 0. */
     uint64_t seg_max;       /* a segment's bytes past which the next data chunk starts another */
     unsigned mode;          /* the files' mode, for the segments to come */
@@ -101,7 +132,13 @@ struct cp_trace_writer {
     char *base;             /* segment 0's name, which names the others */
     unsigned char *head;    /* a segment's head chunk is built here (header + cap) */
     cp_kept_set kept;       /* the records a segment's head repeats (append_kept) */
+    int (*seg_io)(void *ctx, int fd); /* cp_trace_writer_on_segment */
+    void *seg_io_ctx;
 };
+
+/* Writers closed while stalled: never freed, kept reachable (the io reads their buffers
+ * whenever the file system answers). One a file at most. */
+static cp_trace_writer *g_handed;
 
 void cp_file_header_init(cp_file_header *h)
 {
@@ -134,30 +171,16 @@ static int past_fsize_limit(uint64_t end)
  * that reached a limit mid-way) until the kernel refuses outright; *wrote says whether any
  * byte reached the file. `keep` bytes below the file size limit, and past the end of what
  * is written, stay free: allocated before anything is written (when the file system can). */
-static int write_all_at(int fd, const void *data, size_t len, uint64_t off, size_t keep,
-                        int *wrote)
+static int write_all_at(const cp_trace_io *io, int fd, const void *data, size_t len,
+                        uint64_t off, size_t keep, int flags, int *wrote)
 {
-    const unsigned char *p = data;
     *wrote = 0;
+    /* here, not in the io: the limit is this process's, and the job may lower it any time */
     if (past_fsize_limit(off + len + keep)) {
         errno = EFBIG;
         return -1;
     }
-    if (keep && fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)(len + keep)) != 0 &&
-        errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL)
-        return -1; /* no room for this and the closing chunk after it: ENOSPC */
-    while (len > 0) {
-        ssize_t n = pwrite(fd, p, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        *wrote = 1;
-        p += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
+    return io->write_at(io->ctx, fd, data, len, off, keep, flags, wrote);
 }
 
 /* 0 when w->fd is still our file, opening it again when the job took the number; -1 when
@@ -254,7 +277,7 @@ cp_trace_writer *cp_trace_writer_open_mode(const char *path, const cp_file_heade
     memset(h.reserved, 0, sizeof h.reserved);
     h.header_hash = cp_trace_hash(&h, offsetof(cp_file_header, header_hash));
     int wrote;
-    if (write_all_at(fd, &h, sizeof h, 0, CP_WRITER_RESERVE, &wrote) != 0) {
+    if (write_all_at(&cp_trace_io_direct, fd, &h, sizeof h, 0, CP_WRITER_RESERVE, 0, &wrote) != 0) {
         int e = errno;
         snprintf(err, errlen, "'%s': cannot write trace header: %s", path,
                  e ? strerror(e) : "short write");
@@ -275,6 +298,7 @@ cp_trace_writer *cp_trace_writer_open_mode(const char *path, const cp_file_heade
     w->payload = buf + CP_CHUNK_HEADER_BYTES;
     w->cap = chunk_payload_bytes;
     w->file_bytes = sizeof h;
+    w->io = &cp_trace_io_direct;
     for (int c = 0; c < CP_LOST_CAUSES; c++)
         w->lost_rec_at[c] = SIZE_MAX;
     return w;
@@ -282,8 +306,16 @@ cp_trace_writer *cp_trace_writer_open_mode(const char *path, const cp_file_heade
 
 /* Puts or refreshes the LOST record of each cause with drops not yet on disk. Called when
  * the buffer has room for them: right after a drop, or with an empty buffer. */
+/* The chunk in flight is the buffer itself (no spare): the io's until the call ends. */
+static int buffer_in_flight(const cp_trace_writer *w)
+{
+    return w->flight == CP_FLIGHT_CHUNK && !w->flight_buf;
+}
+
 static void place_lost_records(cp_trace_writer *w)
 {
+    if (buffer_in_flight(w))
+        return;
     for (unsigned c = 1; c < CP_LOST_CAUSES; c++) {
         if (!w->pending[c])
             continue;
@@ -306,15 +338,166 @@ static void place_lost_records(cp_trace_writer *w)
 static void count_drop(cp_trace_writer *w, unsigned cause, uint64_t records)
 {
     w->lost += records;
+    w->lost_by[cause] += records;
     w->pending[cause] += records;
     w->pending_at_ns[cause] = cp_mono_ns();
 }
 
-/* Writes one chunk of `used` payload bytes, `count` records, from buf (its header made here)
- * at the end of the file: 0 and the file's end and chunk index advanced, or -1 with *wrote
- * saying whether any byte reached the file. */
-static int emit_chunk(cp_trace_writer *w, unsigned char *buf, size_t used, uint32_t count,
-                      int *wrote)
+/* The buffer starts over, with the LOST records of what is still unreported. */
+static void reset_chunk(cp_trace_writer *w)
+{
+    w->used = 0;
+    w->count = 0;
+    w->own = 0;
+    for (unsigned c = 1; c < CP_LOST_CAUSES; c++)
+        w->lost_rec_at[c] = SIZE_MAX;
+    place_lost_records(w);
+}
+
+/* A chunk's write came back (rc 0 or -1): on failure its caller records join the lost total
+ * and its LOST records are owed again. */
+static int chunk_done(cp_trace_writer *w, int rc, int wrote, size_t len, uint64_t callers,
+                      const uint64_t *placed)
+{
+    if (rc == 0) {
+        w->file_bytes += len;
+        w->written += callers;
+        w->seg_written[w->segment % CP_TRACE_SEGMENTS] += callers;
+        w->seg_data |= callers > 0;
+        return 0;
+    }
+    for (unsigned c = 1; c < CP_LOST_CAUSES; c++)
+        w->pending[c] += placed[c];
+    /* A partial chunk would read as corruption; cut it off so the next chunk starts at a
+     * chunk boundary. If even that fails, the reader resyncs past the debris. The cut also
+     * frees the blocks kept past the end for the closing chunk, which are taken again (the
+     * cut gave back at least as many). */
+    if (wrote) {
+        int cut = own_fd(w) == 0 ? w->io->cut(w->io->ctx, w->fd, w->file_bytes, CP_WRITER_RESERVE)
+                                 : -1;
+        if (cut == CP_IO_STALLED) {
+            w->flight = CP_FLIGHT_CUT;
+            w->flight_len = len;
+        } else if (cut != 0) {
+            w->file_bytes += len;
+        }
+    }
+    if (callers)
+        count_drop(w, CP_LOST_WRITE_ERROR, callers);
+    else
+        w->chunk_index--; /* only our LOST records failed: no data gap to show */
+    return -1;
+}
+
+/* The call in flight, if any, waited for (within the io's bound when block; appends only
+ * look, or a stalled file system would cost the bound a record) and settled. 0: nothing in
+ * flight any more; -1: still stalled (errno ETIMEDOUT). */
+static int settle(cp_trace_writer *w, int block)
+{
+    if (w->flight == CP_FLIGHT_NONE)
+        return 0;
+    int wrote = 0;
+    int rc = w->io->wait(w->io->ctx, block, &wrote);
+    if (rc == CP_IO_STALLED) {
+        errno = ETIMEDOUT;
+        return -1;
+    }
+    int e = errno;
+    if (w->flight == CP_FLIGHT_CUT) {
+        w->flight = CP_FLIGHT_NONE;
+        if (rc != 0)
+            w->file_bytes += w->flight_len;
+        return 0;
+    }
+    int swapped = w->flight_buf != NULL;
+    w->flight = CP_FLIGHT_NONE;
+    uint64_t placed[CP_LOST_CAUSES];
+    memcpy(placed, w->flight_placed, sizeof placed);
+    errno = e;
+    chunk_done(w, rc, wrote, w->flight_len, w->flight_callers, placed);
+    if (swapped) { /* the records went on into the other buffer: it stays as it is */
+        w->spare = w->flight_buf;
+        w->flight_buf = NULL;
+        place_lost_records(w);
+    } else {
+        reset_chunk(w); /* free again, even while a cut of the file is in flight */
+    }
+    return 0;
+}
+
+/* Writes the current chunk. 0 (also when it stalled and the records go on into the spare);
+ * -1 when its records were lost (counted); -1 with errno ETIMEDOUT when the write stalled
+ * and there is no spare: the chunk stays in flight in the buffer (settle). With CP_IO_QUEUE
+ * (closing while stalled) the chunk is queued and taken as landed; the buffer is the io's. */
+static void next_segment(cp_trace_writer *w);
+
+static int write_chunk(cp_trace_writer *w, int flags)
+{
+    if (w->leaked)
+        flags |= CP_IO_QUEUE; /* behind what was queued at closing, whoever flushes */
+    /* A data chunk that would take the segment past its size goes to the next one; a
+     * segment holds one data chunk at least, whatever its head took. */
+    if (w->seg_max && !w->closing && w->seg_data && !(flags & CP_IO_QUEUE) &&
+        w->flight == CP_FLIGHT_NONE &&
+        w->file_bytes + CP_CHUNK_HEADER_BYTES + w->used + CP_WRITER_RESERVE > w->seg_max)
+        next_segment(w);
+    cp_chunk_header ch = {
+        .magic = CP_CHUNK_MAGIC,
+        .payload_bytes = (uint32_t)w->used,
+        .chunk_index = w->chunk_index++,
+        .lost_records = w->lost,
+        .payload_hash = cp_trace_hash(w->payload, w->used),
+        .record_count = w->count,
+    };
+    ch.header_hash = cp_chunk_header_hash(&ch);
+    memcpy(w->buf, &ch, sizeof ch);
+
+    /* The LOST counts this chunk carries are on disk once it is: owed again if it fails. */
+    uint64_t placed[CP_LOST_CAUSES] = {0};
+    for (unsigned c = 1; c < CP_LOST_CAUSES; c++)
+        if (w->lost_rec_at[c] != SIZE_MAX) {
+            placed[c] = w->pending[c];
+            w->pending[c] = 0;
+        }
+    size_t len = CP_CHUNK_HEADER_BYTES + w->used;
+    uint64_t callers = w->count - w->own;
+    int wrote = 0;
+    int rc = own_fd(w) == 0 ? write_all_at(w->io, w->fd, w->buf, len, w->file_bytes,
+                                            w->closing ? 0 : CP_WRITER_RESERVE, flags, &wrote)
+                            : -1;
+    if (rc == CP_IO_STALLED && (flags & CP_IO_QUEUE)) {
+        /* queued behind the call in flight for good (closing): taken as landed */
+        w->file_bytes += len;
+        w->written += callers;
+        w->seg_written[w->segment % CP_TRACE_SEGMENTS] += callers;
+        return 0;
+    }
+    if (rc == CP_IO_STALLED) {
+        w->flight = CP_FLIGHT_CHUNK;
+        w->flight_len = len;
+        w->flight_callers = callers;
+        memcpy(w->flight_placed, placed, sizeof placed);
+        if (w->spare) {
+            w->flight_buf = w->buf;
+            w->buf = w->spare;
+            w->spare = NULL;
+            w->payload = w->buf + CP_CHUNK_HEADER_BYTES;
+            reset_chunk(w);
+            return 0;
+        }
+        w->used = w->cap;
+        errno = ETIMEDOUT;
+        return -1;
+    }
+    rc = chunk_done(w, rc, wrote, len, callers, placed);
+    reset_chunk(w);
+    return rc;
+}
+
+/* Writes one chunk of a segment's head (`used` payload bytes, `count` records, from buf, its
+ * header made here) at the end of the file, directly (rotation's own calls: see the top):
+ * 0 and the file's end and chunk index advanced, or -1. */
+static int emit_chunk(cp_trace_writer *w, unsigned char *buf, size_t used, uint32_t count)
 {
     cp_chunk_header ch = {
         .magic = CP_CHUNK_MAGIC,
@@ -327,59 +510,13 @@ static int emit_chunk(cp_trace_writer *w, unsigned char *buf, size_t used, uint3
     ch.header_hash = cp_chunk_header_hash(&ch);
     memcpy(buf, &ch, sizeof ch);
     size_t len = CP_CHUNK_HEADER_BYTES + used;
-    *wrote = 0;
-    if (own_fd(w) != 0 ||
-        write_all_at(w->fd, buf, len, w->file_bytes, w->closing ? 0 : CP_WRITER_RESERVE,
-                     wrote) != 0)
+    int wrote = 0;
+    if (own_fd(w) != 0 || write_all_at(&cp_trace_io_direct, w->fd, buf, len, w->file_bytes,
+                                       CP_WRITER_RESERVE, 0, &wrote) != 0)
         return -1;
     w->file_bytes += len;
     w->chunk_index++;
     return 0;
-}
-
-static void next_segment(cp_trace_writer *w);
-
-/* Writes the current chunk; on failure its caller records join the lost total. Either way
- * the buffer starts over, with the LOST records of what is still unreported. */
-static int write_chunk(cp_trace_writer *w)
-{
-    size_t len = CP_CHUNK_HEADER_BYTES + w->used;
-    /* A data chunk that would take the segment past its size goes to the next one; a
-     * segment holds one data chunk at least, whatever its head took. */
-    if (w->seg_max && !w->closing && w->seg_data &&
-        w->file_bytes + len + CP_WRITER_RESERVE > w->seg_max)
-        next_segment(w);
-    int wrote = 0;
-    int rc = emit_chunk(w, w->buf, w->used, w->count, &wrote);
-    uint64_t callers = w->count - w->own;
-    if (rc == 0) {
-        w->written += callers;
-        w->seg_written[w->segment % CP_TRACE_SEGMENTS] += callers;
-        w->seg_data |= callers > 0;
-        for (unsigned c = 1; c < CP_LOST_CAUSES; c++)
-            if (w->lost_rec_at[c] != SIZE_MAX)
-                w->pending[c] = 0;
-    } else {
-        /* A partial chunk would read as corruption; cut it off so the next chunk starts at
-         * a chunk boundary. If even that fails, the reader resyncs past the debris. Only then:
-         * a cut also frees the blocks kept past the end for the closing chunk, which are
-         * taken again (the cut gave back at least as many). */
-        if (wrote && (own_fd(w) != 0 || ftruncate(w->fd, (off_t)w->file_bytes) != 0))
-            w->file_bytes += len;
-        else if (wrote)
-            (void)fallocate(w->fd, FALLOC_FL_KEEP_SIZE, (off_t)w->file_bytes, CP_WRITER_RESERVE);
-        if (callers) {
-            count_drop(w, CP_LOST_WRITE_ERROR, callers);
-            w->chunk_index++; /* a gap in the indexes: the reader shows the data lost */
-        } /* else only our LOST records failed: no data gap to show */
-    }
-    w->used = 0;
-    w->count = 0;
-    w->own = 0;
-    for (unsigned c = 1; c < CP_LOST_CAUSES; c++)
-        w->lost_rec_at[c] = SIZE_MAX;
-    place_lost_records(w);
-    return rc;
 }
 
 /* Rotation. Everything here may run in a fatal signal's handler (the exit flush): no
@@ -390,9 +527,8 @@ static int write_chunk(cp_trace_writer *w)
 static void head_put(cp_trace_writer *w, const void *rec, size_t size, size_t *used,
                      uint32_t *count)
 {
-    int wrote;
     if (*used + size > w->cap && *count) {
-        (void)emit_chunk(w, w->head, *used, *count, &wrote);
+        (void)emit_chunk(w, w->head, *used, *count);
         *used = 0;
         *count = 0;
     }
@@ -426,9 +562,8 @@ static void write_head(cp_trace_writer *w, uint64_t rotated_now)
         memcpy(&size, (const unsigned char *)rec + offsetof(cp_record_header, size), sizeof size);
         head_put(w, rec, size, &used, &count);
     }
-    int wrote;
     if (count)
-        (void)emit_chunk(w, w->head, used, count, &wrote);
+        (void)emit_chunk(w, w->head, used, count);
 }
 
 /* Ends the current segment and starts the next, deleting the oldest past
@@ -444,7 +579,9 @@ static void next_segment(cp_trace_writer *w)
     if (fd < 0)
         return;
     int wrote;
-    if (write_all_at(fd, &w->header, sizeof w->header, 0, CP_WRITER_RESERVE, &wrote) != 0) {
+    if (write_all_at(&cp_trace_io_direct, fd, &w->header, sizeof w->header, 0, CP_WRITER_RESERVE,
+                     0, &wrote) != 0 ||
+        (w->seg_io && w->seg_io(w->seg_io_ctx, fd) != 0)) {
         close_file(fd);
         remove_file(w->alt_path);
         return;
@@ -471,6 +608,7 @@ static void next_segment(cp_trace_writer *w)
             rotated_now = w->seg_written[next % CP_TRACE_SEGMENTS];
             w->rotated += rotated_now;
             w->lost += rotated_now;
+            w->lost_by[CP_LOST_ROTATED] += rotated_now;
         }
     }
     w->seg_written[next % CP_TRACE_SEGMENTS] = 0;
@@ -528,6 +666,12 @@ int cp_trace_writer_append_kept(cp_trace_writer *w, const void *record)
 
 uint64_t cp_trace_writer_records_rotated(const cp_trace_writer *w) { return w->rotated; }
 
+void cp_trace_writer_on_segment(cp_trace_writer *w, int (*seg_io)(void *ctx, int fd), void *ctx)
+{
+    w->seg_io = seg_io;
+    w->seg_io_ctx = ctx;
+}
+
 static int append_slow(cp_trace_writer *w, const void *record, size_t size)
 {
     if (size < sizeof(cp_record_header) || size % 8 != 0 || size > w->cap) {
@@ -536,11 +680,20 @@ static int append_slow(cp_trace_writer *w, const void *record, size_t size)
         return -1;
     }
     int rc = 0;
+    (void)settle(w, 0);
     /* Twice at most: the first write may fail and leave LOST records in the fresh buffer;
-     * a second one empties it. */
-    for (int tries = 0; w->cap - w->used < size && tries < 2; tries++)
-        if (write_chunk(w) != 0)
+     * a second one empties it. Never while a call is in flight, nor once closing while
+     * stalled (one closing chunk, queued at close). */
+    for (int tries = 0; w->cap - w->used < size && tries < 2 && w->flight == CP_FLIGHT_NONE &&
+                        !w->leaked;
+         tries++)
+        if (write_chunk(w, 0) != 0)
             rc = -1;
+    if (w->cap - w->used < size && (w->flight != CP_FLIGHT_NONE || w->leaked)) {
+        count_drop(w, CP_LOST_WRITE_STALLED, 1);
+        place_lost_records(w);
+        return -1;
+    }
     if (w->cap - w->used < size) {
         count_drop(w, CP_LOST_WRITE_ERROR, 1);
         place_lost_records(w);
@@ -575,9 +728,11 @@ int cp_trace_writer_flush(cp_trace_writer *w)
 {
     /* A chunk of nothing but LOST records is written too: a job that loses everything to a
      * full ring must still show it on disk. */
+    if (settle(w, 1) != 0)
+        return -1;
     if (w->count == 0)
         return 0;
-    return write_chunk(w);
+    return write_chunk(w, 0);
 }
 
 void cp_trace_writer_count_lost(cp_trace_writer *w, enum cp_lost_cause cause, uint64_t records)
@@ -592,12 +747,61 @@ uint64_t cp_trace_writer_records_written(const cp_trace_writer *w) { return w->w
 
 uint64_t cp_trace_writer_records_lost(const cp_trace_writer *w) { return w->lost; }
 
+uint64_t cp_trace_writer_lost_by_cause(const cp_trace_writer *w, enum cp_lost_cause cause)
+{
+    return cause >= 1 && cause < CP_LOST_CAUSES ? w->lost_by[cause] : 0;
+}
+
+void cp_trace_writer_set_io(cp_trace_writer *w, const cp_trace_io *io)
+{
+    w->io = io ? io : &cp_trace_io_direct;
+    if (w->io == &cp_trace_io_direct)
+        return;
+    /* here, not at the stall: a fatal signal's flush may be the one that stalls. Without
+     * them (no memory) a stall drops at once, and a close while stalled loses its END. */
+    if (!w->spare)
+        w->spare = malloc(CP_CHUNK_HEADER_BYTES + w->cap);
+    if (!w->tail)
+        w->tail = malloc(CP_CHUNK_HEADER_BYTES + CP_WRITER_RESERVE);
+}
+
+int cp_trace_writer_stalled(const cp_trace_writer *w) { return w->flight != CP_FLIGHT_NONE; }
+
+int cp_trace_writer_fd(const cp_trace_writer *w) { return w->fd; }
+
 int cp_trace_writer_closing(cp_trace_writer *w)
 {
     int rc = 0;
-    if (w->count > w->own && write_chunk(w) != 0)
+    if (settle(w, 1) != 0)
+        rc = -1;
+    else if (w->count > w->own && write_chunk(w, 0) != 0)
         rc = -1;
     w->closing = 1;
+    if (w->flight == CP_FLIGHT_NONE || !w->tail)
+        return rc;
+    /* Still stalled: what the buffer holds is queued behind the call in flight, and the
+     * closing records go into the tail buffer, queued at close. Everything is taken as
+     * landed, at the offsets it takes if the call in flight lands: if that fails after all,
+     * the closing chunk's count misses its records (a gap in chunk_index shows it). */
+    w->leaked = 1;
+    if (w->flight == CP_FLIGHT_CHUNK) {
+        w->file_bytes += w->flight_len;
+        w->written += w->flight_callers;
+    }
+    int in_buf = buffer_in_flight(w);
+    w->flight = CP_FLIGHT_NONE;
+    if (!in_buf && w->count > w->own) {
+        w->queued = w->buf;
+        (void)write_chunk(w, CP_IO_QUEUE);
+    }
+    if (in_buf)
+        w->flight_buf = w->buf;
+    else if (!w->queued)
+        w->spare = w->buf; /* held nothing worth a chunk: kept with the writer */
+    w->buf = w->tail;
+    w->payload = w->tail + CP_CHUNK_HEADER_BYTES;
+    w->cap = CP_WRITER_RESERVE - CP_CHUNK_HEADER_BYTES;
+    reset_chunk(w);
     return rc;
 }
 
@@ -606,9 +810,29 @@ int cp_trace_writer_close(cp_trace_writer *w)
     if (!w)
         return 0;
     int rc = 0;
-    if (w->count > 0 && write_chunk(w) != 0)
+    if (!w->leaked && settle(w, 1) == 0 && w->count > 0 && write_chunk(w, 0) != 0)
         rc = -1;
-    if (own_fd(w) != 0 || close_file(w->fd) != 0)
+    if (!w->leaked && w->flight != CP_FLIGHT_NONE)
+        (void)cp_trace_writer_closing(w); /* closed stalled without closing: queued the same */
+    if (w->leaked) {
+        /* stalled at close: the closing chunk and the close are queued behind the call in
+         * flight, and the buffers stay the io's (never freed) */
+        if (w->count > 0)
+            (void)write_chunk(w, CP_IO_QUEUE);
+        (void)w->io->close(w->io->ctx, w->fd);
+        w->next_handed = g_handed;
+        g_handed = w;
+        errno = ETIMEDOUT;
+        return -1;
+    }
+    if (w->flight != CP_FLIGHT_NONE) { /* no tail: what it held is lost with it */
+        (void)w->io->close(w->io->ctx, w->fd); /* queued behind it; w->buf stays the io's */
+        w->next_handed = g_handed;
+        g_handed = w;
+        errno = ETIMEDOUT;
+        return -1;
+    }
+    if (own_fd(w) != 0 || w->io->close(w->io->ctx, w->fd) != 0)
         rc = -1;
     free(w->path);
     free(w->alt_path);
@@ -616,6 +840,8 @@ int cp_trace_writer_close(cp_trace_writer *w)
     free(w->head);
     cp_kept_free(&w->kept);
     free(w->buf);
+    free(w->spare);
+    free(w->tail);
     free(w);
     return rc;
 }

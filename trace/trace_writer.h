@@ -2,7 +2,8 @@
  *
  * Offers: open (writes the file header), append a record, flush, close, and the loss
  * counter that rides in every chunk header. One writer is used by one thread at a time
- * (the shim's writer thread); it never blocks on anything but its own write(2).
+ * (the shim's writer thread); it never blocks on anything but its own file calls, and not on
+ * those either when they go through an io that answers within a bound (trace_io.h).
  * A failed write drops that chunk's records, counts them as lost (CP_LOST_WRITE_ERROR)
  * and keeps going, so a disk that fills and empties again loses only what it had to.
  * The writer itself reports every loss as a LOST record (by cause) at the head of the next
@@ -46,7 +47,8 @@ cp_trace_writer *cp_trace_writer_open_mode(const char *path, const cp_file_heade
 int cp_trace_writer_append(cp_trace_writer *w, const void *record);
 
 /* Writes the current chunk if it holds any record (LOST records included). 0 or -1
- * (records counted as lost). */
+ * (records counted as lost); -1 with errno ETIMEDOUT while a call of the io is stalled (the
+ * records stay buffered). */
 int cp_trace_writer_flush(cp_trace_writer *w);
 
 /* Records dropped before they reached the writer (a full ring, a failed allocation, a
@@ -58,6 +60,18 @@ void cp_trace_writer_count_lost(cp_trace_writer *w, enum cp_lost_cause cause, ui
  * records are not counted), and records lost (every cause, count_lost's included). */
 uint64_t cp_trace_writer_records_written(const cp_trace_writer *w);
 uint64_t cp_trace_writer_records_lost(const cp_trace_writer *w);
+/* Of them, those of one cause (enum cp_lost_cause); 0 for a cause out of range. */
+uint64_t cp_trace_writer_lost_by_cause(const cp_trace_writer *w, enum cp_lost_cause cause);
+
+/* The calls that may sleep on the file system go through io (trace_io.h; NULL: the direct
+ * ones, the default). Set before the first append; io must outlive the writer. */
+struct cp_trace_io;
+void cp_trace_writer_set_io(cp_trace_writer *w, const struct cp_trace_io *io);
+/* 1 while a call of the io is in flight past its bound (the file system does not answer):
+ * what cannot be buffered meanwhile is counted lost as CP_LOST_WRITE_STALLED. */
+int cp_trace_writer_stalled(const cp_trace_writer *w);
+/* The file's descriptor (-1 once detached), for an io that needs its own copy. */
+int cp_trace_writer_fd(const cp_trace_writer *w);
 
 /* The records that follow close the file (LOST, CLOCK, END): the data still buffered is
  * written first (0, or -1 with its records counted lost), then the closing chunk may use the
@@ -65,7 +79,10 @@ uint64_t cp_trace_writer_records_lost(const cp_trace_writer *w);
  * with END and an exact loss count. Append them, then close. */
 int cp_trace_writer_closing(cp_trace_writer *w);
 
-/* Flushes, closes and frees. Returns 0, or -1 if the last flush or close failed. */
+/* Flushes, closes and frees. Returns 0, or -1 if the last flush or close failed. While a call
+ * of the io is stalled it returns at once, -1 with errno ETIMEDOUT: what it holds (closing
+ * chunk included) and the close are queued behind that call, and the writer is never freed
+ * (the io reads its buffers whenever the file system answers). */
 int cp_trace_writer_close(cp_trace_writer *w);
 
 /* Rotation (COLLPROF_MAX_MB): the trace is written in up to CP_TRACE_SEGMENTS files of
@@ -87,6 +104,11 @@ int cp_trace_writer_append_kept(cp_trace_writer *w, const void *record);
 void cp_trace_writer_forget(cp_trace_writer *w, unsigned type, uint32_t index);
 /* Records in segments deleted so far (part of records_lost). */
 uint64_t cp_trace_writer_records_rotated(const cp_trace_writer *w);
+/* With rotation and an io bound to one file (cp_trace_writer_set_io): seg_io is called with a
+ * new segment's fd once its header is written and before anything else is; it sets the io
+ * for that file (0), or refuses (-1: the new file is removed and writing goes on in the
+ * current segment). */
+void cp_trace_writer_on_segment(cp_trace_writer *w, int (*seg_io)(void *ctx, int fd), void *ctx);
 
 /* Variable-size records (SITE, PROCESS): fixed part then u16-length strings, padded to 8.
  * Each builds into buf (capacity cap) and returns the record size, or 0 when it cannot fit

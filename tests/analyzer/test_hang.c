@@ -57,7 +57,7 @@ static void test_rank_exited(void **state)
     assert_ranks(h->missing_ranks, h->nmissing, RANKS(5));
     assert_ranks(h->waiting_ranks, h->nwaiting, RANKS(0, 1, 2, 3, 4, 6, 7));
     assert_non_null(strstr(h->last, "AllReduce seq 4"));
-    assert_non_null(strstr(h->last, "without a clean exit"));
+    assert_non_null(strstr(h->last, "without END (killed, or unwritable)"));
     done_with(&j, &res);
 }
 
@@ -160,7 +160,7 @@ static void test_killed_inside(void **state)
     assert_string_equal(cpa_hang_verdict_name(h->verdict), "RANK_EXITED");
     assert_ranks(h->missing_ranks, h->nmissing, RANKS(2));
     assert_ranks(h->waiting_ranks, h->nwaiting, RANKS(0, 1, 3));
-    assert_string_equal(h->last, "rank 2's trace ends without a clean exit (killed) in "
+    assert_string_equal(h->last, "rank 2's trace ends without END (killed, or unwritable) in "
                                  "AllReduce seq 5; its last call: AllReduce seq 5 on comm "
                                  "9f2c00000000abcd, not finished");
     done_with(&j, &res);

@@ -26,6 +26,8 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include "live/stats_block.h"
+#include "tests/cli/fs_fault.h"
 #include "tests/emu/test_emu_sim_util.h"
 #include "tests/preload/shim_test_util.h"
 
@@ -46,6 +48,19 @@ struct fm_case {
     int want_lost;             /* 0 none lost, 1 some lost, -1 either (a fatal signal counts
                                 * the DONEs it could not make: how many is timing) */
 };
+
+/* What the case that sets them does to the run with the shim (reset after it): `during` 0.5 s
+ * into it, `after` once the job ended, before the checks. */
+static void (*g_during)(const char *dir); /* dir NULL: the run without the shim */
+static void (*g_after)(const char *dir);
+/* Set: `during` is done in the run without the shim too (what it costs the machine, such as
+ * fsfreeze's writeback, weighs on both), and `between` once that run ended. */
+static int g_during_both;
+static void (*g_between)(void);
+
+/* The file systems the trace directory is put on to fail (fs_fault.h); released in every
+ * path: by their case, and by the teardown. */
+static struct fs_image g_frozen_fs, g_ro_fs;
 
 static const char *shim_path(void)
 {
@@ -133,6 +148,10 @@ static void run_job(const struct fm_case *c, const char *dir, struct sim_result 
 #endif
     struct sim_proc p;
     sim_start(&p, env, c->args);
+    if (g_during && (dir || g_during_both)) {
+        usleep(500000); /* the trace started: its file open, chunks written */
+        g_during(dir);
+    }
     if (c->end != FM_RUNS_OUT) {
         usleep(1500000); /* well into the run: records written, collectives in flight */
         if (c->end == FM_KILL_RANK2) {
@@ -174,7 +193,11 @@ static int json_int(struct json_object *o, const char *a, const char *b)
     return json_object_get_int(x);
 }
 
-static void run_case(const struct fm_case *c)
+static void run_case_timed(const struct fm_case *c, double *bare_s, double *shim_s);
+
+static void run_case(const struct fm_case *c) { run_case_timed(c, NULL, NULL); }
+
+static void run_case_timed(const struct fm_case *c, double *bare_s, double *shim_s)
 {
     char dir[4200];
     if (c->trace_dir)
@@ -183,7 +206,18 @@ static void run_case(const struct fm_case *c)
         snprintf(dir, sizeof dir, "%s/%s", g_tmp, c->name);
     struct sim_result bare, shim;
     run_job(c, NULL, &bare);
+    if (g_between)
+        g_between();
     run_job(c, dir, &shim);
+    if (bare_s)
+        *bare_s = bare.seconds;
+    if (shim_s)
+        *shim_s = shim.seconds;
+    if (bare_s && shim_s)
+        printf("|   %s: job %.2f s without the shim, %.2f s with it\n", c->name, bare.seconds,
+               shim.seconds);
+    if (g_after)
+        g_after(dir);
     char *bare_out = sorted_lines(bare.out), *shim_out = sorted_lines(shim.out);
     int same = bare.status == shim.status && !strcmp(bare_out, shim_out);
     int reads = dump_reads(dir);
@@ -325,6 +359,177 @@ static void a_capped_trace(void **state)
     }
     closedir(d);
     assert_true(bytes <= 4 * (131072 + 131072 / CP_TRACE_SEGMENTS));
+}
+
+/* The trace directory's file system frozen for 6 s from 0.5 s into a ~2 s job (a hung NFS
+ * or Lustre server): the job must end as soon as it would without the shim, not at the thaw.
+ * Both runs meet the same freeze (its writeback loads the machine either way). Bound: 1.2 x
+ * the run without the shim plus FM_SLACK_S: on a loaded 2-core machine the same job's wall
+ * time varies by +-0.7 s from run to run, and a job held until the thaw takes 6.5 s or more,
+ * past any bound this gives a 2 s job (4.4 s). After the thaw the executors finish: every
+ * trace reads and ends with END, the loss counted as write_stalled. Root and a loop device;
+ * skipped else. */
+#define FM_SLACK_S 2.0
+/* 6 s, or 15 s where sanitizers make the job itself last 5 s: the bound must stay below the
+ * thaw, or a job held until the thaw would pass (checked) */
+#ifdef CP_TEST_SANITIZE
+#define FM_FREEZE_S 15.0
+#else
+#define FM_FREEZE_S 6.0
+#endif
+
+static void freeze_trace_fs(void)
+{
+    assert_int_equal(fs_image_freeze_for(&g_frozen_fs, FM_FREEZE_S), 0);
+}
+
+/* The live block of a rank that counts lost records of `cause`: the writer thread publishes
+ * while the file system hangs or fails. 1 when one is found within 5 s. */
+static int live_counts(unsigned cause)
+{
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/live", g_tmp);
+    for (int tries = 0; tries < 500; tries++) {
+        char **paths;
+        int n = cp_stats_list(dir, &paths);
+        int found = 0;
+        for (int i = 0; i < n && !found; i++) {
+            char err[256];
+            cp_stats_handle *h = cp_stats_open(paths[i], err, sizeof err);
+            cp_stats_block b;
+            if (h && cp_stats_snapshot(h, &b) == 0 && b.lost_by_cause[cause] > 0)
+                found = 1;
+            if (h)
+                cp_stats_close(h);
+        }
+        if (n >= 0)
+            cp_stats_list_free(paths, n);
+        if (found)
+            return 1;
+        usleep(10000);
+    }
+    return 0;
+}
+
+static int g_live_saw_stall;
+
+static void freeze_and_watch(const char *dir)
+{
+    freeze_trace_fs();
+    if (dir)
+        g_live_saw_stall = live_counts(CP_LOST_WRITE_STALLED);
+}
+
+static void wait_thaw(void) { fs_image_wait_thaw(&g_frozen_fs); }
+
+/* Thawed, then every rank's executor writes what it queued: END in every trace. */
+static void after_thaw(const char *dir)
+{
+    fs_image_wait_thaw(&g_frozen_fs);
+    int ended = 0;
+    for (int tries = 0; tries < 200 && !ended; tries++) {
+        struct json_object *rep = report_json(dir), *job, *x;
+        ended = rep && json_object_object_get_ex(rep, "job", &job) &&
+                json_object_object_get_ex(job, "lost_at_least", &x) && !json_object_get_boolean(x);
+        json_object_put(rep);
+        if (!ended)
+            usleep(50000);
+    }
+    assert_true(ended);
+}
+
+static void a_frozen_trace_fs(void **state)
+{
+    (void)state;
+    char why[200];
+    if (fs_image_mount(&g_frozen_fs, g_tmp, "frozen", "", why, sizeof why) != 0) {
+        fprintf(stderr, "skipped: %s\n", why);
+        skip();
+    }
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/t", g_frozen_fs.mnt);
+    struct fm_case c = {"frozen-fs", NULL, SIM4("--steps", "700"), FM_RUNS_OUT, dir, 0, -1, 0,
+                        1};
+    double bare_s, shim_s;
+    g_during = freeze_and_watch;
+    g_during_both = 1;
+    g_between = wait_thaw;
+    g_after = after_thaw;
+    run_case_timed(&c, &bare_s, &shim_s);
+    g_during = NULL;
+    g_during_both = 0;
+    g_between = NULL;
+    g_after = NULL;
+    printf("|   frozen %.0f s: bound %.2f s\n", FM_FREEZE_S, 1.2 * bare_s + FM_SLACK_S);
+    if (1.2 * bare_s + FM_SLACK_S >= 0.5 + FM_FREEZE_S)
+        fprintf(stderr, "the job alone took %.2f s: too slow for a %.0f s freeze to tell a job "
+                "held until the thaw\n", bare_s, FM_FREEZE_S);
+    assert_true(1.2 * bare_s + FM_SLACK_S < 0.5 + FM_FREEZE_S);
+    assert_true(shim_s <= 1.2 * bare_s + FM_SLACK_S);
+    assert_true(g_live_saw_stall);
+    struct json_object *rep = report_json(dir), *x;
+    assert_true(json_object_object_get_ex(rep, "job", &x) &&
+                json_object_object_get_ex(x, "integrity", &x) &&
+                json_object_object_get_ex(x, "lost_by_cause", &x) &&
+                json_object_object_get_ex(x, "write_stalled", &x));
+    assert_true(json_object_get_int64(x) > 0);
+    json_object_put(rep);
+    fs_image_release(&g_frozen_fs);
+}
+
+/* The trace directory's file system turns read-only mid-run (ext4 errors=remount-ro after an
+ * error): the job runs on as without the shim; the writes that fail are counted by cause in
+ * the live block while the job runs; and the report, whose traces stop without END, claims
+ * neither a kill nor "at least 0 LOST": the traces cannot tell the two apart. */
+static int g_live_saw_write_error;
+
+static void make_trace_fs_read_only(const char *dir)
+{
+    (void)dir;
+    assert_int_equal(fs_image_raise_error(&g_ro_fs), 0);
+    g_live_saw_write_error = live_counts(CP_LOST_WRITE_ERROR);
+}
+
+static char *report_text(const char *dir)
+{
+    char cmd[8800];
+    snprintf(cmd, sizeof cmd, "'%s/bin/collprof' report '%s' 2>/dev/null", sim_build_dir(), dir);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    static char text[1 << 20];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    pclose(f);
+    return text;
+}
+
+static void a_trace_fs_turned_read_only(void **state)
+{
+    (void)state;
+    char why[200];
+    if (fs_image_mount(&g_ro_fs, g_tmp, "readonly", "errors=remount-ro", why, sizeof why) != 0) {
+        fprintf(stderr, "skipped: %s\n", why);
+        skip();
+    }
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/t", g_ro_fs.mnt);
+    struct fm_case c = {"read-only-fs", NULL, SIM4("--steps", "1000"), FM_RUNS_OUT, dir, 0, -1, 0,
+                        -1};
+    g_during = make_trace_fs_read_only;
+    run_case(&c);
+    g_during = NULL;
+    assert_true(g_live_saw_write_error);
+    const char *text = report_text(dir);
+    if (strstr(text, "killed (no trace ends with END)") || strstr(text, "at least 0 "))
+        fprintf(stderr, "%s", text);
+    assert_null(strstr(text, "killed (no trace ends with END)"));
+    assert_null(strstr(text, "at least 0 "));
+    assert_non_null(strstr(text, "or the file could no longer be written"));
+    struct json_object *rep = report_json(dir), *job;
+    assert_true(json_object_object_get_ex(rep, "job", &job));
+    assert_int_equal(json_int(rep, "job", "unended_ranks"), 4);
+    json_object_put(rep);
+    fs_image_release(&g_ro_fs);
 }
 
 /* A shim_job scenario without the shim and with it (env for both, then the trace directory
@@ -579,6 +784,8 @@ static int teardown(void **state)
 {
     (void)state;
     char cmd[700];
+    fs_image_release(&g_frozen_fs);
+    fs_image_release(&g_ro_fs);
     snprintf(cmd, sizeof cmd, "umount '%s/small' 2>/dev/null; rm -rf '%s'", g_tmp, g_tmp);
     return system(cmd) < 0;
 }
@@ -604,6 +811,8 @@ int main(void)
         cmocka_unit_test(a_watchdog_abort),
         cmocka_unit_test(a_full_trace_disk),
         cmocka_unit_test(a_capped_trace),
+        cmocka_unit_test(a_frozen_trace_fs),
+        cmocka_unit_test(a_trace_fs_turned_read_only),
         cmocka_unit_test(shim_edge_cases),
         cmocka_unit_test(run_forwards_a_hangup),
         cmocka_unit_test(run_with_its_directory_renamed),

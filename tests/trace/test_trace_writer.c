@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 
 #include "test_trace_util.h"
+#include "trace/trace_io.h"
 
 static char *g_dir;
 static char g_path[600];
@@ -489,6 +490,199 @@ static void a_capped_trace_keeps_the_newest_records_in_segments_that_read_alone(
     assert_true(rotated_in_records > 0 && rotated_in_records <= rotated);
 }
 
+/* An io whose calls hang while `frozen` (a frozen file system as the shim's executor shows
+ * it: each call comes back CP_IO_STALLED and stays in flight) and run, in order, at the
+ * thaw. */
+typedef struct fake_call {
+    int op; /* 0 write, 1 cut, 2 close */
+    int fd;
+    const void *data;
+    size_t len;
+    uint64_t off;
+    size_t keep;
+} fake_call;
+static struct {
+    int frozen;
+    fake_call q[8];
+    int n;
+    int last_rc, last_wrote, answered; /* the call in flight, once run */
+    int calls;
+} g_fake;
+
+static int fake_run(const fake_call *c, int *wrote)
+{
+    *wrote = 0;
+    if (c->op == 0)
+        return cp_trace_io_direct.write_at(NULL, c->fd, c->data, c->len, c->off, c->keep, 0,
+                                           wrote);
+    if (c->op == 1)
+        return cp_trace_io_direct.cut(NULL, c->fd, c->off, c->keep);
+    return close(c->fd);
+}
+
+static void fake_thaw(void)
+{
+    g_fake.frozen = 0;
+    for (int i = 0; i < g_fake.n; i++) {
+        int wrote;
+        g_fake.last_rc = fake_run(&g_fake.q[i], &wrote);
+        g_fake.last_wrote = wrote;
+    }
+    g_fake.answered = g_fake.n > 0;
+    g_fake.n = 0;
+}
+
+static int fake_queue(fake_call c)
+{
+    assert_true(g_fake.n < 8);
+    g_fake.q[g_fake.n++] = c;
+    return CP_IO_STALLED;
+}
+
+static int fake_write_at(void *ctx, int fd, const void *data, size_t len, uint64_t off,
+                         size_t keep, int flags, int *wrote)
+{
+    (void)ctx;
+    (void)flags;
+    g_fake.calls++;
+    *wrote = 0;
+    if (g_fake.frozen || g_fake.n)
+        return fake_queue((fake_call){0, fd, data, len, off, keep});
+    return cp_trace_io_direct.write_at(NULL, fd, data, len, off, keep, 0, wrote);
+}
+
+static int fake_wait(void *ctx, int block, int *wrote)
+{
+    (void)ctx;
+    (void)block;
+    *wrote = 0;
+    if (g_fake.frozen)
+        return CP_IO_STALLED;
+    assert_true(g_fake.answered); /* the writer waits only for a call it has in flight */
+    g_fake.answered = 0;
+    *wrote = g_fake.last_wrote;
+    return g_fake.last_rc;
+}
+
+static int fake_cut(void *ctx, int fd, uint64_t len, size_t keep)
+{
+    (void)ctx;
+    if (g_fake.frozen)
+        return fake_queue((fake_call){1, fd, NULL, 0, len, keep});
+    return cp_trace_io_direct.cut(NULL, fd, len, keep);
+}
+
+static int fake_close(void *ctx, int fd)
+{
+    (void)ctx;
+    if (g_fake.frozen)
+        return fake_queue((fake_call){2, fd, NULL, 0, 0, 0}), 0;
+    return close(fd);
+}
+
+static const cp_trace_io fake_io = {fake_write_at, fake_wait, fake_cut, fake_close, NULL};
+
+static void a_stalled_write_keeps_its_chunk_and_counts_what_it_cannot_buffer(void **state)
+{
+    (void)state;
+    memset(&g_fake, 0, sizeof g_fake);
+    cp_trace_writer *w = open_writer(512); /* 8 calls a chunk */
+    cp_trace_writer_set_io(w, &fake_io);
+    uint64_t i = 0;
+    for (; i < 20; i++) {
+        cp_rec_call c = tt_call(i);
+        assert_int_equal(cp_trace_writer_append(w, &c), 0);
+    }
+    g_fake.frozen = 1;
+    /* the chunk of calls 16..23 goes out and hangs; 24..31 fill the spare buffer; the next 22
+     * find no room (counted as they come) */
+    for (; i < 24; i++) {
+        cp_rec_call c = tt_call(i);
+        assert_int_equal(cp_trace_writer_append(w, &c), 0);
+    }
+    assert_int_equal(cp_trace_writer_stalled(w), 0);
+    for (; i < 32; i++) {
+        cp_rec_call c = tt_call(i);
+        assert_int_equal(cp_trace_writer_append(w, &c), 0);
+    }
+    assert_int_equal(cp_trace_writer_stalled(w), 1);
+    assert_int_equal(cp_trace_writer_lost_by_cause(w, CP_LOST_WRITE_STALLED), 0);
+    for (; i < 54; i++) {
+        cp_rec_call c = tt_call(i);
+        assert_int_equal(cp_trace_writer_append(w, &c), -1);
+    }
+    assert_int_equal(cp_trace_writer_lost_by_cause(w, CP_LOST_WRITE_STALLED), 22);
+    int before = g_fake.calls;
+    errno = 0;
+    assert_int_equal(cp_trace_writer_flush(w), -1);
+    assert_int_equal(errno, ETIMEDOUT);
+    assert_int_equal(g_fake.calls, before); /* nothing more asked of a hung file system */
+
+    fake_thaw();
+    assert_int_equal(cp_trace_writer_flush(w), 0); /* the hung chunk landed; LOST follows */
+    assert_int_equal(cp_trace_writer_stalled(w), 0);
+    for (; i < 60; i++) {
+        cp_rec_call c = tt_call(i);
+        assert_int_equal(cp_trace_writer_append(w, &c), 0);
+    }
+    assert_int_equal(cp_trace_writer_close(w), 0);
+
+    cp_walk_result res;
+    tt_seen seen;
+    walk_file(&res, &seen);
+    assert_int_equal(res.corrupt_chunks, 0);
+    assert_int_equal(res.missing_chunks, 0);
+    assert_int_equal(res.lost_records, 22);
+    assert_int_equal(seen.by_type[CP_REC_CALL], 60 - 22);
+    const cp_rec_lost *l = find_lost(&seen, CP_LOST_WRITE_STALLED);
+    assert_non_null(l);
+    assert_int_equal(l->count, 22);
+    tt_seen_free(&seen);
+}
+
+static void a_writer_closed_while_stalled_ends_its_file_with_end_after_the_thaw(void **state)
+{
+    (void)state;
+    memset(&g_fake, 0, sizeof g_fake);
+    cp_trace_writer *w = open_writer(512);
+    cp_trace_writer_set_io(w, &fake_io);
+    uint64_t i = 0;
+    for (; i < 12; i++) {
+        cp_rec_call c = tt_call(i);
+        assert_int_equal(cp_trace_writer_append(w, &c), 0);
+    }
+    g_fake.frozen = 1;
+    for (; i < 30; i++) {
+        cp_rec_call c = tt_call(i);
+        cp_trace_writer_append(w, &c);
+    }
+    assert_int_equal(cp_trace_writer_stalled(w), 1);
+    uint64_t dropped = cp_trace_writer_lost_by_cause(w, CP_LOST_WRITE_STALLED);
+    assert_true(dropped > 0);
+    assert_int_equal(cp_trace_writer_closing(w), -1);
+    cp_rec_end end = {.h = {CP_REC_END, sizeof end}, .signal = 0, .exit_code = -1, .at_ns = 9};
+    assert_int_equal(cp_trace_writer_append(w, &end), 0);
+    errno = 0;
+    assert_int_equal(cp_trace_writer_close(w), -1); /* returns at once: queued */
+    assert_int_equal(errno, ETIMEDOUT);
+    assert_int_equal(g_fake.n, 4); /* the hung chunk, the spare's, the closing one, the close */
+
+    fake_thaw();
+    cp_walk_result res;
+    tt_seen seen;
+    walk_file(&res, &seen);
+    assert_int_equal(res.corrupt_chunks, 0);
+    assert_int_equal(res.missing_chunks, 0);
+    assert_int_equal(res.stop, CP_WALK_END);
+    assert_int_equal(seen.by_type[CP_REC_END], 1);
+    assert_int_equal(res.lost_records, dropped);
+    assert_int_equal(seen.by_type[CP_REC_CALL] + dropped, 30);
+    const cp_rec_lost *l = find_lost(&seen, CP_LOST_WRITE_STALLED);
+    assert_non_null(l);
+    assert_int_equal(l->count, dropped);
+    tt_seen_free(&seen);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -500,6 +694,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_full_tmpfs_still_ends_the_file_with_end_and_every_loss, setup, teardown),
         cmocka_unit_test_setup_teardown(a_process_killed_mid_run_leaves_every_flushed_record, setup, teardown),
         cmocka_unit_test_setup_teardown(a_capped_trace_keeps_the_newest_records_in_segments_that_read_alone, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_stalled_write_keeps_its_chunk_and_counts_what_it_cannot_buffer, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_writer_closed_while_stalled_ends_its_file_with_end_after_the_thaw, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
