@@ -52,12 +52,11 @@
  * and an io bound to one file is asked for the next file's (cp_trace_writer_on_segment).
  */
 #include "trace/trace_writer.h"
+#include "trace/trace_writer_int.h"
 
 #include "common/clock.h"
 #include "common/fd_high.h"
 #include "trace/trace_hash.h"
-#include "trace/trace_io.h"
-#include "trace/trace_kept.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -69,72 +68,6 @@
 #include <unistd.h>
 
 #define CP_LIKELY(x) __builtin_expect(!!(x), 1)
-
-/* Small enough for the tests' many-chunk traces, large enough for the LOST records of all
- * causes plus the largest fixed-size record. */
-#define CP_CHUNK_MIN_PAYLOAD 256u
-#define CP_LOST_CAUSES (CP_LOST_CAUSE_LAST + 1) /* enum cp_lost_cause values start at 1 */
-/* Room for the closing chunk: its header, a LOST record per cause, CLOCK and END. */
-#define CP_WRITER_RESERVE 1024u
-
-struct cp_trace_writer {
-    /* Hot fields first: append touches only these. */
-    unsigned char *payload; /* == buf + CP_CHUNK_HEADER_BYTES */
-    size_t used;            /* payload bytes in the current chunk */
-    size_t cap;             /* chunk payload capacity */
-    uint32_t count;         /* records in the current chunk */
-    uint32_t own;           /* of them, LOST records the writer put there itself */
-    int closing;            /* the closing chunk: may use the reserve */
-
-    int fd;                /* -1 once detached: the file is no longer reachable as ours */
-    char *path;            /* to open the file again when the job took the fd */
-    dev_t dev;             /* the file's identity, checked before every use of fd */
-    ino_t ino;
-    unsigned char *buf;    /* chunk header + payload, written in one call */
-    uint64_t file_bytes;   /* end of the last whole chunk in the file */
-    uint64_t chunk_index;
-    uint64_t written;      /* records in chunks that reached the file */
-    uint64_t lost;         /* records dropped, every cause */
-    /* Per cause: drops not yet in a LOST record on disk, and where the LOST record that
-     * will carry them sits in the current chunk (SIZE_MAX: none there yet). */
-    uint64_t pending[CP_LOST_CAUSES];
-    uint64_t pending_at_ns[CP_LOST_CAUSES];
-    size_t lost_rec_at[CP_LOST_CAUSES];
-    uint64_t lost_by[CP_LOST_CAUSES]; /* totals by cause */
-
-    const cp_trace_io *io;
-    /* A call in flight (CP_IO_STALLED): a chunk (its length, caller records, and the LOST
-     * counts it carries) in flight_buf, or the cut of a failed one. Without a spare the
-     * chunk stays in buf (flight_buf NULL) with used == cap, so that every append takes the
-     * slow path, which drops. */
-    enum { CP_FLIGHT_NONE, CP_FLIGHT_CHUNK, CP_FLIGHT_CUT } flight;
-    size_t flight_len;
-    uint64_t flight_callers;
-    uint64_t flight_placed[CP_LOST_CAUSES];
-    unsigned char *flight_buf;
-    unsigned char *spare; /* the second chunk buffer (an io that can stall), NULL in flight */
-    unsigned char *tail;  /* room for the closing chunk of a writer closed while stalled */
-    unsigned char *queued; /* a data chunk queued at close behind the call in flight */
-    int leaked; /* buffers handed to the io for good (closing while stalled) */
-    cp_trace_writer *next_handed; /* on g_handed: the io may read them after the thaw */
-
-    /* Rotation (cp_trace_writer_rotate): off while seg_max is 0. */
-    uint64_t seg_max;       /* a segment's bytes past which the next data chunk starts another */
-    unsigned mode;          /* the files' mode, for the segments to come */
-    cp_file_header header;  /* every segment starts with it */
-    uint32_t segment;       /* the current one */
-    int seg_data;           /* the current segment holds a data chunk (not just its head) */
-    uint64_t seg_written[CP_TRACE_SEGMENTS]; /* caller records in each live segment */
-    uint64_t records_before; /* caller records in the segments before the current one */
-    uint64_t rotated;       /* caller records in segments deleted */
-    size_t path_cap;        /* path and alt_path: room for any segment's name */
-    char *alt_path;         /* the next segment's name is made here, then swapped with path */
-    char *base;             /* segment 0's name, which names the others */
-    unsigned char *head;    /* a segment's head chunk is built here (header + cap) */
-    cp_kept_set kept;       /* the records a segment's head repeats (append_kept) */
-    int (*seg_io)(void *ctx, int fd); /* cp_trace_writer_on_segment */
-    void *seg_io_ctx;
-};
 
 /* Writers closed while stalled: never freed, kept reachable (the io reads their buffers
  * whenever the file system answers). One a file at most. */
@@ -152,81 +85,6 @@ void cp_file_header_init(cp_file_header *h)
     h->local_rank = -1;
     h->world_size = -1;
 }
-
-/* A write that would take the file past the soft RLIMIT_FSIZE makes the kernel send
- * SIGXFSZ, whose default action kills the job: `ulimit -f` meant for the job's own files
- * must not take it down because of ours. So such a write is refused here, before the
- * kernel sees it, and fails like any other (EFBIG). The limit is read at every write, not
- * once at open, because the job may lower it at any time; a chunk write is rare enough
- * that one getrlimit(2) beside the pwrite(2) costs nothing. */
-static int past_fsize_limit(uint64_t end)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
-        return 0;
-    return end > (uint64_t)rl.rlim_cur;
-}
-
-/* Writes all of [data, data+len) at `off`, going on after a short write (a signal, a file
- * that reached a limit mid-way) until the kernel refuses outright; *wrote says whether any
- * byte reached the file. `keep` bytes below the file size limit, and past the end of what
- * is written, stay free: allocated before anything is written (when the file system can). */
-static int write_all_at(const cp_trace_io *io, int fd, const void *data, size_t len,
-                        uint64_t off, size_t keep, int flags, int *wrote)
-{
-    *wrote = 0;
-    /* here, not in the io: the limit is this process's, and the job may lower it any time */
-    if (past_fsize_limit(off + len + keep)) {
-        errno = EFBIG;
-        return -1;
-    }
-    return io->write_at(io->ctx, fd, data, len, off, keep, flags, wrote);
-}
-
-/* 0 when w->fd is still our file, opening it again when the job took the number; -1 when
- * the file cannot be reached as ours (errno EBADF). */
-static int own_fd(cp_trace_writer *w)
-{
-    struct stat st;
-    if (w->fd >= 0 && fstat(w->fd, &st) == 0 && st.st_dev == w->dev && st.st_ino == w->ino)
-        return 0;
-    w->fd = -1; /* never closed: that number is the job's now */
-    int fd = w->path ? open(w->path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
-    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == w->dev && st.st_ino == w->ino) {
-        w->fd = cp_fd_move_high(fd);
-        return 0;
-    }
-    if (fd >= 0)
-        close(fd);
-    errno = EBADF;
-    return -1;
-}
-
-/* The file system calls that open, close and remove a file, each in one place. */
-
-/* Creates path (never an existing file, never through a symlink) with exactly `mode`,
- * moved to a high fd; -1 with errno on failure (nothing left behind). */
-static int create_file(const char *path, unsigned mode, struct stat *st)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode & 0777);
-    if (fd < 0)
-        return -1;
-    if (fstat(fd, st) != 0) {
-        int e = errno;
-        close(fd);
-        unlink(path);
-        errno = e;
-        return -1;
-    }
-    /* the mode asked for, whatever the umask: a wider one is a choice (COLLPROF_FILE_MODE) */
-    (void)fchmod(fd, mode & 0777); /* on a file system without modes, the open's stands */
-    return cp_fd_move_high(fd);
-}
-
-static int close_file(int fd) { return close(fd); }
-
-/* 0 when path is gone (or was never there). */
-static int remove_file(const char *path) { return unlink(path) == 0 || errno == ENOENT ? 0 : -1; }
 
 cp_trace_writer *cp_trace_writer_open(const char *path, const cp_file_header *header,
                                       size_t chunk_payload_bytes, char *err, size_t errlen)
@@ -257,7 +115,7 @@ cp_trace_writer *cp_trace_writer_open_mode(const char *path, const cp_file_heade
         return NULL;
     }
     struct stat st;
-    int fd = create_file(path, mode, &st);
+    int fd = cp_tw_create_file(path, mode, &st);
     if (fd < 0) {
         snprintf(err, errlen, "'%s': cannot create trace file: %s", path, strerror(errno));
         free(w);
@@ -277,12 +135,12 @@ cp_trace_writer *cp_trace_writer_open_mode(const char *path, const cp_file_heade
     memset(h.reserved, 0, sizeof h.reserved);
     h.header_hash = cp_trace_hash(&h, offsetof(cp_file_header, header_hash));
     int wrote;
-    if (write_all_at(&cp_trace_io_direct, fd, &h, sizeof h, 0, CP_WRITER_RESERVE, 0, &wrote) != 0) {
+    if (cp_tw_write_all_at(&cp_trace_io_direct, fd, &h, sizeof h, 0, CP_WRITER_RESERVE, 0, &wrote) != 0) {
         int e = errno;
         snprintf(err, errlen, "'%s': cannot write trace header: %s", path,
                  e ? strerror(e) : "short write");
-        close_file(fd);
-        remove_file(path);
+        cp_tw_close_file(fd);
+        cp_tw_remove_file(path);
         free(w);
         free(buf);
         return NULL;
@@ -373,7 +231,7 @@ static int chunk_done(cp_trace_writer *w, int rc, int wrote, size_t len, uint64_
      * frees the blocks kept past the end for the closing chunk, which are taken again (the
      * cut gave back at least as many). */
     if (wrote) {
-        int cut = own_fd(w) == 0 ? w->io->cut(w->io->ctx, w->fd, w->file_bytes, CP_WRITER_RESERVE)
+        int cut = cp_tw_own_fd(w) == 0 ? w->io->cut(w->io->ctx, w->fd, w->file_bytes, CP_WRITER_RESERVE)
                                  : -1;
         if (cut == CP_IO_STALLED) {
             w->flight = CP_FLIGHT_CUT;
@@ -429,8 +287,6 @@ static int settle(cp_trace_writer *w, int block)
  * -1 when its records were lost (counted); -1 with errno ETIMEDOUT when the write stalled
  * and there is no spare: the chunk stays in flight in the buffer (settle). With CP_IO_QUEUE
  * (closing while stalled) the chunk is queued and taken as landed; the buffer is the io's. */
-static void next_segment(cp_trace_writer *w);
-
 static int write_chunk(cp_trace_writer *w, int flags)
 {
     if (w->leaked)
@@ -440,7 +296,7 @@ static int write_chunk(cp_trace_writer *w, int flags)
     if (w->seg_max && !w->closing && w->seg_data && !(flags & CP_IO_QUEUE) &&
         w->flight == CP_FLIGHT_NONE &&
         w->file_bytes + CP_CHUNK_HEADER_BYTES + w->used + CP_WRITER_RESERVE > w->seg_max)
-        next_segment(w);
+        cp_tw_next_segment(w);
     cp_chunk_header ch = {
         .magic = CP_CHUNK_MAGIC,
         .payload_bytes = (uint32_t)w->used,
@@ -462,7 +318,7 @@ static int write_chunk(cp_trace_writer *w, int flags)
     size_t len = CP_CHUNK_HEADER_BYTES + w->used;
     uint64_t callers = w->count - w->own;
     int wrote = 0;
-    int rc = own_fd(w) == 0 ? write_all_at(w->io, w->fd, w->buf, len, w->file_bytes,
+    int rc = cp_tw_own_fd(w) == 0 ? cp_tw_write_all_at(w->io, w->fd, w->buf, len, w->file_bytes,
                                             w->closing ? 0 : CP_WRITER_RESERVE, flags, &wrote)
                             : -1;
     if (rc == CP_IO_STALLED && (flags & CP_IO_QUEUE)) {
@@ -492,184 +348,6 @@ static int write_chunk(cp_trace_writer *w, int flags)
     rc = chunk_done(w, rc, wrote, len, callers, placed);
     reset_chunk(w);
     return rc;
-}
-
-/* Writes one chunk of a segment's head (`used` payload bytes, `count` records, from buf, its
- * header made here) at the end of the file, directly (rotation's own calls: see the top):
- * 0 and the file's end and chunk index advanced, or -1. */
-static int emit_chunk(cp_trace_writer *w, unsigned char *buf, size_t used, uint32_t count)
-{
-    cp_chunk_header ch = {
-        .magic = CP_CHUNK_MAGIC,
-        .payload_bytes = (uint32_t)used,
-        .chunk_index = w->chunk_index,
-        .lost_records = w->lost,
-        .payload_hash = cp_trace_hash(buf + CP_CHUNK_HEADER_BYTES, used),
-        .record_count = count,
-    };
-    ch.header_hash = cp_chunk_header_hash(&ch);
-    memcpy(buf, &ch, sizeof ch);
-    size_t len = CP_CHUNK_HEADER_BYTES + used;
-    int wrote = 0;
-    if (own_fd(w) != 0 || write_all_at(&cp_trace_io_direct, w->fd, buf, len, w->file_bytes,
-                                       CP_WRITER_RESERVE, 0, &wrote) != 0)
-        return -1;
-    w->file_bytes += len;
-    w->chunk_index++;
-    return 0;
-}
-
-/* Rotation. Everything here may run in a fatal signal's handler (the exit flush): no
- * allocation, no stdio; the buffers are made by cp_trace_writer_rotate. */
-
-/* Appends rec to the head chunk being built at w->head (*used, *count), writing it out first
- * when rec does not fit. */
-static void head_put(cp_trace_writer *w, const void *rec, size_t size, size_t *used,
-                     uint32_t *count)
-{
-    if (*used + size > w->cap && *count) {
-        (void)emit_chunk(w, w->head, *used, *count);
-        *used = 0;
-        *count = 0;
-    }
-    if (size > w->cap)
-        return; /* never: append_kept keeps only records a chunk holds */
-    memcpy(w->head + CP_CHUNK_HEADER_BYTES + *used, rec, size);
-    *used += size;
-    (*count)++;
-}
-
-/* A segment's head: SEGMENT, what rotation dropped as it opened (LOST rotated), then every
- * record the data may name (append_kept's). Its failure costs no data record: a segment
- * whose head is missing still reads, with calls naming communicators it does not know. */
-static void write_head(cp_trace_writer *w, uint64_t rotated_now)
-{
-    size_t used = 0;
-    uint32_t count = 0;
-    uint64_t now = cp_mono_ns();
-    cp_rec_segment seg = {.h = {CP_REC_SEGMENT, sizeof seg}, .segment = w->segment,
-                          .records_before = w->records_before, .at_ns = now,
-                          .lost_before = w->lost - rotated_now};
-    head_put(w, &seg, sizeof seg, &used, &count);
-    if (rotated_now) {
-        cp_rec_lost lost = {.h = {CP_REC_LOST, sizeof lost}, .cause = CP_LOST_ROTATED,
-                            .count = rotated_now, .at_ns = now};
-        head_put(w, &lost, sizeof lost, &used, &count);
-    }
-    size_t off = 0;
-    for (const void *rec; (rec = cp_kept_next(&w->kept, &off)) != NULL;) {
-        uint16_t size;
-        memcpy(&size, (const unsigned char *)rec + offsetof(cp_record_header, size), sizeof size);
-        head_put(w, rec, size, &used, &count);
-    }
-    if (count)
-        (void)emit_chunk(w, w->head, used, count);
-}
-
-/* Ends the current segment and starts the next, deleting the oldest past
- * CP_TRACE_SEGMENTS. When the next cannot be made, writing goes on in the current one (the
- * size bound is then exceeded, never a record lost to it) and the next chunk tries again. */
-static void next_segment(cp_trace_writer *w)
-{
-    uint32_t next = w->segment + 1;
-    if (cp_trace_segment_path(w->alt_path, w->path_cap, w->base, next) != 0)
-        return;
-    struct stat st;
-    int fd = create_file(w->alt_path, w->mode, &st);
-    if (fd < 0)
-        return;
-    int wrote;
-    if (write_all_at(&cp_trace_io_direct, fd, &w->header, sizeof w->header, 0, CP_WRITER_RESERVE,
-                     0, &wrote) != 0 ||
-        (w->seg_io && w->seg_io(w->seg_io_ctx, fd) != 0)) {
-        close_file(fd);
-        remove_file(w->alt_path);
-        return;
-    }
-    if (own_fd(w) == 0)
-        (void)close_file(w->fd);
-    w->fd = fd;
-    w->dev = st.st_dev;
-    w->ino = st.st_ino;
-    char *old = w->path;
-    w->path = w->alt_path;
-    w->alt_path = old;
-    w->file_bytes = sizeof w->header;
-    w->chunk_index = 0;
-    w->records_before += w->seg_written[w->segment % CP_TRACE_SEGMENTS];
-    w->segment = next;
-    w->seg_data = 0;
-    /* the slot of the segment that leaves now is the new one's */
-    uint64_t rotated_now = 0;
-    if (next >= CP_TRACE_SEGMENTS) {
-        if (cp_trace_segment_path(w->alt_path, w->path_cap, w->base,
-                                  next - CP_TRACE_SEGMENTS) == 0 &&
-            remove_file(w->alt_path) == 0) {
-            rotated_now = w->seg_written[next % CP_TRACE_SEGMENTS];
-            w->rotated += rotated_now;
-            w->lost += rotated_now;
-            w->lost_by[CP_LOST_ROTATED] += rotated_now;
-        }
-    }
-    w->seg_written[next % CP_TRACE_SEGMENTS] = 0;
-    write_head(w, rotated_now);
-}
-
-int cp_trace_writer_rotate(cp_trace_writer *w, uint64_t max_bytes)
-{
-    uint64_t seg = max_bytes / CP_TRACE_SEGMENTS;
-    if (w->seg_max || w->chunk_index || w->used || seg < CP_TRACE_HEADER_BYTES + 2 * w->cap)
-        return -1;
-    size_t n = strlen(w->path);
-    w->path_cap = n + 16; /* ".s" and up to 10 digits */
-    char *path = malloc(w->path_cap);
-    w->alt_path = malloc(w->path_cap);
-    w->base = strdup(w->path);
-    w->head = malloc(CP_CHUNK_HEADER_BYTES + w->cap);
-    if (!path || !w->alt_path || !w->base || !w->head) {
-        free(path);
-        free(w->alt_path);
-        free(w->base);
-        free(w->head);
-        w->alt_path = w->base = NULL;
-        w->head = NULL;
-        return -1;
-    }
-    memcpy(path, w->path, n + 1);
-    free(w->path);
-    w->path = path;
-    w->seg_max = seg;
-    cp_rec_segment first = {.h = {CP_REC_SEGMENT, sizeof first}, .at_ns = cp_mono_ns()};
-    memcpy(w->payload, &first, sizeof first);
-    w->used = sizeof first;
-    w->count = 1;
-    w->own = 1;
-    return 0;
-}
-
-void cp_trace_writer_forget(cp_trace_writer *w, unsigned type, uint32_t index)
-{
-    cp_kept_forget(&w->kept, type, index);
-}
-
-int cp_trace_writer_append_kept(cp_trace_writer *w, const void *record)
-{
-    cp_record_header h;
-    memcpy(&h, record, sizeof h);
-    /* COMM, SITE and KNAME carry their index in the word after the header; without memory,
-     * later segments lack the record (their calls name an unknown index), never this one */
-    if (w->seg_max && h.size >= sizeof h + sizeof(uint32_t) && h.size % 8 == 0 &&
-        h.size <= w->cap)
-        (void)cp_kept_put(&w->kept, record);
-    return cp_trace_writer_append(w, record);
-}
-
-uint64_t cp_trace_writer_records_rotated(const cp_trace_writer *w) { return w->rotated; }
-
-void cp_trace_writer_on_segment(cp_trace_writer *w, int (*seg_io)(void *ctx, int fd), void *ctx)
-{
-    w->seg_io = seg_io;
-    w->seg_io_ctx = ctx;
 }
 
 static int append_slow(cp_trace_writer *w, const void *record, size_t size)
@@ -722,6 +400,18 @@ int cp_trace_writer_append(cp_trace_writer *w, const void *record)
         return 0;
     }
     return append_slow(w, record, size);
+}
+
+int cp_trace_writer_append_kept(cp_trace_writer *w, const void *record)
+{
+    cp_record_header h;
+    memcpy(&h, record, sizeof h);
+    /* COMM, SITE and KNAME carry their index in the word after the header; without memory,
+     * later segments lack the record (their calls name an unknown index), never this one */
+    if (w->seg_max && h.size >= sizeof h + sizeof(uint32_t) && h.size % 8 == 0 &&
+        h.size <= w->cap)
+        (void)cp_kept_put(&w->kept, record);
+    return cp_trace_writer_append(w, record);
 }
 
 int cp_trace_writer_flush(cp_trace_writer *w)
@@ -832,7 +522,7 @@ int cp_trace_writer_close(cp_trace_writer *w)
         errno = ETIMEDOUT;
         return -1;
     }
-    if (own_fd(w) != 0 || w->io->close(w->io->ctx, w->fd) != 0)
+    if (cp_tw_own_fd(w) != 0 || w->io->close(w->io->ctx, w->fd) != 0)
         rc = -1;
     free(w->path);
     free(w->alt_path);
