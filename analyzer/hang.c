@@ -11,7 +11,8 @@
  *     proves every rank joined) up to one that a HANG record names or that took far longer
  *     than the comm's typical one (ended by an abort or a dead peer's error, not done); when
  *     the others finished everything, the last of it, where the job ended;
- *   - every rank called it, each timed it, none finished it, and nothing later finished;
+ *   - every rank called it, each timed it, none finished it, and nothing later finished
+ *     (a rank whose trace lost records cannot show it did not finish: not on this alone);
  *   - a watchdog HANG record names it, unless that rank went on to finish a later call it
  *     made after the record (a stall that cleared, not a hang), or its own call's DONE
  *     says the kernel ended before the record was written (the news came late). A HANG
@@ -150,11 +151,15 @@ static int finished(const finder *f, const cpa_op *o)
     return any;
 }
 
+/* Every rank timed it and none has its DONE. A rank whose trace lost records (a stalled or
+ * failed file system, a full ring) may have lost that DONE: its missing DONE is no evidence,
+ * and the operation is not judged stuck on it (a watchdog's HANG record still is). */
 static int timed_none_done(const finder *f, const cpa_op *o)
 {
     for (uint32_t p = 0; p < o->nparts; p++) {
         const cpa_part *pt = &f->mt->parts[o->first_part + p];
-        if (really_done(f, pt) || !(call_of(f, pt)->flags & CP_CALL_TIMED))
+        if (really_done(f, pt) || !(call_of(f, pt)->flags & CP_CALL_TIMED) ||
+            cpa_rank_has_holes(&f->m->ranks[pt->rank_idx]))
             return 0;
     }
     return o->nparts > 0;

@@ -140,6 +140,27 @@ static void test_stuck_in_nccl(void **state)
     done_with(&j, &res);
 }
 
+/* The same last operation, every rank's DONE for it missing, but every trace lost records
+ * after it (a file system that stalled: write_stalled) and ended cleanly: a missing DONE
+ * there is no evidence, and no rank is said stuck. */
+static void test_stuck_not_judged_on_lost_dones(void **state)
+{
+    (void)state;
+    job j;
+    result res;
+    job_open(&j, NR);
+    for (int r = 0; r < NR; r++) {
+        put_comm(&j, r, 0, WORLD, NR, r);
+        world_run(&j, r, 5, 4);
+        cp_trace_writer_count_lost(j.w[r], CP_LOST_WRITE_STALLED, 3);
+        put_alive(&j, r, enter_at(r, 5) + 5000000000ull);
+        put_end(&j, r);
+    }
+    analyze(&j, &res);
+    assert_int_equal(res.h.nrows, 0);
+    done_with(&j, &res);
+}
+
 /* Every rank called seq 5; rank 2 was killed in it (no END) while the others lived on. */
 static void test_killed_inside(void **state)
 {
@@ -506,6 +527,7 @@ int main(void)
         cmocka_unit_test(test_rank_exited_lost_tail_huge_times),
         cmocka_unit_test(test_killed_inside_others_ended),
         cmocka_unit_test(test_stuck_in_nccl),
+        cmocka_unit_test(test_stuck_not_judged_on_lost_dones),
         cmocka_unit_test(test_killed_inside),
         cmocka_unit_test(test_gpu_not_started),
         cmocka_unit_test(test_killed_outranks_not_started),

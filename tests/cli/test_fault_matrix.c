@@ -629,6 +629,60 @@ static void shim_edge_cases(void **state)
         run_shim_case(deaths[i].name, NULL, die, dir, 1);
     }
 
+    /* the job's next open(2) after NCCL's first calls: the number it gets without the shim
+     * (the shim's own fds, libunwind's pipe and the I/O executor's socket among them, sit
+     * high); its stdout prints the number and every open fd below 1000 */
+    const char *first_open[] = {"first-open", "20", NULL};
+    snprintf(dir, sizeof dir, "%s/first-open", g_tmp);
+    run_shim_case("first-open", NULL, first_open, dir, 1);
+
+    /* a job that closes fd 2 and opens its own data file there, then a call that makes the
+     * shim warn (a bad value): the file holds the job's line only */
+    static const char *const warns[] = {"COLLPROF_FLUSH_MS=often", NULL};
+    const char *data_file[] = {"stderr-file", job_file, "20", NULL};
+    snprintf(dir, sizeof dir, "%s/stderr-file", g_tmp);
+    run_shim_case("stderr-file", warns, data_file, dir, 1);
+    FILE *jf = fopen(job_file, "r");
+    assert_non_null(jf);
+    fseek(jf, 0, SEEK_END);
+    char *data = sim_slurp(jf); /* closes it */
+    assert_true(strlen(data) > 0);
+    assert_null(strstr(data, "collprof"));
+    free(data);
+
+    /* COLLPROF_ENABLE=off, spelt as the settings take it: a pure pass-through, no trace */
+    static const char *const off[] = {"COLLPROF_ENABLE=off", NULL};
+    snprintf(dir, sizeof dir, "%s/enable-off", g_tmp);
+    run_shim_case("enable-off", off, burst, dir, 0);
+
+    /* 30,000 communicators made, used and destroyed (every tenth aborted): the job the same,
+     * the trace reads (its memory stays flat: test_preload_long) */
+    const char *churn[] = {"churn", "30000", "10", NULL};
+    snprintf(dir, sizeof dir, "%s/comm-churn", g_tmp);
+    run_shim_case("comm-churn", NULL, churn, dir, 1);
+
+    /* an init and a collective that block 2.5 s each: their host times in the trace are
+     * those seconds, not a 32-bit value's cap (1 ms under, 1 s over: the stub's sleep) */
+    static const char *const slow[] = {"STUB_NCCL_BLOCK_MS=2500,2500", NULL};
+    const char *block[] = {"block", "1", NULL};
+    snprintf(dir, sizeof dir, "%s/long-calls", g_tmp);
+    run_shim_case("long-calls", slow, block, dir, 1);
+    char **paths = NULL;
+    assert_int_equal(st_list(dir, &paths), 1);
+    trace_seen t;
+    assert_int_equal(st_read_trace(paths[0], &t), 0);
+    size_t slow_calls = 0;
+    for (size_t i = 0; i < t.ncalls; i++) {
+        uint64_t ns = cp_call_host_ns(&t.calls[i]);
+        if (ns >= 2499000000ull) {
+            assert_true(ns <= 3500000000ull);
+            slow_calls++;
+        }
+    }
+    assert_int_equal(slow_calls, 2);
+    st_free_trace(&t);
+    cp_trace_dir_free(paths, 1);
+
     snprintf(target, sizeof target, "%s/real-dir", g_tmp);
     snprintf(link, sizeof link, "%s/link-dir", g_tmp);
     assert_int_equal(mkdir(target, 0700), 0);
