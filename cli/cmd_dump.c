@@ -435,32 +435,30 @@ static int print_clock(void *ctx, const cp_rec_clock *rec)
     return end(d);
 }
 
+/* LOST and UNTIMED: a count by cause (its name, or its number when unknown) since a time. */
+static int print_by_cause(struct dump *d, const char *type, const char *cause_name,
+                          uint32_t cause, uint64_t count, uint64_t at_ns)
+{
+    struct dump_line *l = begin(d, type);
+    if (cause_name)
+        put_name(l, "cause", cause_name);
+    else
+        dump_line_u64(l, "cause", cause);
+    dump_line_u64(l, "count", count);
+    dump_line_u64(l, "at_ns", at_ns);
+    return end(d);
+}
+
 static int print_lost(void *ctx, const cp_rec_lost *rec)
 {
-    struct dump *d = ctx;
-    struct dump_line *l = begin(d, "LOST");
-    const char *cause = cp_lost_cause_name(rec->cause);
-    if (cause)
-        put_name(l, "cause", cause);
-    else
-        dump_line_u64(l, "cause", rec->cause);
-    dump_line_u64(l, "count", rec->count);
-    dump_line_u64(l, "at_ns", rec->at_ns);
-    return end(d);
+    return print_by_cause(ctx, "LOST", cp_lost_cause_name(rec->cause), rec->cause, rec->count,
+                          rec->at_ns);
 }
 
 static int print_untimed(void *ctx, const cp_rec_untimed *rec)
 {
-    struct dump *d = ctx;
-    struct dump_line *l = begin(d, "UNTIMED");
-    const char *cause = cp_untimed_cause_name(rec->cause);
-    if (cause)
-        put_name(l, "cause", cause);
-    else
-        dump_line_u64(l, "cause", rec->cause);
-    dump_line_u64(l, "count", rec->count);
-    dump_line_u64(l, "at_ns", rec->at_ns);
-    return end(d);
+    return print_by_cause(ctx, "UNTIMED", cp_untimed_cause_name(rec->cause), rec->cause,
+                          rec->count, rec->at_ns);
 }
 
 static int print_end(void *ctx, const cp_rec_end *rec)
