@@ -361,12 +361,17 @@ static pid_t start_run(const char *dir, const char *script, const char *err_path
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
+        /* run leads a process group of its own, whose parent (this test) is in another of
+         * the same session: never an orphaned group, in which the kernel discards a stop
+         * signal (TSTP, TTIN, TTOU) rather than stop the job (a CI shell that left) */
         if (pty_slave) {
             setsid();
             int t = open(pty_slave, O_RDWR);
             if (t < 0 || ioctl(t, TIOCSCTTY, 0) != 0)
                 _exit(125);
             dup2(t, STDIN_FILENO);
+        } else {
+            setpgid(0, 0);
         }
         int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(e, STDERR_FILENO);
@@ -481,9 +486,14 @@ static void a_stopped_job_stops_run_and_both_resume(void **state)
     assert_true(job > 0);
     kill(run, SIGTSTP);
     int ws = 0;
-    pid_t w;
-    while ((w = waitpid(run, &ws, WUNTRACED)) < 0 && errno == EINTR)
-        ;
+    pid_t w = 0;
+    for (int i = 0; i < 1000 && w == 0; i++) { /* 10 s at most */
+        w = waitpid(run, &ws, WUNTRACED | WNOHANG);
+        if (w == 0 || (w < 0 && errno == EINTR)) {
+            w = 0;
+            usleep(10000);
+        }
+    }
     int stopped = w == run && WIFSTOPPED(ws);
     kill(run, SIGCONT);
     int resumed = stopped && (kill(run, SIGUSR1), wait_for_content(log, "USR1\n"));
