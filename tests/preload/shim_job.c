@@ -519,7 +519,7 @@ static void churn(int n, int abort_every)
 /* The fault that raises sig by itself, where there is one: the real one, unchecked by the
  * sanitizers (UBSan would report the division, ASan the null write, and end the job its
  * own way). */
-__attribute__((no_sanitize_address, no_sanitize_undefined)) static void fault(int sig)
+__attribute__((no_sanitize("address", "undefined"))) static void fault(int sig)
 {
     static volatile int zero;
     if (sig == SIGSEGV) {
