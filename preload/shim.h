@@ -11,7 +11,9 @@
  *   wrap_comm.c     communicator life: init, split, shrink, finalize, destroy, abort, revoke
  *   comm_table.c    ncclComm_t -> cp_comm: lock-free lookup, comm ids agreed across ranks
  *   ring.c          per-thread SPSC rings and the lock-free list the writer drains
+ *   ring_call.h     a CALL's host time and plugin call as they ride the ring (wider than the file's)
  *   writer_thread.c the thread that drains rings into the rank's file every COLLPROF_FLUSH_MS
+ *   io_exec.c       the trace file's blocking calls in a process of its own (io_exec.h)
  *   identity.c      who this process is: launcher env, host, job id, file name
  *   lifecycle.c     settings (once), start at the first recorded call, exit, fork
  *   signals.c       the fatal signals: flush, END, then the job's handler or the default
