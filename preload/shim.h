@@ -11,7 +11,7 @@
  *   wrap_comm.c     communicator life: init, split, shrink, finalize, destroy, abort, revoke
  *   comm_table.c    ncclComm_t -> cp_comm: lock-free lookup, comm ids agreed across ranks
  *   ring.c          per-thread SPSC rings and the lock-free list the writer drains
- *   ring_call.h     a CALL's host time and plugin call as they ride the ring (wider than the file's)
+ *   ring_call.h     how a CALL carries its host ticks and its plugin call through the ring
  *   writer_thread.c the thread that drains rings into the rank's file every COLLPROF_FLUSH_MS
  *   io_exec.c       the trace file's blocking calls in a process of its own (io_exec.h)
  *   identity.c      who this process is: launcher env, host, job id, file name
