@@ -369,13 +369,16 @@ static void a_capped_trace(void **state)
  * past any bound this gives a 2 s job (4.4 s). After the thaw the executors finish: every
  * trace reads and ends with END, the loss counted as write_stalled. Root and a loop device;
  * skipped else. */
-#define FM_SLACK_S 2.0
-/* 6 s, or 15 s where sanitizers make the job itself last 5 s: the bound must stay below the
- * thaw, or a job held until the thaw would pass (checked) */
+/* 6 s, or 15 s where sanitizers make the job itself last 4-5 s; the slack 2 s, or 5 s there,
+ * where the shim's own instrumented work and the suite beside it spread the job's time
+ * further (6.70 s with the shim against 3.91 s without, once, in CI). The bound must stay
+ * below the thaw, or a job held until the thaw would pass (checked). */
 #ifdef CP_TEST_SANITIZE
 #define FM_FREEZE_S 15.0
+#define FM_SLACK_S 5.0
 #else
 #define FM_FREEZE_S 6.0
+#define FM_SLACK_S 2.0
 #endif
 
 static void freeze_trace_fs(void)
